@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/metrics"
+	"github.com/restart-controller/restart-controller/internal/restart"
+	"github.com/restart-controller/restart-controller/internal/server"
+	"github.com/restart-controller/restart-controller/internal/watch"
+)
+
+const (
+	// discoveryInterval is how often workload kinds whose CRD is missing are looked for.
+	discoveryInterval = 10 * time.Second
+	// drainTimeout bounds how long shutdown waits for reconciles under way.
+	drainTimeout = 10 * time.Second
+)
+
+func restConfig(s config.Settings) (*rest.Config, error) {
+	var (
+		rc  *rest.Config
+		err error
+	)
+	if s.Kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", s.Kubeconfig)
+	} else {
+		rc, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("loading Kubernetes client configuration: %w", err)
+	}
+	rc.QPS = s.KubeAPIQPS
+	rc.Burst = s.KubeAPIBurst
+	rc.UserAgent = "restart-controller/" + version
+	return rc, nil
+}
+
+func runController(ctx context.Context, cfg *config.Config, log hclog.Logger) error {
+	started := time.Now()
+	rc, err := restConfig(cfg.Settings)
+	if err != nil {
+		return err
+	}
+	client, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("creating dynamic client: %w", err)
+	}
+	disc, err := discovery.NewDiscoveryClientForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("creating discovery client: %w", err)
+	}
+
+	cat := catalog.New()
+	m := metrics.New(cat.Counts)
+	ctrl, err := restart.New(cfg, cat, client, m, log.Named("restart"))
+	if err != nil {
+		return err
+	}
+	watcher := watch.New(cfg, client, disc, cat, ctrl, m, log.Named("watch"), discoveryInterval)
+	srv, err := server.Listen(cfg.Settings.MetricsAddress, m.Registry, watcher.Ready)
+	if err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := srv.Run(ctx); err != nil {
+			cancel(err)
+		}
+	}()
+	defer wg.Wait()
+
+	if err := watcher.Start(ctx); err != nil {
+		return fmt.Errorf("starting watches: %w", err)
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		watcher.Run(ctx)
+	}()
+	if err := watcher.WaitForSync(ctx); err != nil {
+		return err
+	}
+	configs, workloads := cat.Counts()
+	m.Ready.Set(1)
+	log.Info("caches synced", "configs", configs, "workloads", workloads, "after", time.Since(started).Round(time.Millisecond))
+
+	if !cfg.Settings.LeaderElect {
+		m.Leader.Set(1)
+		ctrl.Run(ctx, context.WithoutCancel(ctx), cfg.Settings.Workers, drainTimeout)
+	} else if err := runAsLeader(ctx, cfg.Settings, rc, log.Named("leader"), m, func(runCtx, writeCtx context.Context) {
+		ctrl.Run(runCtx, writeCtx, cfg.Settings.Workers, drainTimeout)
+	}); err != nil {
+		return err
+	}
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return nil
+}

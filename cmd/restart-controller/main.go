@@ -1,0 +1,62 @@
+// Command restart-controller restarts pod-template workloads when the data
+// they read from ConfigMaps and Secrets changes.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/pflag"
+	"k8s.io/klog/v2"
+
+	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/logging"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run returns the process exit code: 0 on a clean stop, 1 when the controller
+// failed, 2 when the configuration is invalid (nothing was touched).
+func run(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
+	fs := pflag.NewFlagSet("restart-controller", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	config.Flags(fs)
+	cfg, err := config.Load(fs, args, lookupEnv)
+	switch {
+	case errors.Is(err, pflag.ErrHelp):
+		return 0
+	case errors.Is(err, config.ErrVersion):
+		fmt.Fprintln(stdout, "restart-controller", version)
+		return 0
+	case err != nil:
+		fmt.Fprintf(stderr, "restart-controller: invalid configuration:\n%v\n", err)
+		return 2
+	}
+
+	log := logging.New(stderr, cfg.Settings.LogFormat, cfg.Settings.Verbose)
+	// klog is client-go's process-wide logger; routing it here is the one
+	// global this program sets, and only main may set it.
+	klog.SetLogger(logging.Logr(log.Named("client-go")))
+	log.Info("starting", "version", version, "config", cfg.Settings.ConfigFile,
+		"grace_period", cfg.Settings.GracePeriod, "workers", cfg.Settings.Workers)
+
+	if err := runController(ctx, cfg, log); err != nil {
+		log.Error("stopped with error", "error", err)
+		return 1
+	}
+	log.Info("stopped")
+	return 0
+}

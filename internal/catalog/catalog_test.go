@@ -1,0 +1,259 @@
+package catalog
+
+import (
+	"reflect"
+	"sort"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+)
+
+var statefulsets = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"}
+
+// workloadYAML is a workload reading the ConfigMap "app" whole and the Secret "db" by key.
+func workloadYAML(kind, ns, name string) string {
+	return `
+apiVersion: apps/v1
+kind: ` + kind + `
+metadata: {name: ` + name + `, namespace: ` + ns + `, annotations: {com.xing.deployment-restart: enabled}}
+spec:
+  template:
+    spec:
+      containers:
+      - name: c
+        envFrom: [{configMapRef: {name: app}}]
+        env: [{name: P, valueFrom: {secretKeyRef: {name: db, key: password}}}]
+`
+}
+
+type catalogFixture struct {
+	cat        *Catalog
+	configMaps cache.Indexer
+	deploys    cache.Indexer
+	stateful   cache.Indexer
+}
+
+func newCatalogFixture(t *testing.T) catalogFixture {
+	t.Helper()
+	cfg := exampleConfig(t)
+	reduceCM := ReduceConfig([]string{"data", "binaryData"})
+	reduceSecret := ReduceConfig([]string{"data"})
+	reduceDeploy := ReduceWorkload(deploymentKind(t, cfg), cfg)
+
+	f := catalogFixture{
+		cat:        New(),
+		configMaps: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
+		deploys:    cache.NewIndexer(cache.MetaNamespaceKeyFunc, WorkloadIndexers()),
+		stateful:   cache.NewIndexer(cache.MetaNamespaceKeyFunc, WorkloadIndexers()),
+	}
+	// Secrets come from two stores, as when watching is limited to namespaces.
+	secretsShop := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	secretsOther := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	f.cat.AddConfigStore("configmap", f.configMaps)
+	f.cat.AddConfigStore("secret", secretsShop)
+	f.cat.AddConfigStore("secret", secretsOther)
+	f.cat.AddWorkloadStore(deployments, f.deploys)
+	f.cat.AddWorkloadStore(statefulsets, f.stateful)
+
+	add := func(store cache.Indexer, transform cache.TransformFunc, yamlText string) {
+		t.Helper()
+		obj, err := transform(fromYAML(t, yamlText))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Add(obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(f.configMaps, reduceCM, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app, namespace: shop}\ndata: {a: '1'}")
+	add(f.configMaps, reduceCM, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app, namespace: other}\ndata: {a: '2'}")
+	add(secretsShop, reduceSecret, "apiVersion: v1\nkind: Secret\nmetadata: {name: db, namespace: shop}\ndata: {password: cHc=}")
+	add(secretsOther, reduceSecret, "apiVersion: v1\nkind: Secret\nmetadata: {name: db, namespace: other}\ndata: {password: eHg=}")
+
+	add(f.deploys, reduceDeploy, workloadYAML("Deployment", "shop", "web"))
+	add(f.deploys, reduceDeploy, workloadYAML("Deployment", "shop", "api"))
+	add(f.deploys, reduceDeploy, workloadYAML("Deployment", "other", "web"))
+	add(f.deploys, reduceDeploy, `
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: unrelated, namespace: shop}
+spec: {template: {spec: {containers: [{name: c, envFrom: [{configMapRef: {name: not-app}}]}]}}}
+`)
+	add(f.stateful, reduceDeploy, workloadYAML("StatefulSet", "shop", "db"))
+	return f
+}
+
+func TestCatalogConfig(t *testing.T) {
+	f := newCatalogFixture(t)
+	cases := []struct {
+		id     ConfigID
+		found  bool
+		digest string // data key "a" or "password" expected value
+	}{
+		{ConfigID{"configmap", "shop", "app"}, true, "1"},
+		{ConfigID{"configmap", "other", "app"}, true, "2"},
+		{ConfigID{"secret", "shop", "db"}, true, "cHc="},
+		{ConfigID{"secret", "other", "db"}, true, "eHg="}, // found in the second store
+		{ConfigID{"secret", "shop", "app"}, false, ""},    // a ConfigMap, not a Secret
+		{ConfigID{"configmap", "nowhere", "app"}, false, ""},
+		{ConfigID{"configmap", "shop", "missing"}, false, ""},
+		{ConfigID{"unknownkind", "shop", "app"}, false, ""},
+		{ConfigID{}, false, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.id.String(), func(t *testing.T) {
+			state, found := f.cat.Config(tc.id)
+			if found != tc.found {
+				t.Fatalf("found = %v, want %v", found, tc.found)
+			}
+			if !found {
+				if state != nil {
+					t.Errorf("state %+v for a missing config", state)
+				}
+				return
+			}
+			if state.Namespace != tc.id.Namespace || state.Name != tc.id.Name {
+				t.Errorf("got %s/%s", state.Namespace, state.Name)
+			}
+			key := "a"
+			if tc.id.Kind == "secret" {
+				key = "password"
+			}
+			if state.Digests[key] != digestValue(tc.digest) {
+				t.Errorf("wrong object returned: digests %v", state.Digests)
+			}
+		})
+	}
+}
+
+func TestCatalogWorkload(t *testing.T) {
+	f := newCatalogFixture(t)
+	cases := []struct {
+		key   WorkloadKey
+		found bool
+	}{
+		{WorkloadKey{deployments, "shop", "web"}, true},
+		{WorkloadKey{deployments, "other", "web"}, true},
+		{WorkloadKey{statefulsets, "shop", "db"}, true},
+		{WorkloadKey{statefulsets, "shop", "web"}, false}, // a Deployment, not a StatefulSet
+		{WorkloadKey{deployments, "shop", "db"}, false},
+		{WorkloadKey{schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "rollouts"}, "shop", "web"}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.key.String(), func(t *testing.T) {
+			w, found := f.cat.Workload(tc.key)
+			if found != tc.found {
+				t.Fatalf("found = %v, want %v", found, tc.found)
+			}
+			if found && (w.Namespace != tc.key.Namespace || w.Name != tc.key.Name || !w.OptedIn) {
+				t.Errorf("got %+v", w)
+			}
+		})
+	}
+}
+
+func sortKeys(keys []WorkloadKey) []WorkloadKey {
+	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	return keys
+}
+
+func TestCatalogWorkloadsReading(t *testing.T) {
+	f := newCatalogFixture(t)
+	cases := []struct {
+		name string
+		id   ConfigID
+		want []WorkloadKey
+	}{
+		{"configmap read by two deployments and a statefulset", ConfigID{"configmap", "shop", "app"}, []WorkloadKey{
+			{deployments, "shop", "api"}, {deployments, "shop", "web"}, {statefulsets, "shop", "db"},
+		}},
+		{"same name in another namespace matches only that namespace", ConfigID{"configmap", "other", "app"}, []WorkloadKey{
+			{deployments, "other", "web"},
+		}},
+		{"secret by key", ConfigID{"secret", "shop", "db"}, []WorkloadKey{
+			{deployments, "shop", "api"}, {deployments, "shop", "web"}, {statefulsets, "shop", "db"},
+		}},
+		{"same name, other kind", ConfigID{"secret", "shop", "app"}, nil},
+		{"namespace nobody is in", ConfigID{"configmap", "nowhere", "app"}, nil},
+		{"read by the unrelated deployment only", ConfigID{"configmap", "shop", "not-app"}, []WorkloadKey{
+			{deployments, "shop", "unrelated"},
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := sortKeys(f.cat.WorkloadsReading(tc.id))
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+
+	// Deleting a workload from its store removes it from the index.
+	web, _ := f.cat.Workload(WorkloadKey{deployments, "shop", "web"})
+	if err := f.deploys.Delete(web); err != nil {
+		t.Fatal(err)
+	}
+	got := sortKeys(f.cat.WorkloadsReading(ConfigID{"configmap", "shop", "app"}))
+	want := []WorkloadKey{{deployments, "shop", "api"}, {statefulsets, "shop", "db"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("after delete: got %v, want %v", got, want)
+	}
+}
+
+func TestCatalogWorkloadsReadingUsesTheIndex(t *testing.T) {
+	cat := New()
+	// A store whose index claims every workload reads configmap/shop/indexed:
+	// the catalog must answer from the index, not by reading references.
+	claims := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{ByConfigIndex: func(interface{}) ([]string, error) {
+		return []string{"configmap/shop/indexed"}, nil
+	}})
+	// A store without the index answers nothing rather than failing.
+	unindexed := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	cat.AddWorkloadStore(deployments, claims)
+	cat.AddWorkloadStore(statefulsets, unindexed)
+	w := &WorkloadState{References: []Reference{{ID: ConfigID{"configmap", "shop", "app"}}}}
+	w.Namespace, w.Name = "shop", "web"
+	if err := claims.Add(w); err != nil {
+		t.Fatal(err)
+	}
+	if err := unindexed.Add(w.DeepCopyObject()); err != nil {
+		t.Fatal(err)
+	}
+	if got := cat.WorkloadsReading(ConfigID{"configmap", "shop", "indexed"}); !reflect.DeepEqual(got, []WorkloadKey{{deployments, "shop", "web"}}) {
+		t.Errorf("got %v", got)
+	}
+	if got := cat.WorkloadsReading(ConfigID{"configmap", "shop", "app"}); len(got) != 0 {
+		t.Errorf("answered without the index: %v", got)
+	}
+
+	// The index function itself ignores objects that are not reduced workloads.
+	ids, err := WorkloadIndexers()[ByConfigIndex](cache.DeletedFinalStateUnknown{Key: "shop/web", Obj: w})
+	if err != nil || len(ids) != 0 {
+		t.Errorf("index of a tombstone: %v, %v", ids, err)
+	}
+	ids, _ = WorkloadIndexers()[ByConfigIndex](w)
+	if !reflect.DeepEqual(ids, []string{"configmap/shop/app"}) {
+		t.Errorf("index values %v", ids)
+	}
+}
+
+func TestCatalogCounts(t *testing.T) {
+	f := newCatalogFixture(t)
+	configs, workloads := f.cat.Counts()
+	if configs != 4 || workloads != 5 {
+		t.Errorf("Counts() = %d, %d; want 4, 5", configs, workloads)
+	}
+	if c, w := New().Counts(); c != 0 || w != 0 {
+		t.Errorf("empty catalog counts %d, %d", c, w)
+	}
+}
+
+func TestConfigIDAndWorkloadKeyStrings(t *testing.T) {
+	if got := (ConfigID{"configmap", "shop", "app"}).String(); got != "configmap/shop/app" {
+		t.Errorf("ConfigID.String() = %q", got)
+	}
+	if got := (WorkloadKey{deployments, "shop", "web"}).String(); got != "deployments.apps/shop/web" {
+		t.Errorf("WorkloadKey.String() = %q", got)
+	}
+}

@@ -1,0 +1,163 @@
+// Package catalog holds what the controller knows about configs and workloads:
+// reduced objects kept by the informers' caches, and the lookups decisions need.
+// Objects are reduced when they enter the cache, so memory follows the number of
+// objects, not the bytes of config data they carry.
+package catalog
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"sort"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Digest identifies one value of a config key without holding the value.
+type Digest [16]byte
+
+// ConfigID names a config object the way the applied-checksums annotation does:
+// "configmap/NS/NAME".
+type ConfigID struct {
+	Kind      string
+	Namespace string
+	Name      string
+}
+
+func (id ConfigID) String() string { return id.Kind + "/" + id.Namespace + "/" + id.Name }
+
+// ConfigState is what the cache keeps of a config object: identity and one
+// digest per key, never the data itself.
+type ConfigState struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Digests           map[string]Digest `json:"digests"`
+}
+
+// DeepCopyObject is required of cached objects; digests are never mutated in
+// place, but the mutation detector of client-go may compare copies.
+func (c *ConfigState) DeepCopyObject() runtime.Object {
+	out := &ConfigState{TypeMeta: c.TypeMeta}
+	c.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	out.Digests = make(map[string]Digest, len(c.Digests))
+	for k, v := range c.Digests {
+		out.Digests[k] = v
+	}
+	return out
+}
+
+// SameData reports whether two states carry identical data; metadata-only
+// changes (labels, annotations) compare equal.
+func (c *ConfigState) SameData(other *ConfigState) bool {
+	if len(c.Digests) != len(other.Digests) {
+		return false
+	}
+	for k, d := range c.Digests {
+		if od, ok := other.Digests[k]; !ok || od != d {
+			return false
+		}
+	}
+	return true
+}
+
+// Checksum is the digest of exactly the data a reference reads: the given keys
+// (present or absent), or every key when keys is nil. Sixteen hex characters,
+// the seed design's annotation format.
+func (c *ConfigState) Checksum(keys []string) string {
+	h := sha256.New()
+	var lenBuf [8]byte
+	writeKey := func(k string) {
+		binary.BigEndian.PutUint64(lenBuf[:], uint64(len(k)))
+		h.Write(lenBuf[:])
+		h.Write([]byte(k))
+	}
+	if keys == nil {
+		h.Write([]byte{'w'})
+		for _, k := range sortedKeys(c.Digests) {
+			d := c.Digests[k]
+			writeKey(k)
+			h.Write(d[:])
+		}
+	} else {
+		h.Write([]byte{'k'})
+		for _, k := range keys {
+			writeKey(k)
+			if d, ok := c.Digests[k]; ok {
+				h.Write([]byte{1})
+				h.Write(d[:])
+			} else {
+				// An absent key is part of what the pod sees (an empty env var,
+				// a missing file), and its later appearance is a change.
+				h.Write([]byte{0})
+			}
+		}
+	}
+	sum := h.Sum(nil)
+	return hex.EncodeToString(sum[:8])
+}
+
+func sortedKeys(m map[string]Digest) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// ReduceConfig returns an informer transform that replaces a config object by
+// its ConfigState. dataFields are the top-level maps whose entries are hashed.
+// Tombstones and already reduced objects pass through: client-go may hand the
+// same object to the transform more than once.
+func ReduceConfig(dataFields []string) cache.TransformFunc {
+	return func(obj interface{}) (interface{}, error) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return obj, nil
+		}
+		return reduceConfig(u, dataFields), nil
+	}
+}
+
+func reduceConfig(u *unstructured.Unstructured, dataFields []string) *ConfigState {
+	state := &ConfigState{
+		TypeMeta: metav1.TypeMeta{APIVersion: u.GetAPIVersion(), Kind: u.GetKind()},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            u.GetName(),
+			Namespace:       u.GetNamespace(),
+			UID:             u.GetUID(),
+			ResourceVersion: u.GetResourceVersion(),
+		},
+		Digests: map[string]Digest{},
+	}
+	for _, field := range dataFields {
+		values, ok := u.Object[field].(map[string]interface{})
+		if !ok {
+			continue
+		}
+		for key, value := range values {
+			state.Digests[key] = digestValue(value)
+		}
+	}
+	return state
+}
+
+func digestValue(value interface{}) Digest {
+	var raw []byte
+	switch v := value.(type) {
+	case string:
+		raw = []byte(v)
+	default:
+		// Config kinds declared by configuration may hold non-string values;
+		// encoding/json sorts map keys, so the encoding is stable.
+		raw, _ = json.Marshal(v)
+	}
+	sum := sha256.Sum256(raw)
+	var d Digest
+	copy(d[:], sum[:])
+	return d
+}

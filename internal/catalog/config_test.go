@@ -1,0 +1,293 @@
+package catalog
+
+import (
+	"reflect"
+	"regexp"
+	"testing"
+
+	"k8s.io/client-go/tools/cache"
+)
+
+var configDataFields = []string{"data", "binaryData"}
+
+const baseConfigMap = `
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: app
+  namespace: shop
+  uid: 0b8e2f2c-0000-4000-8000-000000000001
+  resourceVersion: "7"
+  labels: {team: payments}
+  annotations: {note: first}
+data:
+  a: alpha
+  b: beta
+binaryData:
+  bin: AAEC
+`
+
+func reduce(t *testing.T, yamlText string) *ConfigState {
+	t.Helper()
+	out, err := ReduceConfig(configDataFields)(fromYAML(t, yamlText))
+	if err != nil {
+		t.Fatal(err)
+	}
+	state, ok := out.(*ConfigState)
+	if !ok {
+		t.Fatalf("ReduceConfig returned %T, want *ConfigState", out)
+	}
+	return state
+}
+
+func TestReduceConfigKeepsIdentityAndOneDigestPerKey(t *testing.T) {
+	s := reduce(t, baseConfigMap)
+	if s.Name != "app" || s.Namespace != "shop" || s.Kind != "ConfigMap" || s.APIVersion != "v1" ||
+		s.ResourceVersion != "7" || s.UID != "0b8e2f2c-0000-4000-8000-000000000001" {
+		t.Errorf("identity not kept: %+v", s.ObjectMeta)
+	}
+	if len(s.Labels) != 0 || len(s.Annotations) != 0 {
+		t.Errorf("labels/annotations kept in the cache: %v %v", s.Labels, s.Annotations)
+	}
+	if got := sortedKeys(s.Digests); !reflect.DeepEqual(got, []string{"a", "b", "bin"}) {
+		t.Errorf("digest keys = %v, want [a b bin]", got)
+	}
+	if s.Digests["a"] == s.Digests["b"] {
+		t.Error("different values share a digest")
+	}
+}
+
+func TestReduceConfigSameData(t *testing.T) {
+	base := reduce(t, baseConfigMap)
+	cases := []struct {
+		name string
+		yaml string
+		same bool
+	}{
+		{"identical", baseConfigMap, true},
+		{"labels, annotations and resourceVersion changed", `
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: app
+  namespace: shop
+  resourceVersion: "8"
+  labels: {team: search, extra: x}
+  annotations: {note: second}
+data: {b: beta, a: alpha}
+binaryData: {bin: AAEC}
+`, true},
+		{"data value changed", `
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: app, namespace: shop}
+data: {a: ALPHA, b: beta}
+binaryData: {bin: AAEC}
+`, false},
+		{"binaryData value changed", `
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: app, namespace: shop}
+data: {a: alpha, b: beta}
+binaryData: {bin: AAED}
+`, false},
+		{"key added", `
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: app, namespace: shop}
+data: {a: alpha, b: beta, c: gamma}
+binaryData: {bin: AAEC}
+`, false},
+		{"key removed", `
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: app, namespace: shop}
+data: {a: alpha}
+binaryData: {bin: AAEC}
+`, false},
+		{"key renamed, same value", `
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: app, namespace: shop}
+data: {a: alpha, bb: beta}
+binaryData: {bin: AAEC}
+`, false},
+		{"value emptied", `
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: app, namespace: shop}
+data: {a: alpha, b: ""}
+binaryData: {bin: AAEC}
+`, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			other := reduce(t, tc.yaml)
+			if got := base.SameData(other); got != tc.same {
+				t.Errorf("base.SameData = %v, want %v", got, tc.same)
+			}
+			if got := other.SameData(base); got != tc.same {
+				t.Errorf("SameData is not symmetric: other.SameData = %v, want %v", got, tc.same)
+			}
+		})
+	}
+}
+
+func TestReduceConfigIgnoresFieldsNotConfigured(t *testing.T) {
+	// A Secret kind configured with dataFields [data] only: stringData and
+	// type are not data the pods read through this config kind.
+	secretA := fromYAML(t, `
+apiVersion: v1
+kind: Secret
+metadata: {name: s, namespace: shop}
+type: Opaque
+data: {pw: c2VjcmV0}
+stringData: {other: x}
+`)
+	secretB := fromYAML(t, `
+apiVersion: v1
+kind: Secret
+metadata: {name: s, namespace: shop}
+type: kubernetes.io/tls
+data: {pw: c2VjcmV0}
+`)
+	transform := ReduceConfig([]string{"data"})
+	a, _ := transform(secretA)
+	b, _ := transform(secretB)
+	if !a.(*ConfigState).SameData(b.(*ConfigState)) {
+		t.Error("fields outside dataFields changed the data")
+	}
+}
+
+func TestReduceConfigNonStringValues(t *testing.T) {
+	// Config kinds declared by configuration may hold any JSON under their data fields.
+	mk := func(spec string) *ConfigState {
+		out, err := ReduceConfig([]string{"spec"})(fromYAML(t, "apiVersion: example.com/v1\nkind: Settings\nmetadata: {name: s, namespace: shop}\nspec: "+spec))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.(*ConfigState)
+	}
+	a := mk("{n: 5, m: {x: 1, y: [1, 2]}}")
+	b := mk("{m: {y: [1, 2], x: 1}, n: 5}")
+	c := mk("{n: 6, m: {x: 1, y: [1, 2]}}")
+	d := mk("{n: 5, m: {x: 1, y: [2, 1]}}")
+	if !a.SameData(b) {
+		t.Error("map key order changed the digest")
+	}
+	if a.SameData(c) || a.SameData(d) {
+		t.Error("a changed non-string value kept the digest")
+	}
+	// A data field of the wrong type holds no keys, and does not panic.
+	if e := mk("just a string"); len(e.Digests) != 0 {
+		t.Errorf("digests of a non-map data field: %v", e.Digests)
+	}
+}
+
+func TestReduceConfigPassesThrough(t *testing.T) {
+	transform := ReduceConfig(configDataFields)
+	reduced := reduce(t, baseConfigMap)
+	tombstone := cache.DeletedFinalStateUnknown{Key: "shop/app", Obj: reduced}
+	cases := []struct {
+		name string
+		obj  interface{}
+	}{
+		{"already reduced", reduced},
+		{"tombstone", tombstone},
+		{"tombstone of an unreduced object", cache.DeletedFinalStateUnknown{Key: "shop/app", Obj: fromYAML(t, baseConfigMap)}},
+		{"nil", nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := transform(tc.obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(out, tc.obj) {
+				t.Errorf("transform changed the object: %#v", out)
+			}
+		})
+	}
+	// The very same pointer, not a copy.
+	if out, _ := transform(reduced); out != interface{}(reduced) {
+		t.Error("already reduced object was replaced")
+	}
+}
+
+func TestChecksum(t *testing.T) {
+	const cm = `
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: app, namespace: shop}
+data: {a: alpha, b: beta}
+`
+	base := reduce(t, cm)
+	bChanged := reduce(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app, namespace: shop}\ndata: {a: alpha, b: BETA}")
+	aChanged := reduce(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app, namespace: shop}\ndata: {a: ALPHA, b: beta}")
+	cAdded := reduce(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app, namespace: shop}\ndata: {a: alpha, b: beta, c: gamma}")
+	cEmpty := reduce(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app, namespace: shop}\ndata: {a: alpha, b: beta, c: ''}")
+	relabelled := reduce(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app, namespace: shop, labels: {x: y}}\ndata: {b: beta, a: alpha}")
+
+	cases := []struct {
+		name   string
+		before *ConfigState
+		after  *ConfigState
+		keys   []string
+		same   bool
+	}{
+		{"unread key changed, keyed reference", base, bChanged, []string{"a"}, true},
+		{"read key changed, keyed reference", base, aChanged, []string{"a"}, false},
+		{"unread key changed, whole-object reference", base, bChanged, nil, false},
+		{"metadata changed, whole-object reference", base, relabelled, nil, true},
+		{"metadata changed, keyed reference", base, relabelled, []string{"a", "b"}, true},
+		{"unread key added, keyed reference", base, cAdded, []string{"a", "b"}, true},
+		{"key added, whole-object reference", base, cAdded, nil, false},
+		{"read key appears", base, cAdded, []string{"a", "c"}, false},
+		{"absent key becomes present but empty", base, cEmpty, []string{"c"}, false},
+		{"absent key stays absent", base, bChanged, []string{"c"}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b, a := tc.before.Checksum(tc.keys), tc.after.Checksum(tc.keys)
+			if (a == b) != tc.same {
+				t.Errorf("checksum before %s, after %s: same = %v, want %v", b, a, a == b, tc.same)
+			}
+		})
+	}
+
+	hex16 := regexp.MustCompile(`^[0-9a-f]{16}$`)
+	for _, keys := range [][]string{nil, {}, {"a"}, {"missing"}} {
+		if sum := base.Checksum(keys); !hex16.MatchString(sum) {
+			t.Errorf("Checksum(%q) = %q, want 16 hex characters", keys, sum)
+		}
+	}
+	distinct := map[string][]string{}
+	for _, keys := range [][]string{nil, {}, {"a"}, {"b"}, {"a", "b"}, {"ab"}, {"c"}, {"a", "c"}} {
+		sum := base.Checksum(keys)
+		if prev, dup := distinct[sum]; dup {
+			t.Errorf("Checksum(%q) == Checksum(%q) = %s", keys, prev, sum)
+		}
+		distinct[sum] = keys
+	}
+	// Keyed references reach Checksum with sorted keys, so the same set of keys
+	// gives the same checksum whatever order the pod spec names them in.
+	if base.Checksum([]string{"a", "b"}) != relabelled.Checksum([]string{"a", "b"}) {
+		t.Error("same keys, same data, different checksums")
+	}
+	if base.Checksum(nil) != base.Checksum(nil) {
+		t.Error("Checksum is not deterministic")
+	}
+}
+
+func TestConfigStateDeepCopy(t *testing.T) {
+	s := reduce(t, baseConfigMap)
+	c := s.DeepCopyObject().(*ConfigState)
+	if !reflect.DeepEqual(s, c) {
+		t.Fatalf("copy differs: %+v", c)
+	}
+	c.Digests["a"] = Digest{}
+	c.Name = "other"
+	if s.Digests["a"] == (Digest{}) || s.Name != "app" {
+		t.Error("copy shares state with the original")
+	}
+}

@@ -1,0 +1,225 @@
+package catalog
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/refs"
+)
+
+// WorkloadKey is the queue key of a workload. It is comparable, so the queue
+// de-duplicates it, and carries the resource so one queue serves every kind.
+type WorkloadKey struct {
+	Resource  schema.GroupVersionResource
+	Namespace string
+	Name      string
+}
+
+func (k WorkloadKey) String() string {
+	return k.Resource.Resource + "." + k.Resource.Group + "/" + k.Namespace + "/" + k.Name
+}
+
+// Reference is what a workload reads of one config, merged over all the places
+// its pod spec names that config.
+type Reference struct {
+	ID ConfigID
+	// Keys read; nil when the whole object is read.
+	Keys []string
+	// Optional only when every place that names the config marks it optional: a
+	// single required use keeps the pods from starting without it.
+	Optional bool
+}
+
+// WorkloadState is what the cache keeps of a workload: the annotations that
+// decisions read and the references found in its pod template.
+type WorkloadState struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+
+	OptedIn bool `json:"optedIn"`
+	// Applied is the raw applied-checksums annotation; HasApplied tells an empty
+	// value from a missing one.
+	Applied             string `json:"applied,omitempty"`
+	HasApplied          bool   `json:"hasApplied"`
+	AppliedTemplateHash string `json:"appliedTemplateHash,omitempty"`
+	// TemplateHash digests the pod template without the restart timestamp, so a
+	// restart of our own does not look like a template change.
+	TemplateHash string      `json:"templateHash"`
+	References   []Reference `json:"references,omitempty"`
+	// Problem explains why references could not be read, e.g. no pod template.
+	Problem string `json:"problem,omitempty"`
+}
+
+// DeepCopyObject is required of cached objects.
+func (w *WorkloadState) DeepCopyObject() runtime.Object {
+	out := *w
+	w.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	out.References = make([]Reference, len(w.References))
+	for i, r := range w.References {
+		out.References[i] = r
+		if r.Keys != nil {
+			out.References[i].Keys = append([]string(nil), r.Keys...)
+		}
+	}
+	return &out
+}
+
+// SameDecisionInputs reports whether two states would lead to the same
+// decision, so that status-only updates of a workload enqueue nothing.
+func (w *WorkloadState) SameDecisionInputs(other *WorkloadState) bool {
+	if w.OptedIn != other.OptedIn || w.Applied != other.Applied || w.HasApplied != other.HasApplied ||
+		w.AppliedTemplateHash != other.AppliedTemplateHash || w.TemplateHash != other.TemplateHash ||
+		w.Problem != other.Problem || len(w.References) != len(other.References) {
+		return false
+	}
+	for i := range w.References {
+		a, b := w.References[i], other.References[i]
+		if a.ID != b.ID || a.Optional != b.Optional || (a.Keys == nil) != (b.Keys == nil) || len(a.Keys) != len(b.Keys) {
+			return false
+		}
+		for j := range a.Keys {
+			if a.Keys[j] != b.Keys[j] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// ReduceWorkload returns an informer transform that replaces a workload object
+// of the given kind by its WorkloadState.
+func ReduceWorkload(kind config.WorkloadKind, cfg *config.Config) cache.TransformFunc {
+	return func(obj interface{}) (interface{}, error) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return obj, nil
+		}
+		return reduceWorkload(u, kind, cfg), nil
+	}
+}
+
+func reduceWorkload(u *unstructured.Unstructured, kind config.WorkloadKind, cfg *config.Config) *WorkloadState {
+	annotations := u.GetAnnotations()
+	applied, hasApplied := annotations[cfg.Annotations.AppliedChecksums]
+	state := &WorkloadState{
+		TypeMeta: metav1.TypeMeta{APIVersion: u.GetAPIVersion(), Kind: u.GetKind()},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            u.GetName(),
+			Namespace:       u.GetNamespace(),
+			UID:             u.GetUID(),
+			ResourceVersion: u.GetResourceVersion(),
+			Generation:      u.GetGeneration(),
+		},
+		OptedIn:             annotations[cfg.Annotations.OptIn] == "enabled",
+		Applied:             applied,
+		HasApplied:          hasApplied,
+		AppliedTemplateHash: annotations[cfg.Annotations.AppliedTemplateHash],
+	}
+	template, ok := kind.PodTemplatePath.Object(u.Object)
+	if !ok {
+		state.Problem = fmt.Sprintf("no pod template at %s", kind.PodTemplatePath)
+		return state
+	}
+	state.TemplateHash = templateHash(template, cfg.Annotations.RestartTimestamp)
+	podSpec, ok := template["spec"].(map[string]interface{})
+	if !ok {
+		state.Problem = fmt.Sprintf("no pod spec at %s.spec", kind.PodTemplatePath)
+		return state
+	}
+	var found []refs.Ref
+	for _, extractor := range cfg.Extractors {
+		found = extractor.Extract(podSpec, found)
+	}
+	state.References = mergeReferences(u.GetNamespace(), found)
+	return state
+}
+
+func mergeReferences(namespace string, found []refs.Ref) []Reference {
+	type merged struct {
+		keys     map[string]struct{}
+		whole    bool
+		optional bool
+	}
+	byID := map[ConfigID]*merged{}
+	for _, r := range found {
+		id := ConfigID{Kind: r.Kind, Namespace: namespace, Name: r.Name}
+		m, seen := byID[id]
+		if !seen {
+			m = &merged{keys: map[string]struct{}{}, optional: true}
+			byID[id] = m
+		}
+		m.optional = m.optional && r.Optional
+		if r.Keys == nil {
+			m.whole = true
+		}
+		for _, k := range r.Keys {
+			m.keys[k] = struct{}{}
+		}
+	}
+	out := make([]Reference, 0, len(byID))
+	for id, m := range byID {
+		ref := Reference{ID: id, Optional: m.optional}
+		if !m.whole {
+			ref.Keys = make([]string, 0, len(m.keys))
+			for k := range m.keys {
+				ref.Keys = append(ref.Keys, k)
+			}
+			sort.Strings(ref.Keys)
+		}
+		out = append(out, ref)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID.String() < out[j].ID.String() })
+	return out
+}
+
+// templateHash digests the pod template with the restart timestamp left out.
+// Our own patch may have created the annotations map or the metadata map to
+// hold the timestamp, so empty ones are left out as well. The input belongs to
+// the informer, so the maps on the way are copied rather than edited.
+func templateHash(template map[string]interface{}, timestampKey string) string {
+	view := make(map[string]interface{}, len(template))
+	for k, v := range template {
+		if k != "metadata" {
+			view[k] = v
+		}
+	}
+	if metadata, ok := template["metadata"].(map[string]interface{}); ok {
+		metaView := make(map[string]interface{}, len(metadata))
+		for k, v := range metadata {
+			if k != "annotations" {
+				metaView[k] = v
+			}
+		}
+		if annotations, ok := metadata["annotations"].(map[string]interface{}); ok {
+			kept := make(map[string]interface{}, len(annotations))
+			for k, v := range annotations {
+				if k != timestampKey {
+					kept[k] = v
+				}
+			}
+			if len(kept) > 0 {
+				metaView["annotations"] = kept
+			}
+		}
+		if len(metaView) > 0 {
+			view["metadata"] = metaView
+		}
+	}
+	// encoding/json sorts map keys, which makes the encoding canonical.
+	raw, err := json.Marshal(view)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:8])
+}

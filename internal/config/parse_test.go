@@ -1,0 +1,484 @@
+package config
+
+import (
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+
+	"github.com/restart-controller/restart-controller/internal/refs"
+)
+
+const examplePath = "../../examples/config.yaml"
+
+func readExample(t *testing.T) []byte {
+	t.Helper()
+	data, err := os.ReadFile(examplePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func TestExampleIsTheDefault(t *testing.T) {
+	fromExample, err := Parse(readExample(t))
+	if err != nil {
+		t.Fatalf("examples/config.yaml: %v", err)
+	}
+	defaults, err := Parse(nil)
+	if err != nil {
+		t.Fatalf("built-in defaults: %v", err)
+	}
+	if !reflect.DeepEqual(fromExample, defaults) {
+		t.Fatalf("examples/config.yaml and defaults.yaml differ:\n%+v\n%+v", fromExample, defaults)
+	}
+
+	want := Settings{
+		CheckPeriod:        500 * time.Millisecond,
+		GracePeriod:        5 * time.Second,
+		MetricsAddress:     "0.0.0.0:10254",
+		KubeAPIQPS:         50,
+		KubeAPIBurst:       100,
+		Workers:            4,
+		LogFormat:          "text",
+		LeaseNamespace:     "default",
+		LeaseName:          "restart-controller",
+		LeaseDuration:      15 * time.Second,
+		LeaseRenewDeadline: 10 * time.Second,
+		LeaseRetryPeriod:   2 * time.Second,
+		IgnoredErrors:      []string{},
+	}
+	if !reflect.DeepEqual(defaults.Settings, want) {
+		t.Errorf("settings:\n got %+v\nwant %+v", defaults.Settings, want)
+	}
+	if defaults.WorkloadSelector.String() != labels.Everything().String() || !defaults.WorkloadSelector.Empty() {
+		t.Errorf("WorkloadSelector = %v, want everything", defaults.WorkloadSelector)
+	}
+	if got := defaults.Annotations.OptIn; got != "com.xing.deployment-restart" {
+		t.Errorf("OptIn = %q", got)
+	}
+	var gvrs []schema.GroupVersionResource
+	for _, w := range defaults.Workloads {
+		gvrs = append(gvrs, w.GVR)
+		if w.PodTemplatePath.String() != "spec.template" {
+			t.Errorf("%v: podTemplatePath %v", w.GVR, w.PodTemplatePath)
+		}
+	}
+	wantGVRs := []schema.GroupVersionResource{
+		{Group: "apps", Version: "v1", Resource: "deployments"},
+		{Group: "apps", Version: "v1", Resource: "statefulsets"},
+		{Group: "apps", Version: "v1", Resource: "daemonsets"},
+		{Group: "argoproj.io", Version: "v1alpha1", Resource: "rollouts"},
+	}
+	if !reflect.DeepEqual(gvrs, wantGVRs) {
+		t.Errorf("workloads = %v", gvrs)
+	}
+	wantConfigs := []ConfigKind{
+		{Name: "configmap", GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, DataFields: []string{"data", "binaryData"}},
+		{Name: "secret", GVR: schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, DataFields: []string{"data"}},
+	}
+	if !reflect.DeepEqual(defaults.Configs, wantConfigs) {
+		t.Errorf("configs = %+v", defaults.Configs)
+	}
+}
+
+const deployment = `
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: app, namespace: ns}
+spec:
+  template:
+    spec:
+      volumes:
+      - {name: v1, configMap: {name: cm-vol}}
+      - {name: v2, configMap: {name: cm-vol-items, optional: true, items: [{key: b, path: b}, {key: a, path: a}]}}
+      - {name: v3, secret: {secretName: sec-vol}}
+      - {name: v4, secret: {secretName: sec-vol-items, items: [{key: tls.key, path: k}], optional: true}}
+      - name: v5
+        projected:
+          sources:
+          - configMap: {name: cm-proj, items: [{key: p, path: p}]}
+          - secret: {name: sec-proj, optional: true}
+          - serviceAccountToken: {path: token}
+      initContainers:
+      - name: init
+        envFrom: [{configMapRef: {name: cm-init-envfrom}}]
+        env: [{name: I, valueFrom: {secretKeyRef: {name: sec-init-key, key: i}}}]
+      containers:
+      - name: app
+        envFrom:
+        - configMapRef: {name: cm-envfrom, optional: true}
+        - secretRef: {name: sec-envfrom}
+        env:
+        - {name: PLAIN, value: x}
+        - {name: A, valueFrom: {configMapKeyRef: {name: cm-key, key: a}}}
+        - {name: B, valueFrom: {secretKeyRef: {name: sec-key, key: b, optional: true}}}
+      ephemeralContainers:
+      - name: debug
+        envFrom: [{secretRef: {name: sec-eph-envfrom}}]
+        env: [{name: E, valueFrom: {configMapKeyRef: {name: cm-eph-key, key: e}}}]
+`
+
+func TestExampleExtractsEveryForm(t *testing.T) {
+	c, err := Parse(readExample(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var obj map[string]interface{}
+	if err := yaml.Unmarshal([]byte(deployment), &obj); err != nil {
+		t.Fatal(err)
+	}
+	template, ok := c.Workloads[0].PodTemplatePath.Object(obj)
+	if !ok {
+		t.Fatal("no pod template")
+	}
+	podSpec, _ := template["spec"].(map[string]interface{})
+	var got []refs.Ref
+	for _, e := range c.Extractors {
+		got = e.Extract(podSpec, got)
+	}
+	want := []refs.Ref{
+		{Kind: "configmap", Name: "cm-vol"},
+		{Kind: "configmap", Name: "cm-vol-items", Keys: []string{"a", "b"}, Optional: true},
+		{Kind: "configmap", Name: "cm-proj", Keys: []string{"p"}},
+		{Kind: "secret", Name: "sec-vol"},
+		{Kind: "secret", Name: "sec-vol-items", Keys: []string{"tls.key"}, Optional: true},
+		{Kind: "secret", Name: "sec-proj", Optional: true},
+		{Kind: "configmap", Name: "cm-envfrom", Optional: true},
+		{Kind: "configmap", Name: "cm-init-envfrom"},
+		{Kind: "secret", Name: "sec-envfrom"},
+		{Kind: "secret", Name: "sec-eph-envfrom"},
+		{Kind: "configmap", Name: "cm-key", Keys: []string{"a"}},
+		{Kind: "configmap", Name: "cm-eph-key", Keys: []string{"e"}},
+		{Kind: "secret", Name: "sec-key", Keys: []string{"b"}, Optional: true},
+		{Kind: "secret", Name: "sec-init-key", Keys: []string{"i"}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("refs:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// errorLines returns the problems in err, one a line, without the wrapping.
+func errorLines(t *testing.T, err error) []string {
+	t.Helper()
+	if err == nil {
+		t.Fatal("no error")
+	}
+	msg, ok := strings.CutPrefix(err.Error(), "parsing config: ")
+	if !ok {
+		t.Fatalf("error %q does not say what was being done", err)
+	}
+	return strings.Split(msg, "\n")
+}
+
+const twoWorkloads = `
+workloads:
+- {group: apps, version: v1, resource: deployments, podTemplatePath: spec.template}
+- {group: apps, version: v1, resource: statefulsets, podTemplatePath: spec.template}
+`
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		file string
+		want []string
+	}{
+		{
+			name: "bad pod template path",
+			file: twoWorkloads[:len(twoWorkloads)-1] + `
+- {group: apps, version: v1, resource: daemonsets, podTemplatePath: "spec.tem[0]"}`,
+			want: []string{`workloads[2].podTemplatePath: unexpected character '[' at offset 8: only [*] is supported`},
+		},
+		{
+			name: "wildcard pod template path",
+			file: `workloads: [{group: apps, version: v1, resource: deployments, podTemplatePath: "spec.templates[*]"}]`,
+			want: []string{`workloads[0].podTemplatePath: must not contain [*]: a workload has one pod template`},
+		},
+		{
+			name: "misspelled key",
+			file: `
+workloads:
+- {group: apps, version: v1, resource: deployments, podTemplatePath: spec.template}
+- {group: apps, version: v1, resource: statefulsets, podTmplatePath: spec.template}`,
+			want: []string{
+				`workloads[1].podTemplatePath: required`,
+				`workloads[1].podTmplatePath: unknown field`,
+			},
+		},
+		{
+			name: "unknown keys everywhere",
+			file: `
+restartPeriod: 1
+leaderElection: {enabled: true, lease: x}
+references: [{config: configmap, from: [volumes], name: name, nmae: x}]`,
+			want: []string{
+				`leaderElection.lease: unknown field`,
+				`references[0].nmae: unknown field`,
+				`restartPeriod: unknown field`,
+			},
+		},
+		{
+			name: "resource names",
+			file: `
+configs:
+- {name: configmap, version: v1, resource: ConfigMaps, dataFields: [data]}
+- {name: secret, group: "Not_A_Group", version: V1, resource: secrets, dataFields: [data]}`,
+			want: []string{
+				`configs[0].resource: must be a lowercase plural resource name, got "ConfigMaps"`,
+				`configs[1].group: must be empty (the core group) or a DNS subdomain such as apps, got "Not_A_Group"`,
+				`configs[1].version: must be a lowercase version such as v1, got "V1"`,
+			},
+		},
+		{
+			name: "required parts",
+			file: `
+configs: [{name: configmap, dataFields: []}, {dataFields: [""], version: v1, resource: secrets}]
+workloads: [{group: apps, resource: deployments, podTemplatePath: spec.template}]
+references: [{config: configmap, from: [volumes]}]`,
+			want: []string{
+				`configs[0].dataFields: required`,
+				`configs[0].resource: required`,
+				`configs[0].version: required`,
+				`configs[1].dataFields[0]: must not be empty`,
+				`configs[1].name: required`,
+				`references[0].name: required`,
+				`workloads[0].version: required`,
+			},
+		},
+		{
+			name: "unknown config kind",
+			file: `
+references:
+- {config: configmap, from: [a], name: name}
+- {config: configmap, from: [b], name: name}
+- {config: secret, from: [c], name: name}
+- {config: secret, from: [d], name: name}
+- {config: configmapz, from: [e], name: name}`,
+			want: []string{`references[4].config: unknown config kind "configmapz" (known: configmap, secret)`},
+		},
+		{
+			name: "reference paths",
+			file: `references: [{config: configmap, from: [ok, "a..b"], name: "x[*]", keys: "k[", optional: "o o"}]`,
+			want: []string{
+				`references[0].from[1]: empty segment at offset 2`,
+				`references[0].keys: unexpected character '[' at offset 1: only [*] is supported`,
+				`references[0].name: must not contain [*]`,
+				`references[0].optional: unexpected character ' ' at offset 1`,
+			},
+		},
+		{
+			name: "duplicates",
+			file: `
+configs:
+- {name: configmap, version: v1, resource: configmaps, dataFields: [data]}
+- {name: configmap, version: v1, resource: secrets, dataFields: [data]}
+- {name: other, version: v1, resource: configmaps, dataFields: [data]}
+workloads:
+- {group: apps, version: v1, resource: deployments, podTemplatePath: spec.template}
+- {group: apps, version: v1, resource: deployments, podTemplatePath: spec.template}
+references: [{config: configmap, from: [a], name: name}]
+namespaces: [a, b, a]`,
+			want: []string{
+				`configs[1].name: duplicate config kind "configmap" (also configs[0])`,
+				`configs[2]: duplicate resource /v1, Resource=configmaps (also configs[0])`,
+				`namespaces[2]: duplicate namespace "a" (also namespaces[0])`,
+				`workloads[1]: duplicate resource apps/v1, Resource=deployments (also workloads[0])`,
+			},
+		},
+		{
+			name: "empty lists",
+			file: `{configs: [], workloads: null, references: []}`,
+			want: []string{
+				`configs: at least one config kind is required`,
+				`references: at least one reference form is required`,
+				`workloads: at least one workload kind is required`,
+			},
+		},
+		{
+			name: "settings",
+			file: `
+restartGracePeriod: -1
+restartCheckPeriod: 0
+ignoredErrors: [a, ""]
+metricsAddress: localhost
+kubeAPIQPS: 0
+kubeAPIBurst: 0
+workers: 0
+logFormat: xml
+leaderElection: {namespace: Bad_NS, leaseName: "", renewDeadline: 20s}`,
+			want: []string{
+				`ignoredErrors[1]: must not be empty`,
+				`kubeAPIBurst: must be at least 1`,
+				`kubeAPIQPS: must be positive`,
+				`leaderElection.leaseName: required`,
+				`leaderElection.namespace: invalid "Bad_NS": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')`,
+				`leaderElection.renewDeadline: must be less than leaseDuration (15s)`,
+				`logFormat: must be text or json, got "xml"`,
+				`metricsAddress: must be host:port: address localhost: missing port in address`,
+				`restartCheckPeriod: must be positive`,
+				`restartGracePeriod: must not be negative`,
+				`workers: must be at least 1`,
+			},
+		},
+		{
+			name: "lease retry period",
+			file: `leaderElection: {leaseDuration: 15s, renewDeadline: 10s, retryPeriod: 9s}`,
+			want: []string{`leaderElection.retryPeriod: must be less than renewDeadline (10s) / 1.2`},
+		},
+		{
+			name: "selector and annotations",
+			file: `
+workloadSelector: "a in (b"
+annotations: {optIn: "-bad-", appliedChecksums: "", restartTimestamp: example.com/ok}`,
+			want: []string{
+				`annotations.appliedChecksums: required`,
+				`annotations.optIn: invalid "-bad-": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')`,
+				`workloadSelector: unable to parse requirement: found '', expected: ',' or ')'`,
+			},
+		},
+		{
+			name: "type mismatches are not also reported as missing",
+			file: `
+workers: "4"
+verbose: "yes"
+kubeAPIQPS: fast
+restartGracePeriod: [1]
+namespaces: default
+leaderElection: {enabled: 1, leaseDuration: 15}
+annotations: [x]
+configs: {name: configmap}
+workloads: [{group: apps, version: 1, resource: deployments, podTemplatePath: spec.template}, x]
+references: [{config: configmap, from: volumes, name: name}]`,
+			want: []string{
+				`annotations: must be a map, got a list`,
+				`configs: must be a list, got a map`,
+				`kubeAPIQPS: must be a number, got string "fast"`,
+				`leaderElection.enabled: must be a boolean, got number 1`,
+				`leaderElection.leaseDuration: must be a Go duration like "15s", got number 15`,
+				`namespaces: must be a list, got string "default"`,
+				`references[0].from: must be a list, got string "volumes"`,
+				`restartGracePeriod: must be a number of seconds or a Go duration like "500ms", got a list`,
+				`verbose: must be a boolean, got string "yes"`,
+				`workers: must be an integer, got string "4"`,
+				`workloads[0].version: must be a string, got number 1`,
+				`workloads[1]: must be a map, got string "x"`,
+			},
+		},
+		{
+			name: "numbers",
+			file: `{workers: 2.5, kubeAPIBurst: 1e300}`,
+			want: []string{
+				`kubeAPIBurst: must be an integer, got number 1e+300`,
+				`workers: must be an integer, got number 2.5`,
+			},
+		},
+		{
+			name: "sorted with indexes in numeric order",
+			file: `
+workloads:
+- {group: apps, version: v1, resource: r0, podTemplatePath: a}
+- {group: apps, version: v1, resource: r1, podTemplatePath: a}
+- {group: apps, version: v1, resource: r2, podTemplatePath: a}
+- {group: apps, version: v1, resource: r3, podTemplatePath: a}
+- {group: apps, version: v1, resource: r4, podTemplatePath: a}
+- {group: apps, version: v1, resource: r5, podTemplatePath: a}
+- {group: apps, version: v1, resource: r6, podTemplatePath: a}
+- {group: apps, version: v1, resource: r7, podTemplatePath: a}
+- {group: apps, version: v1, resource: r8, podTemplatePath: a}
+- {group: apps, version: v1, resource: r9, podTemplatePath: a}
+- {group: apps, version: v1, resource: r10, podTemplatePath: a, x: 1}
+- {group: apps, version: v1, resource: r11, podTemplatePath: a}
+- {group: apps, version: "", resource: r12, podTemplatePath: a}
+workers: 0`,
+			want: []string{
+				`workers: must be at least 1`,
+				`workloads[10].x: unknown field`,
+				`workloads[12].version: required`,
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse([]byte(tt.file))
+			if err == nil {
+				t.Fatalf("Parse succeeded: %+v", c)
+			}
+			if got := errorLines(t, err); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+		})
+	}
+}
+
+func TestParseYAMLErrors(t *testing.T) {
+	for _, file := range []string{"[1, 2]", "workers: [", "a: 1\na: 2", "\tx"} {
+		if _, err := Parse([]byte(file)); err == nil || !strings.HasPrefix(err.Error(), "parsing config: parsing YAML: ") {
+			t.Errorf("Parse(%q) error = %v", file, err)
+		}
+	}
+}
+
+func TestDurations(t *testing.T) {
+	tests := []struct {
+		file  string
+		grace time.Duration
+		check time.Duration
+		err   string
+	}{
+		{file: `restartGracePeriod: 5`, grace: 5 * time.Second},
+		{file: `restartGracePeriod: "5"`, grace: 5 * time.Second},
+		{file: `restartGracePeriod: 500ms`, grace: 500 * time.Millisecond},
+		{file: `restartGracePeriod: 0`, grace: 0},
+		{file: `restartGracePeriod: "0"`, grace: 0},
+		{file: `restartGracePeriod: 1.5`, grace: 1500 * time.Millisecond},
+		{file: `restartGracePeriod: 1m`, grace: time.Minute},
+		{file: `restartGracePeriod: -1s`, err: `restartGracePeriod: must not be negative`},
+		{file: `restartGracePeriod: soon`, err: `restartGracePeriod: must be a number of seconds or a Go duration like "500ms", got string "soon"`},
+		{file: `restartGracePeriod: NaN`, err: `restartGracePeriod: out of range: string "NaN"`},
+		{file: `restartGracePeriod: 1e300`, err: `restartGracePeriod: out of range: number 1e+300`},
+		{file: `restartCheckPeriod: 500`, check: 500 * time.Millisecond},
+		{file: `restartCheckPeriod: 250ms`, check: 250 * time.Millisecond},
+		{file: `restartCheckPeriod: "2s"`, check: 2 * time.Second},
+		{file: `restartCheckPeriod: 0`, err: `restartCheckPeriod: must be positive`},
+		{file: `restartCheckPeriod: true`, err: `restartCheckPeriod: must be a number of milliseconds or a Go duration like "250ms", got boolean true`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			c, err := Parse([]byte(tt.file))
+			if tt.err != "" {
+				if got := errorLines(t, err); len(got) != 1 || got[0] != tt.err {
+					t.Fatalf("error = %q, want %q", got, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantGrace, wantCheck := 5*time.Second, 500*time.Millisecond
+			if strings.HasPrefix(tt.file, "restartGracePeriod") {
+				wantGrace = tt.grace
+			} else {
+				wantCheck = tt.check
+			}
+			if c.Settings.GracePeriod != wantGrace || c.Settings.CheckPeriod != wantCheck {
+				t.Errorf("grace %v, check %v; want %v, %v", c.Settings.GracePeriod, c.Settings.CheckPeriod, wantGrace, wantCheck)
+			}
+		})
+	}
+}
+
+func TestLessPath(t *testing.T) {
+	sorted := []string{"a", "a.b", "a[2]", "a[10]", "a[10].b", "b", "workloads[2].x", "workloads[10]"}
+	for i := range sorted {
+		for j := range sorted {
+			if got, want := lessPath(sorted[i], sorted[j]), i < j; got != want {
+				t.Errorf("lessPath(%q, %q) = %v, want %v", sorted[i], sorted[j], got, want)
+			}
+		}
+	}
+}

@@ -1,0 +1,137 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/restart-controller/restart-controller/internal/refs"
+)
+
+// File is the config file's schema. Decoding is strict: a key not named by a
+// json tag here is an error, as is a value of the wrong type. Keys left out
+// keep the built-in default (defaults.yaml; examples/config.yaml shows it).
+type File struct {
+	// RestartCheckPeriod is how often pending restarts are checked: a bare
+	// number of milliseconds or a Go duration.
+	RestartCheckPeriod MillisOrDuration `json:"restartCheckPeriod"`
+	// RestartGracePeriod is how long to wait after a config change before
+	// restarting: a bare number of seconds or a Go duration.
+	RestartGracePeriod SecondsOrDuration `json:"restartGracePeriod"`
+	// IgnoredErrors are errors to ignore.
+	IgnoredErrors  []string           `json:"ignoredErrors"`
+	Verbose        bool               `json:"verbose"`
+	MetricsAddress string             `json:"metricsAddress"`
+	KubeAPIQPS     float64            `json:"kubeAPIQPS"`
+	KubeAPIBurst   int                `json:"kubeAPIBurst"`
+	Workers        int                `json:"workers"`
+	LogFormat      string             `json:"logFormat"`
+	LeaderElection FileLeaderElection `json:"leaderElection"`
+
+	Annotations FileAnnotations `json:"annotations"`
+	// Namespaces limits watching to these namespaces; empty means all.
+	Namespaces []string `json:"namespaces"`
+	// WorkloadSelector is a Kubernetes label selector; empty selects all.
+	WorkloadSelector string             `json:"workloadSelector"`
+	Configs          []FileConfigKind   `json:"configs"`
+	Workloads        []FileWorkloadKind `json:"workloads"`
+	// References are the pod spec fields that name config objects, relative
+	// to the pod spec (<podTemplatePath>.spec).
+	References []refs.Spec `json:"references"`
+}
+
+// FileLeaderElection configures leader election on a Lease.
+type FileLeaderElection struct {
+	Enabled       bool     `json:"enabled"`
+	Namespace     string   `json:"namespace"`
+	LeaseName     string   `json:"leaseName"`
+	LeaseDuration Duration `json:"leaseDuration"`
+	RenewDeadline Duration `json:"renewDeadline"`
+	RetryPeriod   Duration `json:"retryPeriod"`
+}
+
+// FileAnnotations are the annotation keys the controller reads and writes.
+type FileAnnotations struct {
+	// OptIn marks a workload as managed when its value is "enabled".
+	OptIn            string `json:"optIn"`
+	AppliedChecksums string `json:"appliedChecksums"`
+	RestartTimestamp string `json:"restartTimestamp"`
+	// AppliedTemplateHash records the pod template the checksums were taken
+	// against; not in the seed design, whose annotations are all kept.
+	AppliedTemplateHash string `json:"appliedTemplateHash"`
+}
+
+// FileConfigKind is a watched config resource.
+type FileConfigKind struct {
+	// Name identifies the kind in references[].config and in checksum keys.
+	Name     string `json:"name"`
+	Group    string `json:"group"`
+	Version  string `json:"version"`
+	Resource string `json:"resource"`
+	// DataFields are the top-level fields holding the object's keys.
+	DataFields []string `json:"dataFields"`
+}
+
+// FileWorkloadKind is a watched pod-template workload resource.
+type FileWorkloadKind struct {
+	Group           string `json:"group"`
+	Version         string `json:"version"`
+	Resource        string `json:"resource"`
+	PodTemplatePath string `json:"podTemplatePath"`
+}
+
+// MillisOrDuration is a duration written as a bare number of milliseconds
+// or as a Go duration such as "250ms".
+type MillisOrDuration time.Duration
+
+// SecondsOrDuration is a duration written as a bare number of seconds or as
+// a Go duration such as "500ms".
+type SecondsOrDuration time.Duration
+
+// Duration is a duration written as a Go duration string, e.g. "15s".
+type Duration time.Duration
+
+func (d *MillisOrDuration) decodeValue(v interface{}) error {
+	x, err := numberOrDuration(v, time.Millisecond, "milliseconds", "250ms")
+	*d = MillisOrDuration(x)
+	return err
+}
+
+func (d *SecondsOrDuration) decodeValue(v interface{}) error {
+	x, err := numberOrDuration(v, time.Second, "seconds", "500ms")
+	*d = SecondsOrDuration(x)
+	return err
+}
+
+func (d *Duration) decodeValue(v interface{}) error {
+	if s, ok := v.(string); ok {
+		if x, err := time.ParseDuration(s); err == nil {
+			*d = Duration(x)
+			return nil
+		}
+	}
+	return fmt.Errorf("must be a Go duration like \"15s\", got %s", describe(v))
+}
+
+// numberOrDuration accepts numbers as strings too, because environment
+// variables and flags only carry strings.
+func numberOrDuration(v interface{}, unit time.Duration, unitName, example string) (time.Duration, error) {
+	f, isNumber := asFloat(v)
+	if s, ok := v.(string); ok {
+		var err error
+		if f, err = strconv.ParseFloat(s, 64); err == nil {
+			isNumber = true
+		} else if d, err := time.ParseDuration(s); err == nil {
+			return d, nil
+		}
+	}
+	if isNumber {
+		ns := f * float64(unit)
+		if math.IsNaN(ns) || math.Abs(ns) >= math.MaxInt64 {
+			return 0, fmt.Errorf("out of range: %s", describe(v))
+		}
+		return time.Duration(ns), nil
+	}
+	return 0, fmt.Errorf("must be a number of %s or a Go duration like %q, got %s", unitName, example, describe(v))
+}

@@ -1,0 +1,73 @@
+package config
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/restart-controller/restart-controller/internal/refs"
+)
+
+// Config is the validated, compiled configuration. It is immutable once built
+// and shared by every package without locks.
+type Config struct {
+	Settings    Settings
+	Annotations Annotations
+	// Namespaces limits watching to these namespaces; empty means all.
+	Namespaces []string
+	// WorkloadSelector filters workloads by label; labels.Everything() when unset.
+	WorkloadSelector labels.Selector
+	Configs          []ConfigKind
+	Workloads        []WorkloadKind
+	Extractors       []*refs.Extractor
+}
+
+// Settings are the process settings layered from defaults, file, env and flags.
+type Settings struct {
+	ConfigFile     string
+	Kubeconfig     string
+	GracePeriod    time.Duration
+	CheckPeriod    time.Duration
+	IgnoredErrors  []string
+	MetricsAddress string
+	KubeAPIQPS     float32
+	KubeAPIBurst   int
+	Workers        int
+	LogFormat      string // "text" or "json"
+	Verbose        bool
+
+	// Leader election on a coordination.k8s.io Lease.
+	LeaderElect        bool
+	LeaseNamespace     string
+	LeaseName          string
+	LeaderIdentity     string
+	LeaseDuration      time.Duration
+	LeaseRenewDeadline time.Duration
+	LeaseRetryPeriod   time.Duration
+}
+
+// Annotations are the annotation keys the controller reads and writes.
+type Annotations struct {
+	OptIn            string // value must be "enabled"
+	AppliedChecksums string
+	RestartTimestamp string // set in the pod template's annotations
+	// AppliedTemplateHash records the pod template the checksums were taken
+	// against, so a template change (which rolls pods by itself) re-records
+	// checksums instead of restarting a second time.
+	AppliedTemplateHash string
+}
+
+// ConfigKind is a watched config resource, e.g. ConfigMaps.
+type ConfigKind struct {
+	// Name prefixes checksum keys ("configmap/NS/NAME") and is what extractors name.
+	Name       string
+	GVR        schema.GroupVersionResource
+	DataFields []string // top-level fields whose string map entries are hashed
+}
+
+// WorkloadKind is a watched pod-template workload resource.
+type WorkloadKind struct {
+	GVR             schema.GroupVersionResource
+	PodTemplatePath refs.Path
+}

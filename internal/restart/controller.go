@@ -1,0 +1,257 @@
+package restart
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"golang.org/x/time/rate"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/metrics"
+)
+
+// Catalog is what the controller reads: cached workloads and configs.
+type Catalog interface {
+	ConfigLookup
+	Workload(key catalog.WorkloadKey) (*catalog.WorkloadState, bool)
+	WorkloadsReading(id catalog.ConfigID) []catalog.WorkloadKey
+}
+
+// Controller reconciles one workload key at a time: the queue holds keys, the
+// decision reads caches, and the only API call is the patch that changes
+// something. Retries live in the queue.
+type Controller struct {
+	cfg     *config.Config
+	catalog Catalog
+	client  dynamic.Interface
+	windows *Windows
+	metrics *metrics.Metrics
+	log     hclog.Logger
+	now     func() time.Time
+
+	templateFields map[schema.GroupVersionResource][]string
+	queue          workqueue.TypedRateLimitingInterface[catalog.WorkloadKey]
+}
+
+// New builds a controller. The queue exists from the start so that events
+// arriving while caches sync are kept until workers run.
+func New(cfg *config.Config, cat Catalog, client dynamic.Interface, m *metrics.Metrics, log hclog.Logger) (*Controller, error) {
+	fields := map[schema.GroupVersionResource][]string{}
+	for i, w := range cfg.Workloads {
+		f, ok := w.PodTemplatePath.Fields()
+		if !ok {
+			return nil, fmt.Errorf("workloads[%d].podTemplatePath: %s fans out; a patch needs one place", i, w.PodTemplatePath)
+		}
+		fields[w.GVR] = f
+	}
+	limiter := workqueue.NewTypedMaxOfRateLimiter[catalog.WorkloadKey](
+		workqueue.NewTypedItemExponentialFailureRateLimiter[catalog.WorkloadKey](20*time.Millisecond, time.Minute),
+		// The global bucket bounds retries of many failing items together,
+		// so an API outage is not met with a retry storm.
+		&workqueue.TypedBucketRateLimiter[catalog.WorkloadKey]{Limiter: rate.NewLimiter(rate.Limit(50), 300)},
+	)
+	return &Controller{
+		cfg:            cfg,
+		catalog:        cat,
+		client:         client,
+		windows:        NewWindows(cfg.Settings.GracePeriod),
+		metrics:        m,
+		log:            log,
+		now:            time.Now,
+		templateFields: fields,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[catalog.WorkloadKey]{
+			Name:            "workloads",
+			MetricsProvider: m.QueueMetrics(),
+		}),
+	}, nil
+}
+
+// ConfigChanged is called by the watcher when a config's data changed, or the
+// config was created after start-up. It opens or joins the config's grace
+// period and schedules every workload that reads it for when that ends.
+func (c *Controller) ConfigChanged(id catalog.ConfigID) {
+	now := c.now()
+	due, merged := c.windows.Observe(id, now)
+	c.metrics.ChangesProcessed.Inc()
+	if merged {
+		c.metrics.ChangesMerged.Inc()
+	}
+	for _, key := range c.catalog.WorkloadsReading(id) {
+		c.queue.AddAfter(key, due.Sub(now))
+	}
+}
+
+// WorkloadChanged is called by the watcher when a workload appeared or changed
+// in a way that matters to decisions.
+func (c *Controller) WorkloadChanged(key catalog.WorkloadKey) { c.queue.Add(key) }
+
+// Run processes the queue with the given number of workers until ctx ends,
+// then stops taking new work and waits for reconciles under way, giving them
+// at most drainTimeout. Patches use writeCtx: cancelling it (the leader lease
+// was lost) stops every write at once, while cancelling ctx alone (SIGTERM)
+// lets writes under way finish, so a restart and its checksums land together.
+func (c *Controller) Run(ctx, writeCtx context.Context, workers int, drainTimeout time.Duration) {
+	writeCtx, cancelWrites := context.WithCancel(writeCtx)
+	defer cancelWrites()
+
+	var wg sync.WaitGroup
+	for i := 0; i < workers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c.processNext(writeCtx) {
+			}
+		}()
+	}
+	go c.sweep(ctx)
+
+	select {
+	case <-ctx.Done():
+	case <-writeCtx.Done():
+	}
+	c.log.Info("stopping: draining reconciles under way")
+	drained := make(chan struct{})
+	go func() {
+		c.queue.ShutDownWithDrain()
+		wg.Wait()
+		close(drained)
+	}()
+	select {
+	case <-drained:
+	case <-time.After(drainTimeout):
+		c.log.Warn("drain timed out; cancelling writes under way", "timeout", drainTimeout)
+		cancelWrites()
+		c.queue.ShutDown()
+		<-drained
+	}
+}
+
+// sweep publishes how many changes wait and forgets ended grace periods.
+func (c *Controller) sweep(ctx context.Context) {
+	ticker := time.NewTicker(c.cfg.Settings.CheckPeriod)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+			c.metrics.SetChangesWaiting(c.windows.Sweep(c.now()))
+		}
+	}
+}
+
+func (c *Controller) processNext(ctx context.Context) bool {
+	key, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.queue.Done(key)
+
+	c.metrics.Reconciling.Inc()
+	err := c.Reconcile(ctx, key)
+	c.metrics.Reconciling.Dec()
+	switch {
+	case err == nil:
+		c.queue.Forget(key)
+	case c.ignored(err):
+		c.metrics.IgnoredErrors.Inc()
+		c.log.Warn("ignoring error by configuration", "workload", key.String(), "error", err)
+		c.queue.Forget(key)
+	case apierrors.IsConflict(err):
+		// The cache is behind the API server; decide again once it catches up.
+		c.metrics.ReconcileErrors.WithLabelValues("conflict").Inc()
+		c.log.Debug("conflict; retrying on fresh state", "workload", key.String())
+		c.queue.AddRateLimited(key)
+	default:
+		reason := "transient"
+		if !isTransient(err) {
+			reason = "persistent"
+		}
+		c.metrics.ReconcileErrors.WithLabelValues(reason).Inc()
+		c.log.Error("reconcile failed; will retry", "workload", key.String(), "reason", reason,
+			"retries", c.queue.NumRequeues(key), "error", err)
+		c.queue.AddRateLimited(key)
+	}
+	return true
+}
+
+func (c *Controller) ignored(err error) bool {
+	msg := err.Error()
+	for _, pattern := range c.cfg.Settings.IgnoredErrors {
+		if strings.Contains(msg, pattern) {
+			return true
+		}
+	}
+	return false
+}
+
+func isTransient(err error) bool {
+	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) || errors.Is(err, context.DeadlineExceeded) ||
+		apierrors.ReasonForError(err) == metav1.StatusReasonUnknown
+}
+
+// Reconcile brings one workload's applied checksums in line with its configs,
+// restarting it when data its pods read has changed and its grace period is over.
+func (c *Controller) Reconcile(ctx context.Context, key catalog.WorkloadKey) error {
+	w, ok := c.catalog.Workload(key)
+	if !ok || !w.OptedIn {
+		return nil
+	}
+	log := c.log.With("workload", key.String())
+	if w.Problem != "" {
+		log.Warn("cannot read references; skipping", "problem", w.Problem)
+		return nil
+	}
+	now := c.now()
+	plan := Decide(w, c.catalog, c.windows, now)
+	if plan.Warning != "" {
+		log.Warn(plan.Warning)
+	}
+	if plan.Wait > 0 {
+		c.queue.AddAfter(key, plan.Wait)
+	}
+	if !plan.Patch {
+		return nil
+	}
+	body, err := BuildPatch(c.templateFields[key.Resource], c.cfg.Annotations, w, plan, now)
+	if err != nil {
+		return fmt.Errorf("building patch for %s: %w", key, err)
+	}
+	start := time.Now()
+	_, err = c.client.Resource(key.Resource).Namespace(key.Namespace).Patch(ctx, key.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: "restart-controller"})
+	c.metrics.PatchDuration.Observe(time.Since(start).Seconds())
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("patching %s: %w", key, err)
+	}
+	c.metrics.AnnotationUpdates.Inc()
+	if plan.Restart {
+		c.metrics.Restarts.Inc()
+		changed := make([]string, len(plan.Changed))
+		for i, id := range plan.Changed {
+			changed[i] = id.String()
+			if opened, ok := c.windows.Opened(id); ok {
+				c.metrics.ChangeToRestart.Observe(now.Sub(opened).Seconds())
+			}
+		}
+		log.Info("restarted", "changed", strings.Join(changed, ","))
+	} else {
+		log.Debug("recorded applied checksums")
+	}
+	return nil
+}

@@ -1,0 +1,441 @@
+package restart
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/metrics"
+	"github.com/restart-controller/restart-controller/internal/refs"
+)
+
+var (
+	deploymentsGVR = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	cronjobsGVR    = schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "cronjobs"}
+
+	reconcileNow = time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC)
+)
+
+const stampAtNow = "2030-01-02T03:04:05.000000006Z"
+
+const webDeployment = `
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: shop
+  resourceVersion: "42"
+  annotations: {com.xing.deployment-restart: enabled, owner: team-a}
+spec:
+  replicas: 2
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+      - name: app
+        image: shop/web:1
+        envFrom: [{configMapRef: {name: app}}]
+`
+
+const nightlyCronJob = `
+apiVersion: batch/v1
+kind: CronJob
+metadata:
+  name: nightly
+  namespace: shop
+  resourceVersion: "7"
+  annotations: {com.xing.deployment-restart: enabled}
+spec:
+  schedule: "0 3 * * *"
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          restartPolicy: OnFailure
+          containers:
+          - name: job
+            image: shop/job:1
+            envFrom: [{configMapRef: {name: app}}]
+`
+
+type harness struct {
+	t         *testing.T
+	cfg       *config.Config
+	c         *Controller
+	client    *fake.FakeDynamicClient
+	configs   cache.Indexer
+	workloads map[schema.GroupVersionResource]cache.Indexer
+}
+
+// newHarness builds a controller over real catalog stores and a fake dynamic
+// client. inAPI objects are served by the fake API server; cached objects are
+// reduced into the informer stores.
+func newHarness(t *testing.T, inAPI []*unstructured.Unstructured, cached []*unstructured.Unstructured, configData map[string]string) *harness {
+	t.Helper()
+	cfg := exampleConfig(t)
+	cfg.Settings.GracePeriod = 10 * time.Second
+	cfg.Workloads = append(cfg.Workloads, config.WorkloadKind{GVR: cronjobsGVR, PodTemplatePath: refs.MustParsePath("spec.jobTemplate.spec.template")})
+
+	cat := catalog.New()
+	h := &harness{t: t, cfg: cfg, configs: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
+		workloads: map[schema.GroupVersionResource]cache.Indexer{}}
+	cat.AddConfigStore("configmap", h.configs)
+	for _, w := range cfg.Workloads {
+		store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, catalog.WorkloadIndexers())
+		h.workloads[w.GVR] = store
+		cat.AddWorkloadStore(w.GVR, store)
+	}
+	if configData != nil {
+		h.setConfig(configData)
+	}
+	objs := make([]runtime.Object, len(inAPI))
+	for i, u := range inAPI {
+		objs[i] = u.DeepCopy()
+	}
+	h.client = fake.NewSimpleDynamicClient(runtime.NewScheme(), objs...)
+	for _, u := range cached {
+		h.cache(u)
+	}
+
+	c, err := New(cfg, cat, h.client, metrics.New(func() (int, int) { return 0, 0 }), hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.now = func() time.Time { return reconcileNow }
+	t.Cleanup(c.queue.ShutDown)
+	h.c = c
+	return h
+}
+
+func (h *harness) setConfig(data map[string]string) *catalog.ConfigState {
+	h.t.Helper()
+	state := configState(h.t, cmApp, data)
+	if err := h.configs.Update(state); err != nil {
+		h.t.Fatal(err)
+	}
+	return state
+}
+
+func (h *harness) gvrOf(u *unstructured.Unstructured) schema.GroupVersionResource {
+	if u.GetKind() == "CronJob" {
+		return cronjobsGVR
+	}
+	return deploymentsGVR
+}
+
+func (h *harness) kindOf(gvr schema.GroupVersionResource) config.WorkloadKind {
+	for _, w := range h.cfg.Workloads {
+		if w.GVR == gvr {
+			return w
+		}
+	}
+	h.t.Fatalf("no workload kind %s", gvr)
+	return config.WorkloadKind{}
+}
+
+// reduce reduces a workload object as its informer does.
+func (h *harness) reduce(u *unstructured.Unstructured) *catalog.WorkloadState {
+	h.t.Helper()
+	out, err := catalog.ReduceWorkload(h.kindOf(h.gvrOf(u)), h.cfg)(u.DeepCopy())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return out.(*catalog.WorkloadState)
+}
+
+func (h *harness) cache(u *unstructured.Unstructured) {
+	h.t.Helper()
+	if err := h.workloads[h.gvrOf(u)].Update(h.reduce(u)); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// settle returns a copy of u annotated as if its pods were started with the
+// given config data: applied checksums and the current template hash.
+func settle(h *harness, u *unstructured.Unstructured, data map[string]string) *unstructured.Unstructured {
+	h.t.Helper()
+	out := u.DeepCopy()
+	w := h.reduce(out)
+	applied := map[string]string{}
+	for _, r := range w.References {
+		applied[r.ID.String()] = configState(h.t, r.ID, data).Checksum(r.Keys)
+	}
+	ann := out.GetAnnotations()
+	ann[appliedKey] = annotation(h.t, applied)
+	ann[templateHashKey] = w.TemplateHash
+	out.SetAnnotations(ann)
+	return out
+}
+
+func keyOf(gvr schema.GroupVersionResource, u *unstructured.Unstructured) catalog.WorkloadKey {
+	return catalog.WorkloadKey{Resource: gvr, Namespace: u.GetNamespace(), Name: u.GetName()}
+}
+
+func (h *harness) patches() []k8stesting.PatchAction {
+	var out []k8stesting.PatchAction
+	for _, a := range h.client.Actions() {
+		if p, ok := a.(k8stesting.PatchAction); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// patchBody is the exact patch the controller must send.
+func patchBody(rv, applied, templateHash, templatePath string, restart bool) string {
+	body := `{"metadata":{"annotations":{"` + appliedKey + `":"` + strings.ReplaceAll(applied, `"`, `\"`) + `",` +
+		`"` + templateHashKey + `":"` + templateHash + `"},"resourceVersion":"` + rv + `"}`
+	if restart {
+		stamp := `{"metadata":{"annotations":{"` + timestampKey + `":"` + stampAtNow + `"}}}`
+		for _, f := range reverse(strings.Split(templatePath, ".")) {
+			stamp = `{"` + f + `":` + stamp + `}`
+		}
+		body += `,` + stamp[1:len(stamp)-1]
+	}
+	return body + `}`
+}
+
+func reverse(s []string) []string {
+	out := make([]string, len(s))
+	for i, v := range s {
+		out[len(s)-1-i] = v
+	}
+	return out
+}
+
+var (
+	dataV1 = map[string]string{"a": "1"}
+	dataV2 = map[string]string{"a": "2"}
+)
+
+func TestReconcile(t *testing.T) {
+	conflict := apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web", errors.New("the object has been modified"))
+	internal := apierrors.NewInternalError(errors.New("etcd is sad"))
+
+	type row struct {
+		name       string
+		workload   string // fixture
+		annotate   func(h *harness, u *unstructured.Unstructured) *unstructured.Unstructured
+		inAPI      bool // the API server has the object
+		cached     bool // the informer has the object
+		config     map[string]string
+		reactorErr error
+
+		wantErr     func(error) bool // nil: no error expected
+		wantPatch   bool
+		wantRestart bool
+	}
+	settledV1 := func(h *harness, u *unstructured.Unstructured) *unstructured.Unstructured { return settle(h, u, dataV1) }
+	rows := []row{
+		{name: "config data changed: one restart patch", workload: webDeployment, annotate: settledV1,
+			inAPI: true, cached: true, config: dataV2, wantPatch: true, wantRestart: true},
+		{name: "config data changed, CronJob: timestamp under spec.jobTemplate.spec.template", workload: nightlyCronJob, annotate: settledV1,
+			inAPI: true, cached: true, config: dataV2, wantPatch: true, wantRestart: true},
+		{name: "nothing changed: no API call", workload: webDeployment, annotate: settledV1,
+			inAPI: true, cached: true, config: dataV1},
+		{name: "new workload: checksums recorded, no restart", workload: webDeployment,
+			inAPI: true, cached: true, config: dataV2, wantPatch: true},
+		{name: "not opted in: no API call", workload: webDeployment,
+			annotate: func(h *harness, u *unstructured.Unstructured) *unstructured.Unstructured {
+				u = settle(h, u, dataV1)
+				ann := u.GetAnnotations()
+				ann[optInKey] = "disabled"
+				u.SetAnnotations(ann)
+				return u
+			},
+			inAPI: true, cached: true, config: dataV2},
+		{name: "not cached: no API call", workload: webDeployment, annotate: settledV1,
+			inAPI: true, config: dataV2},
+		{name: "no pod template: no API call", workload: `
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop, resourceVersion: "42", annotations: {com.xing.deployment-restart: enabled}}
+spec: {replicas: 1}
+`, inAPI: true, cached: true, config: dataV2},
+		{name: "deleted from the API server: NotFound is not an error", workload: webDeployment, annotate: settledV1,
+			cached: true, config: dataV2, wantPatch: true, wantRestart: true},
+		{name: "conflict: returned for the queue to retry", workload: webDeployment, annotate: settledV1,
+			inAPI: true, cached: true, config: dataV2, reactorErr: conflict,
+			wantErr: apierrors.IsConflict, wantPatch: true, wantRestart: true},
+		{name: "server error: returned for the queue to retry", workload: webDeployment, annotate: settledV1,
+			inAPI: true, cached: true, config: dataV2, reactorErr: internal,
+			wantErr: apierrors.IsInternalError, wantPatch: true, wantRestart: true},
+	}
+	for _, r := range rows {
+		t.Run(r.name, func(t *testing.T) {
+			// The harness is built twice: once to annotate the fixture with
+			// checksums and template hash, once with the annotated fixture.
+			u := fromYAML(t, r.workload)
+			if r.annotate != nil {
+				u = r.annotate(newHarness(t, nil, nil, nil), u)
+			}
+			var inAPI, cached []*unstructured.Unstructured
+			if r.inAPI {
+				inAPI = append(inAPI, u)
+			}
+			if r.cached {
+				cached = append(cached, u)
+			}
+			h := newHarness(t, inAPI, cached, r.config)
+			gvr := h.gvrOf(u)
+			if r.reactorErr != nil {
+				h.client.PrependReactor("patch", gvr.Resource, func(k8stesting.Action) (bool, runtime.Object, error) {
+					return true, nil, r.reactorErr
+				})
+			}
+
+			err := h.c.Reconcile(context.Background(), keyOf(gvr, u))
+			switch {
+			case r.wantErr == nil && err != nil:
+				t.Fatalf("Reconcile: %v", err)
+			case r.wantErr != nil && (err == nil || !r.wantErr(err)):
+				t.Fatalf("Reconcile error %v, want a different one", err)
+			}
+
+			actions := h.client.Actions()
+			if !r.wantPatch {
+				if len(actions) != 0 {
+					t.Fatalf("API actions %v, want none", actions)
+				}
+				return
+			}
+			if len(actions) != 1 {
+				t.Fatalf("API actions %v, want one patch", actions)
+			}
+			p, ok := actions[0].(k8stesting.PatchActionImpl)
+			if !ok {
+				t.Fatalf("action %T %v, want a patch", actions[0], actions[0])
+			}
+			if p.GetResource() != gvr || p.GetNamespace() != "shop" || p.GetName() != u.GetName() ||
+				p.GetPatchType() != types.MergePatchType || p.GetSubresource() != "" {
+				t.Errorf("patch of %v %s/%s type %s subresource %q", p.GetResource(), p.GetNamespace(), p.GetName(), p.GetPatchType(), p.GetSubresource())
+			}
+			if p.PatchOptions.FieldManager != "restart-controller" {
+				t.Errorf("field manager %q", p.PatchOptions.FieldManager)
+			}
+			w := h.reduce(u)
+			applied := annotation(t, map[string]string{cmApp.String(): configState(t, cmApp, r.config).Checksum(nil)})
+			path := strings.Join(h.c.templateFields[gvr], ".")
+			want := patchBody(u.GetResourceVersion(), applied, w.TemplateHash, path, r.wantRestart)
+			if string(p.GetPatch()) != want {
+				t.Errorf("patch body:\n got %s\nwant %s", p.GetPatch(), want)
+			}
+		})
+	}
+}
+
+// TestReconcileRestartSettles follows a restart through the fake API server:
+// the patched object, once back in the cache, needs nothing more, and the
+// patch kept everything it did not name.
+func TestReconcileRestartSettles(t *testing.T) {
+	for _, fixture := range []string{webDeployment, nightlyCronJob} {
+		u := settle(newHarness(t, nil, nil, nil), fromYAML(t, fixture), dataV1)
+		h := newHarness(t, []*unstructured.Unstructured{u}, []*unstructured.Unstructured{u}, dataV2)
+		gvr := h.gvrOf(u)
+		key := keyOf(gvr, u)
+		if err := h.c.Reconcile(context.Background(), key); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(h.patches()); n != 1 {
+			t.Fatalf("%s: %d patches, want 1", u.GetKind(), n)
+		}
+		patched, err := h.client.Resource(gvr).Namespace("shop").Get(context.Background(), u.GetName(), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fields := append(append([]string(nil), h.c.templateFields[gvr]...), "metadata", "annotations", timestampKey)
+		if stamp, _, _ := unstructured.NestedString(patched.Object, fields...); stamp != stampAtNow {
+			t.Errorf("%s: restart timestamp %q, want %q", u.GetKind(), stamp, stampAtNow)
+		}
+		if patched.GetAnnotations()[optInKey] != "enabled" {
+			t.Errorf("%s: patch dropped the opt-in annotation: %v", u.GetKind(), patched.GetAnnotations())
+		}
+		containers, _, _ := unstructured.NestedSlice(patched.Object, append(h.c.templateFields[gvr], "spec", "containers")...)
+		if len(containers) != 1 {
+			t.Errorf("%s: containers lost: %v", u.GetKind(), containers)
+		}
+		before, after := h.reduce(u), h.reduce(patched)
+		if before.TemplateHash != after.TemplateHash {
+			t.Errorf("%s: our own restart changed the template hash", u.GetKind())
+		}
+
+		// The informer delivers the patched object; nothing more to do, even
+		// much later.
+		h.cache(patched)
+		h.c.now = func() time.Time { return reconcileNow.Add(time.Hour) }
+		actions := len(h.client.Actions())
+		if err := h.c.Reconcile(context.Background(), key); err != nil {
+			t.Fatal(err)
+		}
+		if got := h.client.Actions()[actions:]; len(got) != 0 {
+			t.Errorf("%s: settled workload reconciled into %v", u.GetKind(), got)
+		}
+	}
+}
+
+// TestReconcileGracePeriod: a change reported by the watcher waits for its
+// grace period; further changes inside it merge; one restart follows.
+func TestReconcileGracePeriod(t *testing.T) {
+	u := settle(newHarness(t, nil, nil, nil), fromYAML(t, webDeployment), dataV1)
+	h := newHarness(t, []*unstructured.Unstructured{u}, []*unstructured.Unstructured{u}, dataV1)
+	key := keyOf(deploymentsGVR, u)
+	now := reconcileNow
+	h.c.now = func() time.Time { return now }
+	reconcile := func() {
+		t.Helper()
+		if err := h.c.Reconcile(context.Background(), key); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	h.setConfig(dataV2)
+	h.c.ConfigChanged(cmApp) // window until now+10s
+	reconcile()
+	now = now.Add(4 * time.Second)
+	h.setConfig(map[string]string{"a": "3"})
+	h.c.ConfigChanged(cmApp) // merged: still due at +10s
+	reconcile()
+	if n := len(h.client.Actions()); n != 0 {
+		t.Fatalf("%d API actions inside the grace period", n)
+	}
+	if due, open := h.c.windows.Due(cmApp, now); !open || !due.Equal(reconcileNow.Add(10*time.Second)) {
+		t.Fatalf("window due %v (open %v), want +10s", due, open)
+	}
+
+	now = reconcileNow.Add(10 * time.Second)
+	reconcile()
+	patches := h.patches()
+	if len(patches) != 1 {
+		t.Fatalf("%d patches after the grace period, want 1", len(patches))
+	}
+	applied := annotation(t, map[string]string{cmApp.String(): configState(t, cmApp, map[string]string{"a": "3"}).Checksum(nil)})
+	want := patchBody("42", applied, h.reduce(u).TemplateHash, "spec.template", true)
+	want = strings.Replace(want, stampAtNow, now.UTC().Format(time.RFC3339Nano), 1)
+	if string(patches[0].GetPatch()) != want {
+		t.Errorf("patch body:\n got %s\nwant %s", patches[0].GetPatch(), want)
+	}
+}
+
+func TestNewRejectsFanningOutTemplatePath(t *testing.T) {
+	cfg := exampleConfig(t)
+	cfg.Workloads = append(cfg.Workloads, config.WorkloadKind{GVR: cronjobsGVR, PodTemplatePath: refs.MustParsePath("spec.templates[*]")})
+	if _, err := New(cfg, catalog.New(), fake.NewSimpleDynamicClient(runtime.NewScheme()), metrics.New(func() (int, int) { return 0, 0 }), hclog.NewNullLogger()); err == nil {
+		t.Error("New accepted a pod template path with [*]")
+	}
+}

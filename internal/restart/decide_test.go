@@ -1,0 +1,428 @@
+package restart
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/restart-controller/restart-controller/internal/catalog"
+)
+
+var (
+	decideNow = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+
+	cmApp  = catalog.ConfigID{Kind: "configmap", Namespace: "shop", Name: "app"}
+	secDB  = catalog.ConfigID{Kind: "secret", Namespace: "shop", Name: "db"}
+	cmGone = catalog.ConfigID{Kind: "configmap", Namespace: "shop", Name: "retired"}
+)
+
+const (
+	tmplNow = "1111111111111111" // current template hash
+	tmplOld = "0000000000000000" // a template hash from before a template change
+)
+
+func TestDecide(t *testing.T) {
+	appV1 := configState(t, cmApp, map[string]string{"a": "1", "b": "1"})
+	appV2 := configState(t, cmApp, map[string]string{"a": "2", "b": "1"}) // read key a changed
+	appB2 := configState(t, cmApp, map[string]string{"a": "1", "b": "2"}) // only key b changed
+	dbV1 := configState(t, secDB, map[string]string{"pw": "x"})
+	dbV2 := configState(t, secDB, map[string]string{"pw": "y"})
+
+	whole := catalog.Reference{ID: cmApp}
+	wholeOptional := catalog.Reference{ID: cmApp, Optional: true}
+	keyA := catalog.Reference{ID: cmApp, Keys: []string{"a"}}
+	dbPW := catalog.Reference{ID: secDB, Keys: []string{"pw"}}
+
+	app1, app2 := appV1.Checksum(nil), appV2.Checksum(nil)
+	db1, db2 := dbV1.Checksum(dbPW.Keys), dbV2.Checksum(dbPW.Keys)
+	keyA1 := appV1.Checksum(keyA.Keys)
+	if app1 == app2 || db1 == db2 || keyA1 != appB2.Checksum(keyA.Keys) {
+		t.Fatal("fixture checksums are not what the table assumes")
+	}
+
+	type row struct {
+		name         string
+		refs         []catalog.Reference
+		applied      *string // nil: no annotation
+		appliedHash  string
+		templateHash string // tmplNow when empty
+		configs      configMap
+		windows      dueAt
+
+		want        Plan // Warning compared as "present or not"
+		wantWarning bool
+	}
+	ann := func(m map[string]string) *string { s := annotation(t, m); return &s }
+	raw := func(s string) *string { return &s }
+
+	rows := []row{
+		{
+			name:    "new workload never restarted: current checksums recorded",
+			refs:    []catalog.Reference{whole, dbPW},
+			configs: configMap{cmApp: appV2, secDB: dbV2},
+			want:    Plan{Applied: map[string]string{"configmap/shop/app": app2, "secret/shop/db": db2}, Patch: true},
+		},
+		{
+			name:        "nothing changed: no patch",
+			refs:        []catalog.Reference{whole, dbPW},
+			applied:     ann(map[string]string{"configmap/shop/app": app1, "secret/shop/db": db1}),
+			appliedHash: tmplNow,
+			configs:     configMap{cmApp: appV1, secDB: dbV1},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1, "secret/shop/db": db1}},
+		},
+		{
+			name:        "known checksum changed: restart",
+			refs:        []catalog.Reference{whole, dbPW},
+			applied:     ann(map[string]string{"configmap/shop/app": app1, "secret/shop/db": db1}),
+			appliedHash: tmplNow,
+			configs:     configMap{cmApp: appV2, secDB: dbV1},
+			want: Plan{Applied: map[string]string{"configmap/shop/app": app2, "secret/shop/db": db1},
+				Patch: true, Restart: true, Changed: []catalog.ConfigID{cmApp}},
+		},
+		{
+			name:        "change inside its grace period: wait until it is due",
+			refs:        []catalog.Reference{whole, dbPW},
+			applied:     ann(map[string]string{"configmap/shop/app": app1, "secret/shop/db": db1}),
+			appliedHash: tmplNow,
+			configs:     configMap{cmApp: appV2, secDB: dbV1},
+			windows:     dueAt{cmApp: decideNow.Add(3*time.Second + 250*time.Millisecond)},
+			want: Plan{Applied: map[string]string{"configmap/shop/app": app1, "secret/shop/db": db1},
+				Wait: 3*time.Second + 250*time.Millisecond},
+		},
+		{
+			name:        "grace period ends exactly now: restart",
+			refs:        []catalog.Reference{whole},
+			applied:     ann(map[string]string{"configmap/shop/app": app1}),
+			appliedHash: tmplNow,
+			configs:     configMap{cmApp: appV2},
+			windows:     dueAt{cmApp: decideNow},
+			want: Plan{Applied: map[string]string{"configmap/shop/app": app2},
+				Patch: true, Restart: true, Changed: []catalog.ConfigID{cmApp}},
+		},
+		{
+			name:        "two configs changed, one due, one waiting: one restart writing both",
+			refs:        []catalog.Reference{whole, dbPW},
+			applied:     ann(map[string]string{"configmap/shop/app": app1, "secret/shop/db": db1}),
+			appliedHash: tmplNow,
+			configs:     configMap{cmApp: appV2, secDB: dbV2},
+			windows:     dueAt{secDB: decideNow.Add(4 * time.Second)},
+			want: Plan{Applied: map[string]string{"configmap/shop/app": app2, "secret/shop/db": db2},
+				Patch: true, Restart: true, Changed: []catalog.ConfigID{cmApp}},
+		},
+		{
+			name:        "two configs changed, both waiting: wait for the earlier",
+			refs:        []catalog.Reference{whole, dbPW},
+			applied:     ann(map[string]string{"configmap/shop/app": app1, "secret/shop/db": db1}),
+			appliedHash: tmplNow,
+			configs:     configMap{cmApp: appV2, secDB: dbV2},
+			windows:     dueAt{cmApp: decideNow.Add(7 * time.Second), secDB: decideNow.Add(2 * time.Second)},
+			want: Plan{Applied: map[string]string{"configmap/shop/app": app1, "secret/shop/db": db1},
+				Wait: 2 * time.Second},
+		},
+		{
+			name:        "two configs changed, both due: one restart, changed sorted",
+			refs:        []catalog.Reference{dbPW, whole},
+			applied:     ann(map[string]string{"configmap/shop/app": app1, "secret/shop/db": db1}),
+			appliedHash: tmplNow,
+			configs:     configMap{cmApp: appV2, secDB: dbV2},
+			want: Plan{Applied: map[string]string{"configmap/shop/app": app2, "secret/shop/db": db2},
+				Patch: true, Restart: true, Changed: []catalog.ConfigID{cmApp, secDB}},
+		},
+		{
+			name:        "key the pods do not read changed: nothing",
+			refs:        []catalog.Reference{keyA},
+			applied:     ann(map[string]string{"configmap/shop/app": keyA1}),
+			appliedHash: tmplNow,
+			configs:     configMap{cmApp: appB2},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": keyA1}},
+		},
+		{
+			name:        "key the pods read changed: restart",
+			refs:        []catalog.Reference{keyA},
+			applied:     ann(map[string]string{"configmap/shop/app": keyA1}),
+			appliedHash: tmplNow,
+			configs:     configMap{cmApp: appV2},
+			want: Plan{Applied: map[string]string{"configmap/shop/app": appV2.Checksum(keyA.Keys)},
+				Patch: true, Restart: true, Changed: []catalog.ConfigID{cmApp}},
+		},
+		{
+			name:        "optional config appears: restart",
+			refs:        []catalog.Reference{wholeOptional},
+			applied:     ann(map[string]string{"configmap/shop/app": ""}),
+			appliedHash: tmplNow,
+			configs:     configMap{cmApp: appV1},
+			want: Plan{Applied: map[string]string{"configmap/shop/app": app1},
+				Patch: true, Restart: true, Changed: []catalog.ConfigID{cmApp}},
+		},
+		{
+			name:        "optional config appears inside its grace period: wait",
+			refs:        []catalog.Reference{wholeOptional},
+			applied:     ann(map[string]string{"configmap/shop/app": ""}),
+			appliedHash: tmplNow,
+			configs:     configMap{cmApp: appV1},
+			windows:     dueAt{cmApp: decideNow.Add(time.Second)},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": ""}, Wait: time.Second},
+		},
+		{
+			name:        "required config appears: record only",
+			refs:        []catalog.Reference{whole},
+			applied:     ann(map[string]string{"configmap/shop/app": ""}),
+			appliedHash: tmplNow,
+			configs:     configMap{cmApp: appV1},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1}, Patch: true},
+		},
+		{
+			name:        "config deleted: nothing, entry kept",
+			refs:        []catalog.Reference{whole, dbPW},
+			applied:     ann(map[string]string{"configmap/shop/app": app1, "secret/shop/db": db1}),
+			appliedHash: tmplNow,
+			configs:     configMap{secDB: dbV1},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1, "secret/shop/db": db1}},
+		},
+		{
+			name:        "optional config deleted: nothing, entry kept",
+			refs:        []catalog.Reference{wholeOptional},
+			applied:     ann(map[string]string{"configmap/shop/app": app1}),
+			appliedHash: tmplNow,
+			configs:     configMap{},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1}},
+		},
+		{
+			name:        "referenced config never existed: recorded as absent",
+			refs:        []catalog.Reference{whole},
+			applied:     ann(map[string]string{}),
+			appliedHash: tmplNow,
+			configs:     configMap{},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": ""}, Patch: true},
+		},
+		{
+			name:        "referenced config still absent: nothing",
+			refs:        []catalog.Reference{wholeOptional},
+			applied:     ann(map[string]string{"configmap/shop/app": ""}),
+			appliedHash: tmplNow,
+			configs:     configMap{},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": ""}},
+		},
+		{
+			name:        "deleted then re-created with the same data: nothing",
+			refs:        []catalog.Reference{whole},
+			applied:     ann(map[string]string{"configmap/shop/app": app1}),
+			appliedHash: tmplNow,
+			configs:     configMap{cmApp: configState(t, cmApp, map[string]string{"b": "1", "a": "1"})},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1}},
+		},
+		{
+			name:        "deleted then re-created with different data: restart",
+			refs:        []catalog.Reference{whole},
+			applied:     ann(map[string]string{"configmap/shop/app": app1}),
+			appliedHash: tmplNow,
+			configs:     configMap{cmApp: appV2},
+			want: Plan{Applied: map[string]string{"configmap/shop/app": app2},
+				Patch: true, Restart: true, Changed: []catalog.ConfigID{cmApp}},
+		},
+		{
+			name:         "template changed: record only (the template change rolls the pods)",
+			refs:         []catalog.Reference{whole, dbPW},
+			applied:      ann(map[string]string{"configmap/shop/app": app1, "secret/shop/db": db1}),
+			appliedHash:  tmplOld,
+			templateHash: tmplNow,
+			configs:      configMap{cmApp: appV2, secDB: dbV1},
+			want:         Plan{Applied: map[string]string{"configmap/shop/app": app2, "secret/shop/db": db1}, Patch: true},
+		},
+		{
+			name:        "template changed, data unchanged: new template hash recorded",
+			refs:        []catalog.Reference{whole},
+			applied:     ann(map[string]string{"configmap/shop/app": app1}),
+			appliedHash: tmplOld,
+			configs:     configMap{cmApp: appV1},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1}, Patch: true},
+		},
+		{
+			name:        "template changed while a change waits: record, no wait",
+			refs:        []catalog.Reference{whole},
+			applied:     ann(map[string]string{"configmap/shop/app": app1}),
+			appliedHash: tmplOld,
+			configs:     configMap{cmApp: appV2},
+			windows:     dueAt{cmApp: decideNow.Add(time.Second)},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": app2}, Patch: true},
+		},
+		{
+			name:        "newly referenced config without entry: recorded",
+			refs:        []catalog.Reference{whole, dbPW},
+			applied:     ann(map[string]string{"configmap/shop/app": app1}),
+			appliedHash: tmplNow,
+			configs:     configMap{cmApp: appV1, secDB: dbV2},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1, "secret/shop/db": db2}, Patch: true},
+		},
+		{
+			name:        "unparsable annotation: warning, current recorded",
+			refs:        []catalog.Reference{whole},
+			applied:     raw(`{"configmap/shop/app": "` + app1),
+			appliedHash: tmplNow,
+			configs:     configMap{cmApp: appV2},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": app2}, Patch: true},
+			wantWarning: true,
+		},
+		{
+			name:        "annotation with a non-string value: warning, current recorded",
+			refs:        []catalog.Reference{whole},
+			applied:     raw(`{"configmap/shop/app": 7}`),
+			appliedHash: tmplNow,
+			configs:     configMap{cmApp: appV2},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": app2}, Patch: true},
+			wantWarning: true,
+		},
+		{
+			name:        "annotation that is a JSON list: warning, current recorded",
+			refs:        []catalog.Reference{whole},
+			applied:     raw(`["configmap/shop/app"]`),
+			appliedHash: tmplNow,
+			configs:     configMap{cmApp: appV1},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1}, Patch: true},
+			wantWarning: true,
+		},
+		{
+			name:        "empty annotation: warning, current recorded",
+			refs:        []catalog.Reference{whole},
+			applied:     raw(""),
+			appliedHash: tmplNow,
+			configs:     configMap{cmApp: appV1},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1}, Patch: true},
+			wantWarning: true,
+		},
+		{
+			name:        "annotation listing a config no longer referenced: dropped, patch without restart",
+			refs:        []catalog.Reference{whole},
+			applied:     ann(map[string]string{"configmap/shop/app": app1, cmGone.String(): "abcdefabcdefabcd"}),
+			appliedHash: tmplNow,
+			configs:     configMap{cmApp: appV1, cmGone: appV2},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1}, Patch: true},
+		},
+		{
+			name:    "seed-format annotation without template hash: record only",
+			refs:    []catalog.Reference{whole, dbPW},
+			applied: ann(map[string]string{"configmap/shop/app": "0123456789abcdef", "secret/shop/db": "fedcba9876543210"}),
+			configs: configMap{cmApp: appV2, secDB: dbV2},
+			want:    Plan{Applied: map[string]string{"configmap/shop/app": app2, "secret/shop/db": db2}, Patch: true},
+		},
+		{
+			name:    "annotation without template hash, optional config appeared: record only",
+			refs:    []catalog.Reference{wholeOptional},
+			applied: ann(map[string]string{"configmap/shop/app": ""}),
+			configs: configMap{cmApp: appV1},
+			want:    Plan{Applied: map[string]string{"configmap/shop/app": app1}, Patch: true},
+		},
+		{
+			name:    "not referencing anything, first time: {} recorded",
+			configs: configMap{cmApp: appV1},
+			want:    Plan{Applied: map[string]string{}, Patch: true},
+		},
+		{
+			name:        "not referencing anything, {} recorded: no patch",
+			applied:     raw(`{}`),
+			appliedHash: tmplNow,
+			configs:     configMap{cmApp: appV1},
+			want:        Plan{Applied: map[string]string{}},
+		},
+	}
+
+	for _, r := range rows {
+		t.Run(r.name, func(t *testing.T) {
+			w := &catalog.WorkloadState{References: r.refs, AppliedTemplateHash: r.appliedHash, TemplateHash: r.templateHash}
+			w.Namespace, w.Name = "shop", "web"
+			if w.TemplateHash == "" {
+				w.TemplateHash = tmplNow
+			}
+			if r.applied != nil {
+				w.HasApplied, w.Applied = true, *r.applied
+			}
+			windows := r.windows
+			if windows == nil {
+				windows = dueAt{}
+			}
+			before := w.DeepCopyObject()
+			plan := Decide(w, r.configs, windows, decideNow)
+
+			if (plan.Warning != "") != r.wantWarning {
+				t.Errorf("warning %q, want warning: %v", plan.Warning, r.wantWarning)
+			}
+			plan.Warning = ""
+			if !reflect.DeepEqual(plan, r.want) {
+				t.Errorf("plan:\n got %+v\nwant %+v", plan, r.want)
+			}
+			if !reflect.DeepEqual(before, w.DeepCopyObject()) {
+				t.Error("Decide changed the workload state")
+			}
+			// Same inputs, same plan.
+			again := Decide(w, r.configs, windows, decideNow)
+			again.Warning = ""
+			if !reflect.DeepEqual(again, plan) {
+				t.Errorf("second Decide differs: %+v", again)
+			}
+			// A patch written as planned leads to a fixed point: nothing more
+			// to do once the grace periods are over.
+			if plan.Patch {
+				b, err := json.Marshal(plan.Applied)
+				if err != nil {
+					t.Fatal(err)
+				}
+				w.HasApplied, w.Applied, w.AppliedTemplateHash = true, string(b), w.TemplateHash
+				next := Decide(w, r.configs, dueAt{}, decideNow.Add(time.Hour))
+				if next.Patch || next.Restart || next.Warning != "" {
+					t.Errorf("after writing the plan, Decide still wants %+v", next)
+				}
+			}
+		})
+	}
+}
+
+// FuzzDecideHostileAnnotation feeds arbitrary applied-checksums annotations.
+// Decide must not panic, and must never restart a workload whose template hash
+// it does not know: such an annotation says nothing about what the pods read.
+func FuzzDecideHostileAnnotation(f *testing.F) {
+	for _, seed := range []string{
+		``, `{}`, `null`, `[]`, `"x"`, `{"configmap/shop/app":""}`, `{"configmap/shop/app":null}`,
+		`{"configmap/shop/app":"0123456789abcdef","secret/shop/db":""}`, `{"a":1}`, `{"configmap/shop/app":"x"`,
+		"\xff\xfe", `{"configmap/shop/app":"","configmap/shop/app":"y"}`,
+	} {
+		f.Add(seed, "")
+		f.Add(seed, tmplNow)
+	}
+	app := configState(f, cmApp, map[string]string{"a": "1"})
+	db := configState(f, secDB, map[string]string{"pw": "x"})
+	configs := configMap{cmApp: app, secDB: db}
+	refs := []catalog.Reference{{ID: cmApp, Optional: true}, {ID: secDB, Keys: []string{"pw"}}, {ID: cmGone, Optional: true}}
+
+	f.Fuzz(func(t *testing.T, applied, appliedHash string) {
+		w := &catalog.WorkloadState{References: refs, HasApplied: true, Applied: applied,
+			AppliedTemplateHash: appliedHash, TemplateHash: tmplNow}
+		plan := Decide(w, configs, dueAt{cmApp: decideNow.Add(time.Second)}, decideNow)
+
+		if len(plan.Applied) != len(refs) {
+			t.Fatalf("applied %v: want exactly one entry per reference", plan.Applied)
+		}
+		for _, r := range refs {
+			if _, ok := plan.Applied[r.ID.String()]; !ok {
+				t.Fatalf("applied %v lacks %s", plan.Applied, r.ID)
+			}
+		}
+		if plan.Wait < 0 {
+			t.Fatalf("negative wait %v", plan.Wait)
+		}
+		if appliedHash == "" {
+			if plan.Restart || len(plan.Changed) != 0 || plan.Wait != 0 {
+				t.Fatalf("unknown template hash, annotation %q: plan %+v", applied, plan)
+			}
+			if !plan.Patch {
+				t.Fatalf("unknown template hash must be recorded: plan %+v", plan)
+			}
+			if plan.Applied[cmApp.String()] != app.Checksum(nil) || plan.Applied[secDB.String()] != db.Checksum([]string{"pw"}) {
+				t.Fatalf("current checksums not recorded: %v", plan.Applied)
+			}
+		}
+		if plan.Restart && len(plan.Changed) == 0 {
+			t.Fatalf("restart without a changed config: %+v", plan)
+		}
+	})
+}

@@ -1,0 +1,102 @@
+package restart
+
+import (
+	"encoding/json"
+	"os"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/config"
+)
+
+const examplePath = "../../examples/config.yaml"
+
+// Annotation keys of the example config, spelled out so that a silent change
+// of the defaults shows up here.
+const (
+	optInKey        = "com.xing.deployment-restart"
+	appliedKey      = "com.xing.deployment-restart.applied-config-checksums"
+	templateHashKey = "com.xing.deployment-restart.applied-template-hash"
+	timestampKey    = "com.xing.deployment-restart.timestamp"
+)
+
+func exampleConfig(t testing.TB) *config.Config {
+	t.Helper()
+	data, err := os.ReadFile(examplePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse(data)
+	if err != nil {
+		t.Fatalf("examples/config.yaml: %v", err)
+	}
+	want := config.Annotations{OptIn: optInKey, AppliedChecksums: appliedKey, RestartTimestamp: timestampKey, AppliedTemplateHash: templateHashKey}
+	if cfg.Annotations != want {
+		t.Fatalf("example annotations %+v, want %+v", cfg.Annotations, want)
+	}
+	return cfg
+}
+
+func fromYAML(t testing.TB, s string) *unstructured.Unstructured {
+	t.Helper()
+	j, err := yaml.YAMLToJSON([]byte(s))
+	if err != nil {
+		t.Fatalf("fixture: %v", err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(j); err != nil {
+		t.Fatalf("fixture: %v", err)
+	}
+	return u
+}
+
+// configState reduces a config object holding data, as the informer does.
+func configState(t testing.TB, id catalog.ConfigID, data map[string]string) *catalog.ConfigState {
+	t.Helper()
+	u := &unstructured.Unstructured{Object: map[string]interface{}{}}
+	u.SetAPIVersion("v1")
+	u.SetKind("ConfigMap")
+	u.SetNamespace(id.Namespace)
+	u.SetName(id.Name)
+	if err := unstructured.SetNestedStringMap(u.Object, data, "data"); err != nil {
+		t.Fatal(err)
+	}
+	out, err := catalog.ReduceConfig([]string{"data", "binaryData"})(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.(*catalog.ConfigState)
+}
+
+// annotation encodes an applied-checksums annotation.
+func annotation(t testing.TB, m map[string]string) string {
+	t.Helper()
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// configMap is a ConfigLookup over a map.
+type configMap map[catalog.ConfigID]*catalog.ConfigState
+
+func (m configMap) Config(id catalog.ConfigID) (*catalog.ConfigState, bool) {
+	s, ok := m[id]
+	return s, ok
+}
+
+// dueAt is a WindowLookup: the end of each config's open window.
+type dueAt map[catalog.ConfigID]time.Time
+
+func (d dueAt) Due(id catalog.ConfigID, now time.Time) (time.Time, bool) {
+	due, ok := d[id]
+	if !ok || !now.Before(due) {
+		return time.Time{}, false
+	}
+	return due, true
+}

@@ -1,0 +1,67 @@
+package restart
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/config"
+)
+
+// BuildPatch returns the one merge patch that carries a plan: the applied
+// checksums and template hash in the workload's annotations and, for a
+// restart, a new timestamp in the pod template's annotations.
+//
+// The patch names the cached resourceVersion, so the API server rejects it
+// with a conflict when the cache is behind; the retry then decides again on
+// fresh state instead of restarting twice on a stale view.
+func BuildPatch(templateFields []string, annotations config.Annotations, w *catalog.WorkloadState, plan Plan, now time.Time) ([]byte, error) {
+	applied, err := json.Marshal(plan.Applied) // map keys sorted: stable output
+	if err != nil {
+		return nil, fmt.Errorf("encoding applied checksums: %w", err)
+	}
+	patch := map[string]interface{}{
+		"metadata": map[string]interface{}{
+			"resourceVersion": w.ResourceVersion,
+			"annotations": map[string]interface{}{
+				annotations.AppliedChecksums:    string(applied),
+				annotations.AppliedTemplateHash: w.TemplateHash,
+			},
+		},
+	}
+	if plan.Restart {
+		// RFC 3339 with nanoseconds: two restarts within one second must still
+		// change the template, or the second would roll nothing.
+		leaf := map[string]interface{}{
+			"metadata": map[string]interface{}{
+				"annotations": map[string]interface{}{
+					annotations.RestartTimestamp: now.UTC().Format(time.RFC3339Nano),
+				},
+			},
+		}
+		nest(patch, templateFields, leaf)
+	}
+	body, err := json.Marshal(patch)
+	if err != nil {
+		return nil, fmt.Errorf("encoding patch: %w", err)
+	}
+	return body, nil
+}
+
+// nest places leaf at the path of fields below root, merging with maps
+// already there.
+func nest(root map[string]interface{}, fields []string, leaf map[string]interface{}) {
+	node := root
+	for _, f := range fields {
+		next, ok := node[f].(map[string]interface{})
+		if !ok {
+			next = map[string]interface{}{}
+			node[f] = next
+		}
+		node = next
+	}
+	for k, v := range leaf {
+		node[k] = v
+	}
+}

@@ -1,0 +1,78 @@
+package restart
+
+import (
+	"sync"
+	"time"
+
+	"github.com/restart-controller/restart-controller/internal/catalog"
+)
+
+// Windows tracks, per config, the grace period that its first unsettled data
+// change opened. Further changes inside a window are merged into it rather
+// than extending it, so a config that changes without pause still restarts its
+// workloads once per grace period instead of never.
+//
+// Nothing here needs to survive a crash: the applied checksums on the workload
+// still hold the old values, so a new instance sees the difference and acts.
+type Windows struct {
+	grace time.Duration
+
+	mu    sync.Mutex
+	start map[catalog.ConfigID]time.Time
+}
+
+// NewWindows returns a tracker for the given grace period.
+func NewWindows(grace time.Duration) *Windows {
+	return &Windows{grace: grace, start: map[catalog.ConfigID]time.Time{}}
+}
+
+// Observe records a data change of the config seen at now and returns when
+// its window ends and whether the change was merged into an open window.
+func (w *Windows) Observe(id catalog.ConfigID, now time.Time) (due time.Time, merged bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if start, open := w.start[id]; open && now.Before(start.Add(w.grace)) {
+		return start.Add(w.grace), true
+	}
+	w.start[id] = now
+	return now.Add(w.grace), false
+}
+
+// Due returns when the config's open window ends; ok is false when no window
+// is open, in which case any difference is due at once.
+func (w *Windows) Due(id catalog.ConfigID, now time.Time) (due time.Time, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	start, open := w.start[id]
+	if !open || !now.Before(start.Add(w.grace)) {
+		return time.Time{}, false
+	}
+	return start.Add(w.grace), true
+}
+
+// Opened returns when the config's latest window opened, for latency metrics.
+func (w *Windows) Opened(id catalog.ConfigID) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	start, ok := w.start[id]
+	return start, ok
+}
+
+// Sweep forgets windows that ended before now and returns how many are open.
+// A window is kept for one extra grace period after it ends so the restart it
+// causes can still be timed against it.
+func (w *Windows) Sweep(now time.Time) (open int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for id, start := range w.start {
+		end := start.Add(w.grace)
+		if !now.Before(end.Add(w.grace + time.Minute)) {
+			delete(w.start, id)
+			continue
+		}
+		if now.Before(end) {
+			open++
+		}
+	}
+	return open
+}

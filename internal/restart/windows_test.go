@@ -1,0 +1,141 @@
+package restart
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/restart-controller/restart-controller/internal/catalog"
+)
+
+func TestWindowsObserve(t *testing.T) {
+	const grace = 10 * time.Second
+	t0 := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	steps := []struct {
+		name       string
+		at         time.Duration // after t0
+		wantDue    time.Duration // after t0
+		wantMerged bool
+	}{
+		{"first change opens a window", 0, 10 * time.Second, false},
+		{"change inside the window merges, does not extend", 4 * time.Second, 10 * time.Second, true},
+		{"change just before the end merges", 10*time.Second - time.Nanosecond, 10 * time.Second, true},
+		{"change at the end opens a new window", 10 * time.Second, 20 * time.Second, false},
+		{"change inside the new window merges", 15 * time.Second, 20 * time.Second, true},
+		{"change long after opens a new window", time.Hour, time.Hour + 10*time.Second, false},
+	}
+	w := NewWindows(grace)
+	for _, s := range steps {
+		due, merged := w.Observe(cmApp, t0.Add(s.at))
+		if !due.Equal(t0.Add(s.wantDue)) || merged != s.wantMerged {
+			t.Errorf("%s: Observe = %v, %v; want %v, %v", s.name, due.Sub(t0), merged, s.wantDue, s.wantMerged)
+		}
+	}
+	// Other configs have their own windows.
+	if due, merged := w.Observe(secDB, t0.Add(time.Hour+5*time.Second)); merged || !due.Equal(t0.Add(time.Hour+15*time.Second)) {
+		t.Errorf("second config: %v, %v", due.Sub(t0), merged)
+	}
+	if opened, ok := w.Opened(cmApp); !ok || !opened.Equal(t0.Add(time.Hour)) {
+		t.Errorf("Opened = %v, %v; want the latest window's start", opened, ok)
+	}
+	if _, ok := w.Opened(cmGone); ok {
+		t.Error("Opened reports a config that never changed")
+	}
+}
+
+func TestWindowsDue(t *testing.T) {
+	t0 := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	w := NewWindows(10 * time.Second)
+	w.Observe(cmApp, t0)
+	cases := []struct {
+		name    string
+		id      catalog.ConfigID
+		at      time.Duration
+		wantDue time.Duration
+		wantOK  bool
+	}{
+		{"at the start", cmApp, 0, 10 * time.Second, true},
+		{"inside", cmApp, 9 * time.Second, 10 * time.Second, true},
+		{"at the end", cmApp, 10 * time.Second, 0, false},
+		{"after the end", cmApp, time.Minute, 0, false},
+		{"config without window", secDB, 0, 0, false},
+	}
+	for _, tc := range cases {
+		due, ok := w.Due(tc.id, t0.Add(tc.at))
+		if ok != tc.wantOK || (ok && !due.Equal(t0.Add(tc.wantDue))) || (!ok && !due.IsZero()) {
+			t.Errorf("%s: Due = %v, %v; want +%v, %v", tc.name, due, ok, tc.wantDue, tc.wantOK)
+		}
+	}
+
+	// No grace period: nothing ever waits.
+	zero := NewWindows(0)
+	zero.Observe(cmApp, t0)
+	if _, ok := zero.Due(cmApp, t0); ok {
+		t.Error("a zero grace period left a window open")
+	}
+	if _, merged := zero.Observe(cmApp, t0); merged {
+		t.Error("a zero grace period merged a change")
+	}
+}
+
+func TestWindowsSweep(t *testing.T) {
+	const grace = 10 * time.Second
+	t0 := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	w := NewWindows(grace)
+	open1 := catalog.ConfigID{Kind: "configmap", Namespace: "shop", Name: "open1"}
+	open2 := catalog.ConfigID{Kind: "configmap", Namespace: "shop", Name: "open2"}
+	ended := catalog.ConfigID{Kind: "configmap", Namespace: "shop", Name: "ended"}
+	old := catalog.ConfigID{Kind: "configmap", Namespace: "shop", Name: "old"}
+
+	now := t0.Add(2 * time.Minute)
+	w.Observe(open1, now.Add(-time.Second))
+	w.Observe(open2, now)
+	w.Observe(ended, now.Add(-grace))                 // ended exactly now
+	w.Observe(old, now.Add(-(2*grace + time.Minute))) // ended one grace period and a minute ago
+
+	if got := w.Sweep(now); got != 2 {
+		t.Errorf("Sweep = %d open, want 2", got)
+	}
+	// Ended windows are kept a while for latency metrics; old ones are forgotten.
+	if _, ok := w.Opened(ended); !ok {
+		t.Error("a window that just ended was forgotten")
+	}
+	if _, ok := w.Opened(old); ok {
+		t.Error("an old window was kept")
+	}
+	// Once forgotten, a change opens a fresh window.
+	if _, merged := w.Observe(old, now); merged {
+		t.Error("change merged into a forgotten window")
+	}
+	if got := w.Sweep(now.Add(grace)); got != 0 {
+		t.Errorf("Sweep after every window ended = %d, want 0", got)
+	}
+	if got := w.Sweep(now.Add(time.Hour)); got != 0 {
+		t.Errorf("Sweep much later = %d, want 0", got)
+	}
+	for _, id := range []catalog.ConfigID{open1, open2, ended, old} {
+		if _, ok := w.Opened(id); ok {
+			t.Errorf("%s kept after a long time", id)
+		}
+	}
+}
+
+func TestWindowsConcurrent(t *testing.T) {
+	w := NewWindows(time.Second)
+	t0 := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			for j := 0; j < 200; j++ {
+				now := t0.Add(time.Duration(j) * 10 * time.Millisecond)
+				w.Observe(cmApp, now)
+				w.Due(cmApp, now)
+				w.Opened(cmApp)
+				w.Sweep(now)
+			}
+		}(i)
+	}
+	wg.Wait()
+}

@@ -1,0 +1,60 @@
+// Package server serves /metrics, /healthz and /readyz.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Server is the controller's HTTP endpoint.
+type Server struct {
+	http     *http.Server
+	listener net.Listener
+}
+
+// Listen binds the address at once, so a port clash fails start-up before the
+// controller touches anything.
+func Listen(address string, reg *prometheus.Registry, ready func() error) (*Server, error) {
+	l, err := net.Listen("tcp", address)
+	if err != nil {
+		return nil, fmt.Errorf("listening for metrics on %s: %w", address, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := ready(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	return &Server{http: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, listener: l}, nil
+}
+
+// Addr is the bound address (useful when listening on port 0).
+func (s *Server) Addr() string { return s.listener.Addr().String() }
+
+// Run serves until ctx ends, then shuts down gracefully.
+func (s *Server) Run(ctx context.Context) error {
+	errCh := make(chan error, 1)
+	go func() { errCh <- s.http.Serve(s.listener) }()
+	select {
+	case err := <-errCh:
+		return fmt.Errorf("serving metrics: %w", err)
+	case <-ctx.Done():
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.http.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("shutting down metrics server: %w", err)
+		}
+		return nil
+	}
+}

@@ -1,0 +1,282 @@
+// Package watch runs the dynamic informers of every configured config and
+// workload kind, reduces objects as they enter the caches, and turns events
+// into keys for the restart controller. It never decides anything itself.
+package watch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/metrics"
+)
+
+// Handler receives keys computed from events.
+type Handler interface {
+	// ConfigChanged reports a data change of a config, or its creation after start-up.
+	ConfigChanged(id catalog.ConfigID)
+	// WorkloadChanged reports a workload that appeared or changed in a way decisions see.
+	WorkloadChanged(key catalog.WorkloadKey)
+}
+
+// Watcher owns the informers.
+type Watcher struct {
+	cfg       *config.Config
+	client    dynamic.Interface
+	discovery discovery.DiscoveryInterface
+	catalog   *catalog.Catalog
+	handler   Handler
+	metrics   *metrics.Metrics
+	log       hclog.Logger
+	// DiscoveryInterval is how often kinds that are not served yet are looked for.
+	discoveryInterval time.Duration
+
+	mu      sync.Mutex
+	synced  []cache.InformerSynced
+	missing []config.WorkloadKind
+}
+
+// New returns a watcher; Start begins watching.
+func New(cfg *config.Config, client dynamic.Interface, disc discovery.DiscoveryInterface, cat *catalog.Catalog,
+	handler Handler, m *metrics.Metrics, log hclog.Logger, discoveryInterval time.Duration) *Watcher {
+	return &Watcher{
+		cfg: cfg, client: client, discovery: disc, catalog: cat, handler: handler, metrics: m, log: log,
+		discoveryInterval: discoveryInterval,
+	}
+}
+
+// Start starts the informers of every config kind and of every workload kind
+// the API server serves now; kinds not served yet are looked for by Run.
+func (w *Watcher) Start(ctx context.Context) error {
+	for i, kind := range w.cfg.Configs {
+		served, err := w.served(kind.GVR)
+		if err != nil {
+			return fmt.Errorf("configs[%d]: looking up %s: %w", i, kind.GVR, err)
+		}
+		if !served {
+			return fmt.Errorf("configs[%d]: %s is not served by the API server", i, kind.GVR)
+		}
+		if err := w.startConfigInformers(ctx, kind); err != nil {
+			return fmt.Errorf("configs[%d]: %w", i, err)
+		}
+	}
+	for i, kind := range w.cfg.Workloads {
+		if err := w.tryWorkloadKind(ctx, kind, true); err != nil {
+			return fmt.Errorf("workloads[%d]: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// WaitForSync blocks until every started informer has synced or ctx ends.
+func (w *Watcher) WaitForSync(ctx context.Context) error {
+	w.mu.Lock()
+	synced := append([]cache.InformerSynced(nil), w.synced...)
+	w.mu.Unlock()
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return fmt.Errorf("waiting for caches to sync: %w", context.Cause(ctx))
+	}
+	return nil
+}
+
+// Ready reports nil once every started informer has synced.
+func (w *Watcher) Ready() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, s := range w.synced {
+		if !s() {
+			return errors.New("caches not synced yet")
+		}
+	}
+	return nil
+}
+
+// Run looks for workload kinds that were not served at start (a CRD not yet
+// installed) until ctx ends, and starts watching each one when it appears.
+func (w *Watcher) Run(ctx context.Context) {
+	ticker := time.NewTicker(w.discoveryInterval)
+	defer ticker.Stop()
+	for {
+		w.mu.Lock()
+		missing := append([]config.WorkloadKind(nil), w.missing...)
+		w.missing = nil
+		w.mu.Unlock()
+		for _, kind := range missing {
+			if err := w.tryWorkloadKind(ctx, kind, false); err != nil {
+				w.log.Error("looking up workload kind", "resource", kind.GVR.String(), "error", err)
+				w.mu.Lock()
+				w.missing = append(w.missing, kind)
+				w.mu.Unlock()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// tryWorkloadKind starts watching a workload kind if it is served, and
+// otherwise puts it on the list Run looks for; only the first miss warns.
+func (w *Watcher) tryWorkloadKind(ctx context.Context, kind config.WorkloadKind, first bool) error {
+	served, err := w.served(kind.GVR)
+	if err != nil {
+		return fmt.Errorf("looking up workload kind %s: %w", kind.GVR, err)
+	}
+	label := kind.GVR.String()
+	if !served {
+		if first {
+			w.log.Warn("workload kind is not served (CRD not installed?); will watch it once it appears",
+				"resource", label, "check_every", w.discoveryInterval)
+		}
+		w.metrics.WatchedWorkloads.WithLabelValues(label).Set(0)
+		w.mu.Lock()
+		w.missing = append(w.missing, kind)
+		w.mu.Unlock()
+		return nil
+	}
+	if err := w.startWorkloadInformers(ctx, kind); err != nil {
+		return err
+	}
+	w.metrics.WatchedWorkloads.WithLabelValues(label).Set(1)
+	w.log.Info("watching workload kind", "resource", label)
+	return nil
+}
+
+// served asks discovery whether the API server serves the resource. A missing
+// group-version is an answer (false), not an error.
+func (w *Watcher) served(gvr schema.GroupVersionResource) (bool, error) {
+	list, err := w.discovery.ServerResourcesForGroupVersion(gvr.GroupVersion().String())
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	for _, r := range list.APIResources {
+		if r.Name == gvr.Resource {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func (w *Watcher) namespaces() []string {
+	if len(w.cfg.Namespaces) == 0 {
+		return []string{metav1.NamespaceAll}
+	}
+	return w.cfg.Namespaces
+}
+
+func (w *Watcher) startConfigInformers(ctx context.Context, kind config.ConfigKind) error {
+	for _, ns := range w.namespaces() {
+		informer := dynamicinformer.NewFilteredDynamicInformer(w.client, kind.GVR, ns, 0, cache.Indexers{}, nil).Informer()
+		handler := configHandler{kind: kind.Name, handler: w.handler, metrics: w.metrics}
+		// The store joins the catalog before the informer runs, so no key it
+		// yields can be looked up before its store is known.
+		w.catalog.AddConfigStore(kind.Name, informer.GetIndexer())
+		if err := w.start(ctx, informer, catalog.ReduceConfig(kind.DataFields), handler); err != nil {
+			return fmt.Errorf("watching %s: %w", kind.GVR, err)
+		}
+	}
+	return nil
+}
+
+func (w *Watcher) startWorkloadInformers(ctx context.Context, kind config.WorkloadKind) error {
+	selector := w.cfg.WorkloadSelector.String()
+	tweak := func(o *metav1.ListOptions) { o.LabelSelector = selector }
+	for _, ns := range w.namespaces() {
+		informer := dynamicinformer.NewFilteredDynamicInformer(w.client, kind.GVR, ns, 0, catalog.WorkloadIndexers(), tweak).Informer()
+		handler := workloadHandler{resource: kind.GVR, handler: w.handler}
+		w.catalog.AddWorkloadStore(kind.GVR, informer.GetIndexer())
+		if err := w.start(ctx, informer, catalog.ReduceWorkload(kind, w.cfg), handler); err != nil {
+			return fmt.Errorf("watching %s: %w", kind.GVR, err)
+		}
+	}
+	return nil
+}
+
+// start installs the transform, so only reduced objects ever reach the cache,
+// and the handler, then runs the informer until ctx ends.
+func (w *Watcher) start(ctx context.Context, informer cache.SharedIndexInformer, transform cache.TransformFunc, h cache.ResourceEventHandler) error {
+	if err := informer.SetTransform(transform); err != nil {
+		return fmt.Errorf("setting transform: %w", err)
+	}
+	if _, err := informer.AddEventHandler(h); err != nil {
+		return fmt.Errorf("adding event handler: %w", err)
+	}
+	w.mu.Lock()
+	w.synced = append(w.synced, informer.HasSynced)
+	w.mu.Unlock()
+	go informer.RunWithContext(ctx)
+	return nil
+}
+
+// configHandler turns config events into config IDs. Objects in the initial
+// list are not changes: start-up compares every workload anyway.
+type configHandler struct {
+	kind    string
+	handler Handler
+	metrics *metrics.Metrics
+}
+
+func (h configHandler) OnAdd(obj interface{}, isInInitialList bool) {
+	h.metrics.ResourceVersions.Inc()
+	if state, ok := obj.(*catalog.ConfigState); ok && !isInInitialList {
+		h.handler.ConfigChanged(catalog.ConfigID{Kind: h.kind, Namespace: state.Namespace, Name: state.Name})
+	}
+}
+
+func (h configHandler) OnUpdate(oldObj, newObj interface{}) {
+	h.metrics.ResourceVersions.Inc()
+	oldState, ok1 := oldObj.(*catalog.ConfigState)
+	newState, ok2 := newObj.(*catalog.ConfigState)
+	if ok1 && ok2 && !oldState.SameData(newState) {
+		h.handler.ConfigChanged(catalog.ConfigID{Kind: h.kind, Namespace: newState.Namespace, Name: newState.Name})
+	}
+}
+
+// OnDelete counts the event only: a deleted config restarts nothing, and its
+// applied checksum stays on the workloads for when it comes back.
+func (h configHandler) OnDelete(interface{}) { h.metrics.ResourceVersions.Inc() }
+
+// workloadHandler turns workload events into keys, skipping updates that only
+// touch what decisions do not read (status, replicas).
+type workloadHandler struct {
+	resource schema.GroupVersionResource
+	handler  Handler
+}
+
+func (h workloadHandler) key(state *catalog.WorkloadState) catalog.WorkloadKey {
+	return catalog.WorkloadKey{Resource: h.resource, Namespace: state.Namespace, Name: state.Name}
+}
+
+func (h workloadHandler) OnAdd(obj interface{}, _ bool) {
+	if state, ok := obj.(*catalog.WorkloadState); ok {
+		h.handler.WorkloadChanged(h.key(state))
+	}
+}
+
+func (h workloadHandler) OnUpdate(oldObj, newObj interface{}) {
+	oldState, ok1 := oldObj.(*catalog.WorkloadState)
+	newState, ok2 := newObj.(*catalog.WorkloadState)
+	if ok1 && ok2 && !oldState.SameDecisionInputs(newState) {
+		h.handler.WorkloadChanged(h.key(newState))
+	}
+}
+
+func (h workloadHandler) OnDelete(interface{}) {}

@@ -1,0 +1,178 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// controllerProcess is the controller binary running as a real process, so
+// tests see exactly what an operator runs, signals included.
+type controllerProcess struct {
+	cmd     *exec.Cmd
+	logPath string
+	metrics string // host:port
+	done    chan struct{}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// startController runs the binary with the suite's kubeconfig and the given
+// config file and flags, and waits until /readyz answers.
+func (s *suite) startController(ctx context.Context, name, configFile string, args ...string) (*controllerProcess, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	p := &controllerProcess{
+		logPath: filepath.Join(s.workDir, "controller-"+name+".log"),
+		metrics: fmt.Sprintf("127.0.0.1:%d", port),
+		done:    make(chan struct{}),
+	}
+	logFile, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	full := append([]string{
+		"--kubeconfig", s.cluster.Kubeconfig,
+		"--config", configFile,
+		"--metrics-address", p.metrics,
+		"--verbose",
+	}, args...)
+	p.cmd = exec.Command(s.binary, full...)
+	p.cmd.Stdout = logFile
+	p.cmd.Stderr = logFile
+	if err := p.cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("starting controller: %w", err)
+	}
+	go func() {
+		_ = p.cmd.Wait()
+		logFile.Close()
+		close(p.done)
+	}()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if err := p.ready(); err == nil {
+			return p, nil
+		}
+		select {
+		case <-p.done:
+			return nil, fmt.Errorf("controller exited during start-up:\n%s", p.LogTail(40))
+		case <-ctx.Done():
+			p.Kill()
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			p.Kill()
+			return nil, fmt.Errorf("controller not ready within 60s:\n%s", p.LogTail(40))
+		}
+	}
+}
+
+func (p *controllerProcess) ready() error {
+	resp, err := http.Get("http://" + p.metrics + "/readyz")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("readyz: %s", resp.Status)
+	}
+	return nil
+}
+
+// Stop sends SIGTERM and waits for a clean exit.
+func (p *controllerProcess) Stop() {
+	if p == nil || p.cmd.Process == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		p.Kill()
+	}
+}
+
+// Kill sends SIGKILL: no shutdown code runs.
+func (p *controllerProcess) Kill() {
+	if p == nil || p.cmd.Process == nil {
+		return
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// ExitCode is valid after the process ended.
+func (p *controllerProcess) ExitCode() int { return p.cmd.ProcessState.ExitCode() }
+
+func (p *controllerProcess) LogTail(n int) string {
+	data, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Metric returns the sum of every sample of the named metric (all label sets).
+func (p *controllerProcess) Metric(name string) (float64, error) {
+	resp, err := http.Get("http://" + p.metrics + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	return sumMetric(resp.Body, name)
+}
+
+func sumMetric(r io.Reader, name string) (float64, error) {
+	var total float64
+	found := false
+	scanner := bufio.NewScanner(r)
+	scanner.Buffer(make([]byte, 1024*1024), 1024*1024)
+	for scanner.Scan() {
+		line := scanner.Text()
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		metric, value, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		if metric != name && !strings.HasPrefix(metric, name+"{") {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			return 0, fmt.Errorf("parsing %q: %w", line, err)
+		}
+		total += v
+		found = true
+	}
+	if !found {
+		return 0, fmt.Errorf("metric %s not exposed", name)
+	}
+	return total, scanner.Err()
+}

@@ -1,0 +1,376 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	optInKey     = "com.xing.deployment-restart"
+	appliedKey   = "com.xing.deployment-restart.applied-config-checksums"
+	timestampKey = "com.xing.deployment-restart.timestamp"
+	// waitLong bounds every wait; reaching it is a failure, never a timing assertion.
+	waitLong = 90 * time.Second
+)
+
+var (
+	deploymentsGVR  = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	statefulSetsGVR = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"}
+	daemonSetsGVR   = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "daemonsets"}
+)
+
+func ctxFor(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(waitLong)
+	var lastErr error
+	for time.Now().Before(deadline) {
+		ok, err := cond()
+		if ok && err == nil {
+			return
+		}
+		lastErr = err
+		time.Sleep(150 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s (last error: %v)", waitLong, what, lastErr)
+}
+
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ctx := ctxFor(t)
+	ns, err := env.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-" + dnsLabel(t.Name(), 30) + "-"},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating namespace: %v", err)
+	}
+	// The pods need the namespace's default ServiceAccount before they can be created.
+	waitFor(t, "default service account in "+ns.Name, func() (bool, error) {
+		_, err := env.kube.CoreV1().ServiceAccounts(ns.Name).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	t.Cleanup(func() {
+		_ = env.kube.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
+	})
+	return ns.Name
+}
+
+// dnsLabel lowercases s and keeps what a namespace name allows, at most n characters.
+func dnsLabel(s string, n int) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(s) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+		case b.Len() > 0 && !strings.HasSuffix(b.String(), "-"):
+			b.WriteByte('-')
+		}
+		if b.Len() >= n {
+			break
+		}
+	}
+	return strings.Trim(b.String(), "-")
+}
+
+func createConfigMap(t *testing.T, ns, name string, data map[string]string) {
+	t.Helper()
+	_, err := env.kube.CoreV1().ConfigMaps(ns).Create(ctxFor(t), &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: name}, Data: data,
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating configmap %s/%s: %v", ns, name, err)
+	}
+}
+
+func updateConfigMap(t *testing.T, ns, name string, mutate func(*corev1.ConfigMap)) {
+	t.Helper()
+	ctx := ctxFor(t)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cm, err := env.kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		mutate(cm)
+		_, err = env.kube.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("updating configmap %s/%s: %v", ns, name, err)
+	}
+}
+
+func setConfigMapKey(t *testing.T, ns, name, key, value string) {
+	t.Helper()
+	updateConfigMap(t, ns, name, func(cm *corev1.ConfigMap) {
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		cm.Data[key] = value
+	})
+}
+
+func createSecret(t *testing.T, ns, name string, data map[string]string) {
+	t.Helper()
+	_, err := env.kube.CoreV1().Secrets(ns).Create(ctxFor(t), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name}, StringData: data,
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating secret %s/%s: %v", ns, name, err)
+	}
+}
+
+func setSecretKey(t *testing.T, ns, name, key, value string) {
+	t.Helper()
+	ctx := ctxFor(t)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s, err := env.kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if s.Data == nil {
+			s.Data = map[string][]byte{}
+		}
+		s.Data[key] = []byte(value)
+		_, err = env.kube.CoreV1().Secrets(ns).Update(ctx, s, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("updating secret %s/%s: %v", ns, name, err)
+	}
+}
+
+// podSpec returns a pod spec for kwok's simulated node plus the given YAML
+// fragment (indented under spec), e.g. volumes or containers' env.
+func podSpec(t *testing.T, fragment string) corev1.PodSpec {
+	t.Helper()
+	base := `
+nodeSelector: {type: kwok}
+tolerations: [{operator: Exists}]
+terminationGracePeriodSeconds: 0
+`
+	var spec corev1.PodSpec
+	if err := yaml.UnmarshalStrict([]byte(base+fragment), &spec); err != nil {
+		t.Fatalf("pod spec fixture: %v\n%s", err, fragment)
+	}
+	if len(spec.Containers) == 0 {
+		spec.Containers = []corev1.Container{{Name: "app", Image: "example/app:1"}}
+	}
+	return spec
+}
+
+type workloadOptions struct {
+	optIn    bool
+	replicas int32
+}
+
+func labelsFor(name string) map[string]string { return map[string]string{"app": name} }
+
+func objectMeta(name string, opts workloadOptions) metav1.ObjectMeta {
+	m := metav1.ObjectMeta{Name: name, Labels: labelsFor(name)}
+	if opts.optIn {
+		m.Annotations = map[string]string{optInKey: "enabled"}
+	}
+	return m
+}
+
+func createDeployment(t *testing.T, ns, name string, spec corev1.PodSpec, opts workloadOptions) {
+	t.Helper()
+	if opts.replicas == 0 {
+		opts.replicas = 2
+	}
+	d := &appsv1.Deployment{
+		ObjectMeta: objectMeta(name, opts),
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &opts.replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labelsFor(name)},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labelsFor(name)}, Spec: spec},
+		},
+	}
+	if _, err := env.kube.AppsV1().Deployments(ns).Create(ctxFor(t), d, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating deployment %s/%s: %v", ns, name, err)
+	}
+}
+
+// workloadState is what the tests read back from the API server.
+type workloadState struct {
+	generation  int64
+	annotations map[string]string
+	restartedAt string
+	replicaSets int // Deployments only
+}
+
+func getWorkload(t *testing.T, gvr schema.GroupVersionResource, ns, name string, templatePath ...string) workloadState {
+	t.Helper()
+	u, err := env.dynamic.Resource(gvr).Namespace(ns).Get(ctxFor(t), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("getting %s %s/%s: %v", gvr.Resource, ns, name, err)
+	}
+	if len(templatePath) == 0 {
+		templatePath = []string{"spec", "template"}
+	}
+	path := append(append([]string{}, templatePath...), "metadata", "annotations", timestampKey)
+	ts, _, _ := unstructuredString(u.Object, path...)
+	state := workloadState{generation: u.GetGeneration(), annotations: u.GetAnnotations(), restartedAt: ts}
+	if gvr == deploymentsGVR {
+		rss, err := env.kube.AppsV1().ReplicaSets(ns).List(ctxFor(t), metav1.ListOptions{LabelSelector: "app=" + name})
+		if err != nil {
+			t.Fatalf("listing replicasets of %s/%s: %v", ns, name, err)
+		}
+		state.replicaSets = len(rss.Items)
+	}
+	return state
+}
+
+func unstructuredString(obj map[string]interface{}, path ...string) (string, bool, error) {
+	var cur interface{} = obj
+	for _, p := range path {
+		m, ok := cur.(map[string]interface{})
+		if !ok {
+			return "", false, nil
+		}
+		cur = m[p]
+	}
+	s, ok := cur.(string)
+	return s, ok, nil
+}
+
+// waitRecorded waits until the controller has recorded the workload's applied
+// checksums: only then is a later config change a change for it.
+func waitRecorded(t *testing.T, gvr schema.GroupVersionResource, ns, name string, wantConfigs ...string) map[string]string {
+	t.Helper()
+	var applied map[string]string
+	waitFor(t, fmt.Sprintf("applied checksums on %s %s/%s", gvr.Resource, ns, name), func() (bool, error) {
+		w := getWorkload(t, gvr, ns, name)
+		raw, ok := w.annotations[appliedKey]
+		if !ok {
+			return false, nil
+		}
+		applied = map[string]string{}
+		if err := json.Unmarshal([]byte(raw), &applied); err != nil {
+			return false, err
+		}
+		for _, c := range wantConfigs {
+			if _, ok := applied[c]; !ok {
+				return false, fmt.Errorf("%s missing from %s", c, raw)
+			}
+		}
+		return true, nil
+	})
+	return applied
+}
+
+// waitDeploymentRestarts waits until the deployment shows exactly n restarts:
+// n+1 ReplicaSets (each pod-template change makes one; a Deployment's
+// generation is no count, as annotation-only patches bump it too), a restart
+// timestamp in the template iff n > 0, and a finished rollout whose pods all
+// come from the newest template.
+func waitDeploymentRestarts(t *testing.T, ns, name string, n int) {
+	t.Helper()
+	ctx := ctxFor(t)
+	waitFor(t, fmt.Sprintf("deployment %s/%s restarted %d time(s) and rolled out", ns, name, n), func() (bool, error) {
+		d, err := env.kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		rss, err := env.kube.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+		if err != nil {
+			return false, err
+		}
+		if got := len(rss.Items) - 1; got != n {
+			if got > n {
+				t.Fatalf("deployment %s/%s restarted %d times, want %d", ns, name, got, n)
+			}
+			return false, fmt.Errorf("%d replicasets, want %d", len(rss.Items), n+1)
+		}
+		stamp := d.Spec.Template.Annotations[timestampKey]
+		if (stamp != "") != (n > 0) {
+			return false, fmt.Errorf("restart timestamp %q with %d restarts", stamp, n)
+		}
+		if d.Status.ObservedGeneration != d.Generation || d.Status.UpdatedReplicas != *d.Spec.Replicas ||
+			d.Status.AvailableReplicas != *d.Spec.Replicas || d.Status.Replicas != *d.Spec.Replicas {
+			return false, fmt.Errorf("rollout not finished: %+v", d.Status)
+		}
+		pods, err := env.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+		if err != nil {
+			return false, err
+		}
+		running := 0
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp != nil {
+				continue
+			}
+			if p.Annotations[timestampKey] != stamp {
+				return false, fmt.Errorf("pod %s still from an older template", p.Name)
+			}
+			running++
+		}
+		if running != int(*d.Spec.Replicas) {
+			return false, fmt.Errorf("%d current pods, want %d", running, *d.Spec.Replicas)
+		}
+		return true, nil
+	})
+}
+
+// assertNotRestarted checks a workload kept its pod template: the same
+// restart timestamp and, for a Deployment, no new ReplicaSet.
+func assertNotRestarted(t *testing.T, gvr schema.GroupVersionResource, ns, name string, before workloadState) {
+	t.Helper()
+	now := getWorkload(t, gvr, ns, name)
+	if now.restartedAt != before.restartedAt || now.replicaSets != before.replicaSets {
+		t.Fatalf("%s %s/%s was restarted: timestamp %q -> %q, replicasets %d -> %d",
+			gvr.Resource, ns, name, before.restartedAt, now.restartedAt, before.replicaSets, now.replicaSets)
+	}
+}
+
+// waitIdle waits until the controller has nothing waiting or under way: no
+// open grace period, an empty queue and no reconcile running, twice in a row.
+// After a witness workload restarted, this proves the controller is done with
+// the change, so a workload left alone was left alone by decision.
+func waitIdle(t *testing.T, p *controllerProcess) {
+	t.Helper()
+	quiet := 0
+	waitFor(t, "controller idle", func() (bool, error) {
+		waiting, err := p.Metric("deployment_restart_controller_changes_waiting_total")
+		if err != nil {
+			return false, err
+		}
+		depth, err := p.Metric("workqueue_depth")
+		if err != nil {
+			return false, err
+		}
+		inFlight, err := p.Metric("restart_controller_reconciles_in_flight")
+		if err != nil {
+			return false, err
+		}
+		if waiting == 0 && depth == 0 && inFlight == 0 {
+			quiet++
+		} else {
+			quiet = 0
+		}
+		if quiet < 3 {
+			time.Sleep(200 * time.Millisecond)
+			return false, nil
+		}
+		return true, nil
+	})
+}
+
+func isNotFound(err error) bool { return apierrors.IsNotFound(err) }
