@@ -12,10 +12,21 @@ cache_root=${RESTART_CONTROLLER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/restart-c
 out="$cache_root/cluster-bins/$key"
 bins=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok)
 
-complete=1
-for b in "${bins[@]}"; do [ -x "$out/$b" ] || complete=0; done
-if [ "$complete" = 1 ]; then echo "$out"; exit 0; fi
+is_complete() {
+  local b
+  for b in "${bins[@]}"; do [ -x "$out/$b" ] || return 1; done
+}
+if is_complete; then echo "$out"; exit 0; fi
 
+# Parallel callers (e.g. `go test` running several packages that each start a
+# cluster) must not build into the same $out.tmp at once: the first one builds,
+# the others wait for the lock and then find the cache complete.
+mkdir -p "$cache_root/cluster-bins"
+exec 9>"$cache_root/cluster-bins/.lock"
+flock 9
+if is_complete; then echo "$out"; exit 0; fi
+
+rm -rf "$out.tmp"
 mkdir -p "$out.tmp"
 echo "building local cluster binaries into $out (first run only, a few minutes)" >&2
 (

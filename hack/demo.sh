@@ -23,6 +23,7 @@ CONTROLLER_LOG="$DEMO_DIR/controller.log"
 CONTROLLER_PID="$DEMO_DIR/controller.pid"
 CONFIG="$ROOT/examples/config.yaml"
 NS=demo
+controller_started=0
 
 # ---- helpers ---------------------------------------------------------------
 
@@ -32,7 +33,7 @@ ok() { printf '%s    ✓ %s%s\n' "$green" "$*" "$reset"; }
 say() { printf '    %s\n' "$*"; }
 fail() {
   printf '%s    ✗ %s%s\n' "$red" "$*" "$reset" >&2
-  if [ -f "$CONTROLLER_LOG" ]; then
+  if [ "$controller_started" = 1 ] && [ -f "$CONTROLLER_LOG" ]; then
     echo "--- last lines of $CONTROLLER_LOG ---" >&2
     tail -n 20 "$CONTROLLER_LOG" >&2 || true
   fi
@@ -122,7 +123,7 @@ if [ -f "$CLUSTER_DIR/pids" ]; then
 fi
 if [ "$reused" = 0 ]; then
   # localcluster bounds each of its own waits (etcd, API server, node, service account).
-  go run ./hack/localcluster up --dir "$CLUSTER_DIR" >/dev/null 2> >(indent >&2) || fail "the local cluster did not start; logs in $CLUSTER_DIR/logs"
+  go run ./hack/localcluster up --dir "$CLUSTER_DIR" 2>&1 >/dev/null | indent || fail "the local cluster did not start; logs in $CLUSTER_DIR/logs"
   ok "cluster is up; kubeconfig $KUBECONFIG_FILE"
 fi
 k get nodes -o wide | indent
@@ -145,6 +146,7 @@ METRICS="127.0.0.1:$port"
 nohup "$CONTROLLER" --kubeconfig "$KUBECONFIG_FILE" --config "$CONFIG" --metrics-address "$METRICS" \
   </dev/null >>"$CONTROLLER_LOG" 2>&1 &
 echo $! >"$CONTROLLER_PID"
+controller_started=1
 ready() {
   controller_running || fail "the controller exited during start-up"
   [ "$(http_get 127.0.0.1 "$port" /readyz)" = 200 ]

@@ -10,8 +10,11 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/events"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
@@ -62,9 +65,17 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger) er
 		return fmt.Errorf("creating discovery client: %w", err)
 	}
 
+	kube, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("creating Kubernetes client: %w", err)
+	}
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: kube.EventsV1()})
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(scheme.Scheme, "restart-controller")
+
 	cat := catalog.New()
 	m := metrics.New(cat.Counts)
-	ctrl, err := restart.New(cfg, cat, client, m, log.Named("restart"))
+	ctrl, err := restart.New(cfg, cat, client, m, recorder, log.Named("restart"))
 	if err != nil {
 		return err
 	}
@@ -86,6 +97,9 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger) er
 	}()
 	defer wg.Wait()
 
+	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
+		return fmt.Errorf("starting event recording: %w", err)
+	}
 	if err := watcher.Start(ctx); err != nil {
 		return fmt.Errorf("starting watches: %w", err)
 	}
@@ -104,7 +118,7 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger) er
 	if !cfg.Settings.LeaderElect {
 		m.Leader.Set(1)
 		ctrl.Run(ctx, context.WithoutCancel(ctx), cfg.Settings.Workers, drainTimeout)
-	} else if err := runAsLeader(ctx, cfg.Settings, rc, log.Named("leader"), m, func(runCtx, writeCtx context.Context) {
+	} else if err := runAsLeader(ctx, cfg.Settings, kube, log.Named("leader"), m, func(runCtx, writeCtx context.Context) {
 		ctrl.Run(runCtx, writeCtx, cfg.Settings.Workers, drainTimeout)
 	}); err != nil {
 		return err

@@ -9,7 +9,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
@@ -28,12 +27,8 @@ var errLostLease = errors.New("lost the leader lease")
 // On SIGTERM (ctx ends) work drains first and the lease is released after
 // it, so the next leader never writes while this one still does. On a lost
 // lease, writeCtx is cancelled at once and every write stops.
-func runAsLeader(ctx context.Context, s config.Settings, rc *rest.Config, log hclog.Logger, m *metrics.Metrics,
+func runAsLeader(ctx context.Context, s config.Settings, client kubernetes.Interface, log hclog.Logger, m *metrics.Metrics,
 	work func(runCtx, writeCtx context.Context)) error {
-	client, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return fmt.Errorf("creating client for leader election: %w", err)
-	}
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: s.LeaseNamespace, Name: s.LeaseName},
 		Client:     client.CoordinationV1(),

@@ -10,8 +10,10 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
@@ -29,6 +31,12 @@ type Catalog interface {
 	WorkloadsReading(id catalog.ConfigID) []catalog.WorkloadKey
 }
 
+// EventRecorder reports persistent failures on the workload they concern, where
+// `kubectl describe` shows them to the workload's owners.
+type EventRecorder interface {
+	Eventf(regarding runtime.Object, related runtime.Object, eventtype, reason, action, note string, args ...interface{})
+}
+
 // Controller reconciles one workload key at a time: the queue holds keys, the
 // decision reads caches, and the only API call is the patch that changes
 // something. Retries live in the queue.
@@ -38,6 +46,7 @@ type Controller struct {
 	client  dynamic.Interface
 	windows *Windows
 	metrics *metrics.Metrics
+	events  EventRecorder
 	log     hclog.Logger
 	now     func() time.Time
 
@@ -47,7 +56,7 @@ type Controller struct {
 
 // New builds a controller. The queue exists from the start so that events
 // arriving while caches sync are kept until workers run.
-func New(cfg *config.Config, cat Catalog, client dynamic.Interface, m *metrics.Metrics, log hclog.Logger) (*Controller, error) {
+func New(cfg *config.Config, cat Catalog, client dynamic.Interface, m *metrics.Metrics, events EventRecorder, log hclog.Logger) (*Controller, error) {
 	fields := map[schema.GroupVersionResource][]string{}
 	for i, w := range cfg.Workloads {
 		f, ok := w.PodTemplatePath.Fields()
@@ -68,6 +77,7 @@ func New(cfg *config.Config, cat Catalog, client dynamic.Interface, m *metrics.M
 		client:         client,
 		windows:        NewWindows(cfg.Settings.GracePeriod),
 		metrics:        m,
+		events:         events,
 		log:            log,
 		now:            time.Now,
 		templateFields: fields,
@@ -175,16 +185,33 @@ func (c *Controller) processNext(ctx context.Context) bool {
 		c.log.Debug("conflict; retrying on fresh state", "workload", key.String())
 		c.queue.AddRateLimited(key)
 	default:
+		retries := c.queue.NumRequeues(key)
 		reason := "transient"
 		if !isTransient(err) {
 			reason = "persistent"
+			c.reportPersistent(key, retries, err)
 		}
 		c.metrics.ReconcileErrors.WithLabelValues(reason).Inc()
 		c.log.Error("reconcile failed; will retry", "workload", key.String(), "reason", reason,
-			"retries", c.queue.NumRequeues(key), "error", err)
+			"retries", retries, "error", err)
+		// Work is never dropped: the backoff caps at a minute, and the item
+		// stays until it succeeds or the workload is gone.
 		c.queue.AddRateLimited(key)
 	}
 	return true
+}
+
+// reportPersistent records an Event on the workload for the first failure and
+// every tenth retry after it, so a lasting problem (RBAC, an admission webhook
+// refusing the patch) is visible without flooding the API with events.
+func (c *Controller) reportPersistent(key catalog.WorkloadKey, retries int, err error) {
+	if c.events == nil || retries%10 != 0 {
+		return
+	}
+	if w, ok := c.catalog.Workload(key); ok {
+		c.events.Eventf(w, nil, corev1.EventTypeWarning, "RestartControllerFailed", "Patch",
+			"restart-controller cannot update this workload (retrying with backoff): %v", err)
+	}
 }
 
 func (c *Controller) ignored(err error) bool {

@@ -113,7 +113,7 @@ func newHarness(t *testing.T, inAPI []*unstructured.Unstructured, cached []*unst
 		h.cache(u)
 	}
 
-	c, err := New(cfg, cat, h.client, metrics.New(func() (int, int) { return 0, 0 }), hclog.NewNullLogger())
+	c, err := New(cfg, cat, h.client, metrics.New(func() (int, int) { return 0, 0 }), nil, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -435,7 +435,7 @@ func TestReconcileGracePeriod(t *testing.T) {
 func TestNewRejectsFanningOutTemplatePath(t *testing.T) {
 	cfg := exampleConfig(t)
 	cfg.Workloads = append(cfg.Workloads, config.WorkloadKind{GVR: cronjobsGVR, PodTemplatePath: refs.MustParsePath("spec.templates[*]")})
-	if _, err := New(cfg, catalog.New(), fake.NewSimpleDynamicClient(runtime.NewScheme()), metrics.New(func() (int, int) { return 0, 0 }), hclog.NewNullLogger()); err == nil {
+	if _, err := New(cfg, catalog.New(), fake.NewSimpleDynamicClient(runtime.NewScheme()), metrics.New(func() (int, int) { return 0, 0 }), nil, hclog.NewNullLogger()); err == nil {
 		t.Error("New accepted a pod template path with [*]")
 	}
 }

@@ -199,6 +199,12 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		"--service-cluster-ip-range=10.96.0.0/16",
 		"--enable-priority-and-fairness=false",
 		"--profiling=false",
+		// The endpoints of Service "kubernetes" may not be loopback; nothing
+		// in this cluster reaches the API server through that Service.
+		"--endpoint-reconciler-type=none",
+		// Without this, SIGTERM leaves the server waiting on its clients'
+		// open watches for --request-timeout (60s) before it exits.
+		"--shutdown-watch-termination-grace-period=2s",
 	}
 	if err := c.startProc(apiserverName, c.apiserverArgs...); err != nil {
 		return nil, err

@@ -88,9 +88,11 @@ func TestClusterRunsDeployment(t *testing.T) {
 	}
 
 	// Outage: the API server goes away and comes back on the same port.
+	outageBegan := time.Now()
 	if err := c.StopAPIServer(); err != nil {
 		fail("StopAPIServer: %v", err)
 	}
+	t.Logf("API server stopped in %s", time.Since(outageBegan).Round(time.Millisecond))
 	if err := c.Ready(ctx); err == nil {
 		fail("API server still answers after StopAPIServer")
 	}
