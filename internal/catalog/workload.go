@@ -64,11 +64,15 @@ type WorkloadState struct {
 func (w *WorkloadState) DeepCopyObject() runtime.Object {
 	out := *w
 	w.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
-	out.References = make([]Reference, len(w.References))
-	for i, r := range w.References {
-		out.References[i] = r
-		if r.Keys != nil {
-			out.References[i].Keys = append([]string(nil), r.Keys...)
+	// nil stays nil: client-go's mutation detector compares copies with
+	// reflect.DeepEqual, which tells nil from empty.
+	if w.References != nil {
+		out.References = make([]Reference, len(w.References))
+		for i, r := range w.References {
+			out.References[i] = r
+			if r.Keys != nil {
+				out.References[i].Keys = append([]string(nil), r.Keys...)
+			}
 		}
 	}
 	return &out

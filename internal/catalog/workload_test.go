@@ -543,3 +543,24 @@ func TestExampleConfigNamesTemplateHashAnnotation(t *testing.T) {
 		t.Errorf("AppliedTemplateHash = %q; the fixtures here use com.xing.deployment-restart.applied-template-hash", cfg.Annotations.AppliedTemplateHash)
 	}
 }
+
+// TestDeepCopyEqualsOriginal: client-go's cache mutation detector
+// (KUBE_CACHE_MUTATION_DETECTOR=true) compares cached objects with a
+// DeepCopyObject taken when they were added, using reflect.DeepEqual; a copy
+// that differs from an untouched original is reported as a mutation.
+func TestDeepCopyEqualsOriginal(t *testing.T) {
+	cfg := exampleConfig(t)
+	objects := map[string]runtime.Object{
+		"workload with references":     reduceWorkloadOf(t, cfg, fromYAML(t, everyForm)),
+		"workload without references":  reduceWorkloadOf(t, cfg, fromYAML(t, "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: w, namespace: shop}\nspec: {template: {spec: {}}}")),
+		"workload without pod template": reduceWorkloadOf(t, cfg, fromYAML(t, "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: w, namespace: shop}")),
+		"workload built by hand":        &WorkloadState{},
+		"config":                        reduce(t, baseConfigMap),
+		"config without data":           reduce(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: e, namespace: shop}"),
+	}
+	for name, obj := range objects {
+		if c := obj.DeepCopyObject(); !reflect.DeepEqual(obj, c) {
+			t.Errorf("%s: DeepCopyObject differs from the original:\n%#v\n%#v", name, obj, c)
+		}
+	}
+}

@@ -53,6 +53,7 @@ func compileSettings(f *File, p *problems) Settings {
 		KubeAPIQPS:         float32(f.KubeAPIQPS),
 		KubeAPIBurst:       f.KubeAPIBurst,
 		Workers:            f.Workers,
+		EnableProfiling:    f.EnableProfiling,
 		LogFormat:          f.LogFormat,
 		Verbose:            f.Verbose,
 		LeaderElect:        f.LeaderElection.Enabled,

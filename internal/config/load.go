@@ -55,13 +55,15 @@ type setting struct {
 func settings() []setting {
 	return []setting{
 		{key: "restartCheckPeriod", flag: "restart-check-period", short: "c", env: "RESTART_CHECK_PERIOD",
-			usage: "how often pending restarts are checked: milliseconds, or a Go duration such as 250ms"},
+			usage: "how often pending changes are swept and the waiting gauge refreshed: milliseconds, or a Go duration such as 250ms"},
 		{key: "restartGracePeriod", flag: "restart-grace-period", short: "r", env: "RESTART_GRACE_PERIOD",
 			usage: "how long to wait after a config change before restarting: seconds, or a Go duration such as 500ms"},
 		{key: "ignoredErrors", flag: "ignored-errors", env: "IGNORED_ERRORS", kind: kindList,
 			usage: "errors to ignore, separated by ';'"},
 		{key: "verbose", flag: "verbose", short: "v", env: "VERBOSE", kind: kindBool,
 			usage: "log debug messages"},
+		{key: "enableProfiling", flag: "enable-profiling", env: "ENABLE_PROFILING", kind: kindBool,
+			usage: "serve pprof under /debug/pprof/ on the metrics address"},
 		{key: "metricsAddress", flag: "metrics-address", env: "METRICS_ADDRESS",
 			usage: "host:port to serve metrics on"},
 		{key: "kubeAPIQPS", flag: "kube-api-qps", env: "KUBE_API_QPS", kind: kindFloat,

@@ -20,14 +20,17 @@ type File struct {
 	// restarting: a bare number of seconds or a Go duration.
 	RestartGracePeriod SecondsOrDuration `json:"restartGracePeriod"`
 	// IgnoredErrors are errors to ignore.
-	IgnoredErrors  []string           `json:"ignoredErrors"`
-	Verbose        bool               `json:"verbose"`
-	MetricsAddress string             `json:"metricsAddress"`
-	KubeAPIQPS     float64            `json:"kubeAPIQPS"`
-	KubeAPIBurst   int                `json:"kubeAPIBurst"`
-	Workers        int                `json:"workers"`
-	LogFormat      string             `json:"logFormat"`
-	LeaderElection FileLeaderElection `json:"leaderElection"`
+	IgnoredErrors []string `json:"ignoredErrors"`
+	Verbose       bool     `json:"verbose"`
+	// EnableProfiling serves Go's pprof on the metrics address; off by default
+	// because profiles reveal internals to anyone who can reach the port.
+	EnableProfiling bool               `json:"enableProfiling"`
+	MetricsAddress  string             `json:"metricsAddress"`
+	KubeAPIQPS      float64            `json:"kubeAPIQPS"`
+	KubeAPIBurst    int                `json:"kubeAPIBurst"`
+	Workers         int                `json:"workers"`
+	LogFormat       string             `json:"logFormat"`
+	LeaderElection  FileLeaderElection `json:"leaderElection"`
 
 	Annotations FileAnnotations `json:"annotations"`
 	// Namespaces limits watching to these namespaces; empty means all.

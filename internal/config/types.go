@@ -36,6 +36,8 @@ type Settings struct {
 	Workers        int
 	LogFormat      string // "text" or "json"
 	Verbose        bool
+	// EnableProfiling serves pprof under /debug/pprof/ on the metrics address.
+	EnableProfiling bool
 
 	// Leader election on a coordination.k8s.io Lease.
 	LeaderElect        bool

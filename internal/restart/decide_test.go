@@ -292,6 +292,14 @@ func TestDecide(t *testing.T) {
 			wantWarning: true,
 		},
 		{
+			name:        "unparsable annotation, nothing referenced: warning, {} recorded",
+			applied:     raw(`{"configmap/shop/app":`),
+			appliedHash: tmplNow,
+			configs:     configMap{cmApp: appV1},
+			want:        Plan{Applied: map[string]string{}, Patch: true},
+			wantWarning: true,
+		},
+		{
 			name:        "annotation listing a config no longer referenced: dropped, patch without restart",
 			refs:        []catalog.Reference{whole},
 			applied:     ann(map[string]string{"configmap/shop/app": app1, cmGone.String(): "abcdefabcdefabcd"}),
