@@ -551,8 +551,8 @@ func TestExampleConfigNamesTemplateHashAnnotation(t *testing.T) {
 func TestDeepCopyEqualsOriginal(t *testing.T) {
 	cfg := exampleConfig(t)
 	objects := map[string]runtime.Object{
-		"workload with references":     reduceWorkloadOf(t, cfg, fromYAML(t, everyForm)),
-		"workload without references":  reduceWorkloadOf(t, cfg, fromYAML(t, "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: w, namespace: shop}\nspec: {template: {spec: {}}}")),
+		"workload with references":      reduceWorkloadOf(t, cfg, fromYAML(t, everyForm)),
+		"workload without references":   reduceWorkloadOf(t, cfg, fromYAML(t, "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: w, namespace: shop}\nspec: {template: {spec: {}}}")),
 		"workload without pod template": reduceWorkloadOf(t, cfg, fromYAML(t, "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: w, namespace: shop}")),
 		"workload built by hand":        &WorkloadState{},
 		"config":                        reduce(t, baseConfigMap),

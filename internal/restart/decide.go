@@ -73,8 +73,9 @@ func Decide(w *catalog.WorkloadState, configs ConfigLookup, windows WindowLookup
 		state, exists := configs.Config(ref.ID)
 		if !exists {
 			// A deleted config restarts nothing; keeping what the pods started
-			// with lets a re-creation with other data restart them.
-			if known {
+			// with lets a re-creation with other data restart them. Pods of a
+			// new template start without it, though, so then it is absent.
+			if known && !recordOnly {
 				plan.Applied[id] = old
 			} else {
 				plan.Applied[id] = absent

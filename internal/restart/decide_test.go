@@ -189,6 +189,15 @@ func TestDecide(t *testing.T) {
 			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1}},
 		},
 		{
+			name:         "template changed while an optional config is deleted: recorded as absent",
+			refs:         []catalog.Reference{wholeOptional},
+			applied:      ann(map[string]string{"configmap/shop/app": app1}),
+			appliedHash:  tmplOld,
+			templateHash: tmplNow,
+			configs:      configMap{},
+			want:         Plan{Applied: map[string]string{"configmap/shop/app": ""}, Patch: true},
+		},
+		{
 			name:        "referenced config never existed: recorded as absent",
 			refs:        []catalog.Reference{whole},
 			applied:     ann(map[string]string{}),

@@ -76,6 +76,9 @@ type Options struct {
 	BinDir string                           // empty = BinDir(ctx)
 	Detach bool                             // processes get their own session (setsid) and survive this process; used by `make demo`
 	Log    func(format string, args ...any) // progress lines; may be nil
+	// Extra flags appended to those of etcd and kube-apiserver (a later flag
+	// wins), e.g. a larger etcd "--quota-backend-bytes" for benchmarks.
+	EtcdArgs, APIServerArgs []string
 }
 
 // Cluster is a running (or stopped) local control plane.
@@ -166,7 +169,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	// etcd
 	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPeerPort)
-	if err := c.startProc(etcdName,
+	etcdArgs := []string{
 		"--name=testcluster",
 		"--data-dir="+filepath.Join(dir, "etcd"),
 		"--listen-client-urls="+etcdURL,
@@ -176,7 +179,8 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		"--initial-cluster=testcluster="+peerURL,
 		"--unsafe-no-fsync=true", // throwaway data; fsync dominates on slow disks
 		"--log-level=warn",
-	); err != nil {
+	}
+	if err := c.startProc(etcdName, append(etcdArgs, opts.EtcdArgs...)...); err != nil {
 		return nil, err
 	}
 	if err := c.waitHTTP(ctx, etcdName, etcdTimeout, etcdURL+"/health", ""); err != nil {
@@ -206,6 +210,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		// open watches for --request-timeout (60s) before it exits.
 		"--shutdown-watch-termination-grace-period=2s",
 	}
+	c.apiserverArgs = append(c.apiserverArgs, opts.APIServerArgs...)
 	if err := c.startProc(apiserverName, c.apiserverArgs...); err != nil {
 		return nil, err
 	}
