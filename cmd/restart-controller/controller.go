@@ -86,8 +86,13 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger) er
 	}
 
 	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
 	var wg sync.WaitGroup
+	// One deferred step, in this order: whatever ends this function (an error
+	// during start-up included) must stop the goroutines before waiting on them.
+	defer func() {
+		cancel(nil)
+		wg.Wait()
+	}()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -95,7 +100,6 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger) er
 			cancel(err)
 		}
 	}()
-	defer wg.Wait()
 
 	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
 		return fmt.Errorf("starting event recording: %w", err)

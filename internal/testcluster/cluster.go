@@ -171,12 +171,12 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPeerPort)
 	etcdArgs := []string{
 		"--name=testcluster",
-		"--data-dir="+filepath.Join(dir, "etcd"),
-		"--listen-client-urls="+etcdURL,
-		"--advertise-client-urls="+etcdURL,
-		"--listen-peer-urls="+peerURL,
-		"--initial-advertise-peer-urls="+peerURL,
-		"--initial-cluster=testcluster="+peerURL,
+		"--data-dir=" + filepath.Join(dir, "etcd"),
+		"--listen-client-urls=" + etcdURL,
+		"--advertise-client-urls=" + etcdURL,
+		"--listen-peer-urls=" + peerURL,
+		"--initial-advertise-peer-urls=" + peerURL,
+		"--initial-cluster=testcluster=" + peerURL,
 		"--unsafe-no-fsync=true", // throwaway data; fsync dominates on slow disks
 		"--log-level=warn",
 	}

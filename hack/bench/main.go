@@ -1,0 +1,190 @@
+// Command bench measures the restart controller, run as a real process, on a
+// local control plane (internal/testcluster): time to ready, peak RSS, CPU
+// seconds, latency from a config update to the pod-template change for one
+// change and for N simultaneous changes, restarts against changes, and API
+// writes per restart. It runs the whole scenario once per scale, the config
+// sizes multiplied by the scale, and prints one Markdown table.
+//
+//	go run ./hack/bench --controller bin/restart-controller [--scales 1,4] [--out FILE]
+//
+// `make bench` builds the controller and runs this.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type options struct {
+	controller     string
+	configFile     string
+	controllerArgs []string
+	controllerEnv  []string
+	apiserverArgs  []string
+	cpuProfileSync time.Duration
+	scales         []int
+	configMaps     int
+	configMapKB    int
+	secrets        int
+	secretKB       int
+	deployments    int
+	changes        []int
+	singles        int
+	grace          time.Duration
+	creators       int
+	updaters       int
+	workDir        string
+	keep           bool
+	out            string
+}
+
+func main() {
+	var o options
+	var scales, changes, ctrlArgs, ctrlEnv, apiArgs string
+	flag.StringVar(&o.controller, "controller", "bin/restart-controller", "controller binary to measure")
+	flag.StringVar(&o.configFile, "config", "examples/config.yaml", "controller config file")
+	flag.StringVar(&ctrlArgs, "controller-args", "", "extra controller flags, space separated (e.g. \"--workers 16 --kube-api-qps 200 --kube-api-burst 400\")")
+	flag.StringVar(&ctrlEnv, "controller-env", "", "extra controller environment, space separated NAME=VALUE")
+	flag.StringVar(&apiArgs, "apiserver-args", "", "extra kube-apiserver flags, space separated")
+	flag.DurationVar(&o.cpuProfileSync, "cpu-profile-sync", 0, "if set, take a CPU profile of this length from the first controller's start (its sync) and add its top functions to the report; it slows the sync it measures")
+	flag.StringVar(&scales, "scales", "1,4", "config size multipliers, one full run each")
+	flag.IntVar(&o.configMaps, "configmaps", 2000, "ConfigMaps")
+	flag.IntVar(&o.configMapKB, "configmap-kb", 100, "kB (1000 bytes) of data per ConfigMap at scale 1, over 10 keys")
+	flag.IntVar(&o.secrets, "secrets", 2000, "Secrets")
+	flag.IntVar(&o.secretKB, "secret-kb", 10, "kB of data per Secret at scale 1, over 10 keys")
+	flag.IntVar(&o.deployments, "deployments", 500, "Deployments; each reads 2 ConfigMaps and 2 Secrets")
+	flag.StringVar(&changes, "changes", "200,1000", "sizes N of the simultaneous-change phases (N ≤ 2 × deployments)")
+	flag.IntVar(&o.singles, "singles", 10, "sequential single changes per single-change phase")
+	flag.DurationVar(&o.grace, "grace", 2*time.Second, "grace period of the second controller start (single changes with a grace period)")
+	flag.IntVar(&o.creators, "creators", 16, "concurrent object creations")
+	flag.IntVar(&o.updaters, "updaters", 100, "concurrent config updates in the simultaneous-change phases")
+	flag.StringVar(&o.workDir, "workdir", "", "folder for clusters, controller logs and profiles (default: a new temp folder)")
+	flag.BoolVar(&o.keep, "keep", false, "keep the etcd data of each cluster (otherwise removed after each scale)")
+	flag.StringVar(&o.out, "out", "", "also write the Markdown report to this file")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fail("unexpected arguments: %v", flag.Args())
+	}
+	var err error
+	if o.scales, err = intList(scales); err != nil {
+		fail("--scales: %v", err)
+	}
+	if o.changes, err = intList(changes); err != nil {
+		fail("--changes: %v", err)
+	}
+	o.controllerArgs = strings.Fields(ctrlArgs)
+	o.controllerEnv = strings.Fields(ctrlEnv)
+	o.apiserverArgs = strings.Fields(apiArgs)
+	if o.configMaps < 2*o.deployments || o.secrets < 2*o.deployments {
+		fail("need at least 2 ConfigMaps and 2 Secrets per Deployment")
+	}
+	for _, n := range o.changes {
+		if n < 1 || n > 2*o.deployments {
+			fail("--changes: %d is not in 1..%d", n, 2*o.deployments)
+		}
+	}
+	if o.singles > o.deployments/2 {
+		fail("--singles: at most %d", o.deployments/2)
+	}
+	for _, p := range []*string{&o.controller, &o.configFile} {
+		if *p, err = filepath.Abs(*p); err != nil {
+			fail("%v", err)
+		}
+		if _, err := os.Stat(*p); err != nil {
+			fail("%v", err)
+		}
+	}
+	if o.workDir == "" {
+		if o.workDir, err = os.MkdirTemp("", "restart-bench-"); err != nil {
+			fail("%v", err)
+		}
+	}
+	if o.workDir, err = filepath.Abs(o.workDir); err != nil {
+		fail("%v", err)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	began := time.Now()
+	logf("work folder %s", o.workDir)
+	var results []*scaleResult
+	for _, s := range o.scales {
+		r, err := runScale(ctx, o, s)
+		if err != nil {
+			fail("scale ×%d: %v", s, err)
+		}
+		results = append(results, r)
+	}
+	report := renderReport(o, results, began)
+	fmt.Println()
+	fmt.Print(report)
+	if o.out != "" {
+		if err := os.WriteFile(o.out, []byte(report), 0o644); err != nil {
+			fail("%v", err)
+		}
+		logf("report written to %s", o.out)
+	}
+}
+
+func intList(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q is not a positive integer", f)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("empty list")
+	}
+	return out, nil
+}
+
+var logStart = time.Now()
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "[%7.1fs] %s\n", time.Since(logStart).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func fail(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
+	os.Exit(1)
+}
+
+// machine describes where the figures come from.
+func machine() string {
+	mem := "?"
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, l := range strings.Split(string(data), "\n") {
+			if f := strings.Fields(l); len(f) >= 2 && f[0] == "MemTotal:" {
+				if kb, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+					mem = fmt.Sprintf("%.1f GiB", float64(kb)/(1<<20))
+				}
+			}
+		}
+	}
+	cpu := ""
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(data), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				cpu = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%d CPUs (%s), %s RAM, %s %s/%s", runtime.NumCPU(), cpu, mem, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}

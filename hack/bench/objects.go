@@ -1,0 +1,285 @@
+package main
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/restart-controller/restart-controller/internal/testcluster"
+)
+
+const (
+	namespace     = "bench"
+	keysPerConfig = 10
+	// changedKey is the key every change rewrites: the env configMapKeyRef and
+	// the projected Secret items read it, the whole-object forms read it too.
+	changedKey = "k0"
+
+	optInAnnotation   = "com.xing.deployment-restart"
+	appliedAnnotation = "com.xing.deployment-restart.applied-config-checksums"
+	restartAnnotation = "com.xing.deployment-restart.timestamp"
+)
+
+func cmName(i int) string     { return fmt.Sprintf("cm-%04d", i) }
+func secretName(i int) string { return fmt.Sprintf("secret-%04d", i) }
+func depName(i int) string    { return fmt.Sprintf("dep-%03d", i) }
+
+// sizes are the per-key value sizes of one scale, in bytes.
+type sizes struct{ cmKey, secretKey int }
+
+func sizesFor(o options, scale int) sizes {
+	return sizes{
+		cmKey:     o.configMapKB * 1000 * scale / keysPerConfig / 4 * 4, // base64 text: a multiple of 4
+		secretKey: o.secretKB * 1000 * scale / keysPerConfig,
+	}
+}
+
+// newRand returns a fast generator seeded from the OS; its output is
+// incompressible, so etcd and the API server cannot shrink the configs.
+func newRand() *rand.ChaCha8 {
+	var seed [32]byte
+	_, _ = crand.Read(seed[:])
+	return rand.NewChaCha8(seed)
+}
+
+// textValue returns n characters of base64 text (6 random bits each).
+func textValue(r *rand.ChaCha8, n int) string {
+	raw := make([]byte, n/4*3)
+	_, _ = r.Read(raw)
+	return base64.StdEncoding.EncodeToString(raw)
+}
+
+func binValue(r *rand.ChaCha8, n int) []byte {
+	b := make([]byte, n)
+	_, _ = r.Read(b)
+	return b
+}
+
+func configMap(r *rand.ChaCha8, i int, sz sizes) *corev1.ConfigMap {
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: cmName(i), Namespace: namespace},
+		Data:       make(map[string]string, keysPerConfig),
+	}
+	for k := range keysPerConfig {
+		cm.Data[fmt.Sprintf("k%d", k)] = textValue(r, sz.cmKey)
+	}
+	return cm
+}
+
+func secret(r *rand.ChaCha8, i int, sz sizes) *corev1.Secret {
+	s := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: secretName(i), Namespace: namespace},
+		Type:       corev1.SecretTypeOpaque,
+		Data:       make(map[string][]byte, keysPerConfig),
+	}
+	for k := range keysPerConfig {
+		s.Data[fmt.Sprintf("k%d", k)] = binValue(r, sz.secretKey)
+	}
+	return s
+}
+
+// deployment i reads, through four reference forms:
+//
+//	ConfigMap 2i    as a volume (the whole object)
+//	ConfigMap 2i+1  through env valueFrom.configMapKeyRef (key k0)
+//	Secret 2i       through envFrom.secretRef (the whole object)
+//	Secret 2i+1     through a projected volume with items (keys k0, k1)
+//
+// It has no replicas: the benchmark measures the controller, not pod churn.
+func deployment(i int) *appsv1.Deployment {
+	labels := map[string]string{"app": depName(i)}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: depName(i), Namespace: namespace,
+			Annotations: map[string]string{optInAnnotation: "enabled"},
+		},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: new(int32(0)),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					NodeSelector: map[string]string{testcluster.NodeLabelKey: testcluster.NodeLabelValue},
+					Tolerations:  []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+					Containers: []corev1.Container{{
+						Name:  "app",
+						Image: "registry.example/app:1",
+						Env: []corev1.EnvVar{{
+							Name: "SETTING",
+							ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+								LocalObjectReference: corev1.LocalObjectReference{Name: cmName(2*i + 1)},
+								Key:                  changedKey,
+							}},
+						}},
+						EnvFrom: []corev1.EnvFromSource{{
+							SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: secretName(2 * i)}},
+						}},
+						VolumeMounts: []corev1.VolumeMount{
+							{Name: "config", MountPath: "/etc/config"},
+							{Name: "secrets", MountPath: "/etc/secrets"},
+						},
+					}},
+					Volumes: []corev1.Volume{
+						{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+							LocalObjectReference: corev1.LocalObjectReference{Name: cmName(2 * i)},
+						}}},
+						{Name: "secrets", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+							Sources: []corev1.VolumeProjection{{Secret: &corev1.SecretProjection{
+								LocalObjectReference: corev1.LocalObjectReference{Name: secretName(2*i + 1)},
+								Items:                []corev1.KeyToPath{{Key: "k0", Path: "k0"}, {Key: "k1", Path: "k1"}},
+							}}},
+						}}},
+					},
+				},
+			},
+		},
+	}
+}
+
+// createObjects creates the namespace, the configs and the Deployments with a
+// bounded pool of workers, retrying transient errors.
+func createObjects(ctx context.Context, cs kubernetes.Interface, o options, sz sizes, workers int) error {
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	type job struct {
+		what string
+		i    int
+	}
+	jobs := make(chan job)
+	total := o.configMaps + o.secrets + o.deployments
+	var done atomic.Int64
+	var firstErr error
+	var errOnce sync.Once
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := newRand()
+			for j := range jobs {
+				err := retryTransient(ctx, func() error {
+					var err error
+					switch j.what {
+					case "configmap":
+						_, err = cs.CoreV1().ConfigMaps(namespace).Create(ctx, configMap(r, j.i, sz), metav1.CreateOptions{})
+					case "secret":
+						_, err = cs.CoreV1().Secrets(namespace).Create(ctx, secret(r, j.i, sz), metav1.CreateOptions{})
+					default:
+						_, err = cs.AppsV1().Deployments(namespace).Create(ctx, deployment(j.i), metav1.CreateOptions{})
+					}
+					if apierrors.IsAlreadyExists(err) {
+						return nil
+					}
+					return err
+				})
+				if err != nil {
+					errOnce.Do(func() { firstErr = fmt.Errorf("creating %s %d: %w", j.what, j.i, err); cancel() })
+					continue
+				}
+				if n := done.Add(1); n%1000 == 0 || int(n) == total {
+					logf("  created %d/%d objects", n, total)
+				}
+			}
+		}()
+	}
+	send := func(what string, n int) {
+		for i := range n {
+			select {
+			case jobs <- job{what, i}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+	// Interleaved per kind would not change the totals; configs go first so
+	// that no Deployment exists before what it reads.
+	send("configmap", o.configMaps)
+	send("secret", o.secrets)
+	send("deployment", o.deployments)
+	close(jobs)
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	return ctx.Err()
+}
+
+func retryTransient(ctx context.Context, f func() error) error {
+	var err error
+	for attempt := range 6 {
+		if err = f(); err == nil {
+			return nil
+		}
+		if !(apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
+			apierrors.IsServiceUnavailable(err) || apierrors.IsInternalError(err) || apierrors.IsConflict(err)) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(attempt+1) * 200 * time.Millisecond):
+		}
+	}
+	return err
+}
+
+// configRef is one config a change rewrites, and the Deployment that reads it.
+type configRef struct {
+	kind string // "configmap" or "secret", as in the applied-checksums keys
+	name string
+	dep  int
+	form string
+}
+
+func (c configRef) id() string { return c.kind + "/" + namespace + "/" + c.name }
+
+// readBy lists the four configs Deployment d reads, in the order of the
+// reference forms of deployment().
+func readBy(d int) [4]configRef {
+	return [4]configRef{
+		{"configmap", cmName(2 * d), d, "ConfigMap volume"},
+		{"configmap", cmName(2*d + 1), d, "ConfigMap env key"},
+		{"secret", secretName(2 * d), d, "Secret envFrom"},
+		{"secret", secretName(2*d + 1), d, "Secret projected items"},
+	}
+}
+
+// changeBody is a merge patch rewriting key k0 with new random data of the
+// same size; it is built before a phase starts so that generating data does
+// not delay the updates.
+func changeBody(r *rand.ChaCha8, c configRef, sz sizes) []byte {
+	var v string
+	if c.kind == "configmap" {
+		v = textValue(r, sz.cmKey)
+	} else {
+		v = base64.StdEncoding.EncodeToString(binValue(r, sz.secretKey))
+	}
+	body, _ := json.Marshal(map[string]any{"data": map[string]string{changedKey: v}})
+	return body
+}
+
+func applyChange(ctx context.Context, cs kubernetes.Interface, c configRef, body []byte) error {
+	var err error
+	if c.kind == "configmap" {
+		_, err = cs.CoreV1().ConfigMaps(namespace).Patch(ctx, c.name, types.MergePatchType, body, metav1.PatchOptions{})
+	} else {
+		_, err = cs.CoreV1().Secrets(namespace).Patch(ctx, c.name, types.MergePatchType, body, metav1.PatchOptions{})
+	}
+	return err
+}

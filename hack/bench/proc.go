@@ -1,0 +1,346 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// clockTicks is USER_HZ, the unit of utime and stime in /proc/PID/stat; 100 on
+// every Linux architecture Go supports.
+const clockTicks = 100
+
+// controllerProc is the controller binary running as a process.
+type controllerProc struct {
+	cmd     *exec.Cmd
+	pid     int
+	addr    string // metrics host:port
+	logPath string
+	started time.Time
+	done    chan struct{}
+
+	mu         sync.Mutex
+	maxRSSKB   int64 // largest VmRSS sampled
+	stopSample chan struct{}
+}
+
+var httpClient = &http.Client{Timeout: 10 * time.Second}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// startController starts the binary and samples its RSS every 200 ms until it
+// exits.
+func startController(o options, kubeconfig, logPath string, grace time.Duration) (*controllerProc, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	p := &controllerProc{
+		addr:       fmt.Sprintf("127.0.0.1:%d", port),
+		logPath:    logPath,
+		done:       make(chan struct{}),
+		stopSample: make(chan struct{}),
+	}
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{
+		"--kubeconfig", kubeconfig,
+		"--config", o.configFile,
+		"--restart-grace-period", grace.String(),
+		"--metrics-address", p.addr,
+		"--enable-profiling",
+	}, o.controllerArgs...)
+	p.cmd = exec.Command(o.controller, args...)
+	p.cmd.Stdout = logFile
+	p.cmd.Stderr = logFile
+	p.cmd.Env = append(os.Environ(), o.controllerEnv...)
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	fmt.Fprintf(logFile, "=== bench: %s %s %s\n", strings.Join(o.controllerEnv, " "), o.controller, strings.Join(args, " "))
+	p.started = time.Now()
+	if err := p.cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, err
+	}
+	p.pid = p.cmd.Process.Pid
+	go func() {
+		_ = p.cmd.Wait()
+		logFile.Close()
+		close(p.done)
+	}()
+	go p.sample()
+	return p, nil
+}
+
+func (p *controllerProc) sample() {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if _, rss, err := p.memory(); err == nil {
+			p.mu.Lock()
+			p.maxRSSKB = max(p.maxRSSKB, rss)
+			p.mu.Unlock()
+		}
+		select {
+		case <-p.done:
+			return
+		case <-p.stopSample:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (p *controllerProc) sampledMaxRSSKB() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.maxRSSKB
+}
+
+// waitReady returns the time from process start until the controller is
+// ready: /readyz answers 200 and the gauge restart_controller_ready is 1 (set
+// once every cache has synced). Both are polled every 20 ms. readyz is when
+// /readyz first answered 200, which may be earlier (see BENCHMARKS.md).
+func (p *controllerProc) waitReady(ctx context.Context, timeout time.Duration) (ready, readyz time.Duration, err error) {
+	deadline := time.Now().Add(timeout)
+	client := &http.Client{Timeout: time.Second}
+	get := func(path string) (int, string) {
+		resp, err := client.Get("http://" + p.addr + path)
+		if err != nil {
+			return 0, ""
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for {
+		if code, _ := get("/readyz"); code == http.StatusOK {
+			at := time.Since(p.started)
+			if readyz == 0 {
+				readyz = at
+			}
+			if code, text := get("/metrics"); code == http.StatusOK {
+				if v, ok := sumMetric(text, "restart_controller_ready"); ok && v == 1 {
+					return at, readyz, nil
+				}
+			}
+		}
+		select {
+		case <-p.done:
+			return 0, 0, fmt.Errorf("controller exited during start-up:\n%s", p.logTail(30))
+		case <-ctx.Done():
+			return 0, 0, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return 0, 0, fmt.Errorf("controller not ready within %s:\n%s", timeout, p.logTail(30))
+		}
+	}
+}
+
+// memory returns VmHWM (peak RSS) and VmRSS in kB from /proc/PID/status.
+func (p *controllerProc) memory() (hwm, rss int64, err error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 2 {
+			continue
+		}
+		switch f[0] {
+		case "VmHWM:":
+			hwm, _ = strconv.ParseInt(f[1], 10, 64)
+		case "VmRSS:":
+			rss, _ = strconv.ParseInt(f[1], 10, 64)
+		}
+	}
+	if hwm == 0 {
+		return 0, 0, fmt.Errorf("no VmHWM in /proc/%d/status", p.pid)
+	}
+	return hwm, rss, nil
+}
+
+// cpuSeconds returns user + system CPU time from /proc/PID/stat.
+func (p *controllerProc) cpuSeconds() (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid))
+	if err != nil {
+		return 0, err
+	}
+	// pid (comm) state ppid ...: fields after the last ')' start at field 3.
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("malformed /proc/%d/stat", p.pid)
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("short /proc/%d/stat", p.pid)
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64) // field 14
+	stime, err2 := strconv.ParseInt(f[12], 10, 64) // field 15
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("parsing /proc/%d/stat", p.pid)
+	}
+	return float64(utime+stime) / clockTicks, nil
+}
+
+func (p *controllerProc) get(path string) ([]byte, error) {
+	resp, err := httpClient.Get("http://" + p.addr + path)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	return body, nil
+}
+
+// metrics returns the controller's /metrics text.
+func (p *controllerProc) metrics() (string, error) {
+	b, err := p.get("/metrics")
+	return string(b), err
+}
+
+// stop sends SIGTERM and waits for the exit (SIGKILL after 30 s).
+func (p *controllerProc) stop() error {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		return fmt.Errorf("controller did not exit within 30s of SIGTERM")
+	}
+	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+		return fmt.Errorf("controller exited with %d:\n%s", code, p.logTail(20))
+	}
+	return nil
+}
+
+func (p *controllerProc) logTail(n int) string {
+	data, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// sumMetric adds up every sample of the named metric in Prometheus text
+// whose labels contain every one of the given `key="value"` strings.
+func sumMetric(text, name string, labels ...string) (float64, bool) {
+	var total float64
+	found := false
+	s := bufio.NewScanner(strings.NewReader(text))
+	s.Buffer(make([]byte, 1<<20), 1<<20)
+	for s.Scan() {
+		line := s.Text()
+		if !strings.HasPrefix(line, name) || strings.HasPrefix(line, "#") {
+			continue
+		}
+		rest := line[len(name):]
+		var lbl string
+		switch {
+		case strings.HasPrefix(rest, "{"):
+			end := strings.LastIndexByte(rest, '}')
+			if end < 0 {
+				continue
+			}
+			lbl, rest = rest[:end+1], rest[end+1:]
+		case strings.HasPrefix(rest, " "):
+		default:
+			continue // a longer metric name
+		}
+		match := true
+		for _, l := range labels {
+			if !strings.Contains(lbl, l) {
+				match = false
+				break
+			}
+		}
+		if !match {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			continue
+		}
+		total += v
+		found = true
+	}
+	return total, found
+}
+
+// cpuProfile fetches a CPU profile of the given length as soon as the metrics
+// port answers, saves it and returns its top functions.
+func (p *controllerProc) cpuProfile(file string, length time.Duration) string {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", p.addr, time.Second)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Sprintf("CPU profile: metrics port never answered: %v\n", err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	client := &http.Client{Timeout: length + 30*time.Second}
+	resp, err := client.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", p.addr, int(length.Seconds())))
+	if err != nil {
+		return fmt.Sprintf("CPU profile: %v\n", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return fmt.Sprintf("CPU profile: %s %v\n", resp.Status, err)
+	}
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		return err.Error() + "\n"
+	}
+	var out string
+	for _, args := range [][]string{{"-top", "-nodecount=25"}, {"-top", "-cum", "-nodecount=40"}} {
+		cmd := exec.Command("go", append(append([]string{"tool", "pprof"}, args...), file)...)
+		b, err := cmd.CombinedOutput()
+		out += fmt.Sprintf("$ go tool pprof %s %s\n%s", strings.Join(args, " "), filepath.Base(file), b)
+		if err != nil {
+			out += err.Error() + "\n"
+		}
+		out += "\n"
+	}
+	return out
+}

@@ -1,0 +1,83 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+func TestEndpoints(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "restart_controller_test_total", Help: "test"})
+	reg.MustRegister(c)
+	c.Inc()
+	var synced atomic.Bool
+	ready := func() error {
+		if !synced.Load() {
+			return errors.New("caches not synced yet")
+		}
+		return nil
+	}
+	for _, profiling := range []bool{false, true} {
+		srv, err := Listen("127.0.0.1:0", reg, ready, profiling)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- srv.Run(ctx) }()
+		base := "http://" + srv.Addr()
+
+		synced.Store(false)
+		if code, body := get(t, base+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "not synced") {
+			t.Fatalf("readyz before sync: %d %q", code, body)
+		}
+		synced.Store(true)
+		if code, _ := get(t, base+"/readyz"); code != http.StatusOK {
+			t.Fatalf("readyz after sync: %d", code)
+		}
+		if code, _ := get(t, base+"/healthz"); code != http.StatusOK {
+			t.Fatalf("healthz: %d", code)
+		}
+		if _, body := get(t, base+"/metrics"); !strings.Contains(body, "restart_controller_test_total 1") {
+			t.Fatalf("metrics: %q", body)
+		}
+		code, _ := get(t, base+"/debug/pprof/")
+		if (code == http.StatusOK) != profiling {
+			t.Fatalf("pprof with profiling=%v answered %d", profiling, code)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("shutdown: %v", err)
+		}
+	}
+}
+
+func TestListenFailsOnBusyPort(t *testing.T) {
+	first, err := Listen("127.0.0.1:0", prometheus.NewRegistry(), func() error { return nil }, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.listener.Close()
+	if _, err := Listen(first.Addr(), prometheus.NewRegistry(), func() error { return nil }, false); err == nil ||
+		!strings.Contains(err.Error(), first.Addr()) {
+		t.Fatalf("want an error naming the address, got %v", err)
+	}
+}

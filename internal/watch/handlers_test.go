@@ -1,0 +1,108 @@
+package watch
+
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/metrics"
+)
+
+type recorder struct {
+	configs   []catalog.ConfigID
+	workloads []catalog.WorkloadKey
+}
+
+func (r *recorder) ConfigChanged(id catalog.ConfigID)       { r.configs = append(r.configs, id) }
+func (r *recorder) WorkloadChanged(key catalog.WorkloadKey) { r.workloads = append(r.workloads, key) }
+
+func configState(rv string, digests map[string]byte) *catalog.ConfigState {
+	s := &catalog.ConfigState{Digests: map[string]catalog.Digest{}}
+	s.Name, s.Namespace, s.ResourceVersion = "app", "shop", rv
+	for k, b := range digests {
+		s.Digests[k] = catalog.Digest{b}
+	}
+	return s
+}
+
+func TestConfigHandlerComputesKeysOnlyForDataChanges(t *testing.T) {
+	id := catalog.ConfigID{Kind: "configmap", Namespace: "shop", Name: "app"}
+	v1 := configState("1", map[string]byte{"a": 1})
+	v1Relabelled := configState("2", map[string]byte{"a": 1})
+	v2 := configState("3", map[string]byte{"a": 2})
+	cases := []struct {
+		name  string
+		event func(h cache.ResourceEventHandler)
+		want  int
+	}{
+		{"initial list is not a change", func(h cache.ResourceEventHandler) { h.OnAdd(v1, true) }, 0},
+		{"created after start", func(h cache.ResourceEventHandler) { h.OnAdd(v1, false) }, 1},
+		{"metadata-only update", func(h cache.ResourceEventHandler) { h.OnUpdate(v1, v1Relabelled) }, 0},
+		{"data update", func(h cache.ResourceEventHandler) { h.OnUpdate(v1, v2) }, 1},
+		{"deleted", func(h cache.ResourceEventHandler) { h.OnDelete(v1) }, 0},
+		{"tombstone", func(h cache.ResourceEventHandler) {
+			h.OnDelete(cache.DeletedFinalStateUnknown{Key: "shop/app", Obj: v1})
+		}, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rec := &recorder{}
+			m := metrics.New(func() (int, int) { return 0, 0 })
+			c.event(configHandler{kind: "configmap", handler: rec, metrics: m})
+			if len(rec.configs) != c.want {
+				t.Fatalf("got %v, want %d change(s)", rec.configs, c.want)
+			}
+			for _, got := range rec.configs {
+				if got != id {
+					t.Fatalf("got %v, want %v", got, id)
+				}
+			}
+		})
+	}
+}
+
+func TestWorkloadHandlerSkipsUpdatesDecisionsDoNotSee(t *testing.T) {
+	deployments := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	base := func(rv string) *catalog.WorkloadState {
+		w := &catalog.WorkloadState{OptedIn: true, TemplateHash: "t1",
+			References: []catalog.Reference{{ID: catalog.ConfigID{Kind: "configmap", Namespace: "shop", Name: "app"}}}}
+		w.Name, w.Namespace, w.ResourceVersion = "web", "shop", rv
+		return w
+	}
+	statusOnly := base("2")
+	optedOut := base("3")
+	optedOut.OptedIn = false
+	newRef := base("4")
+	newRef.References = append(newRef.References, catalog.Reference{ID: catalog.ConfigID{Kind: "secret", Namespace: "shop", Name: "db"}})
+	keyNarrowed := base("5")
+	keyNarrowed.References[0].Keys = []string{"a"}
+
+	cases := []struct {
+		name string
+		next *catalog.WorkloadState
+		want int
+	}{
+		{"status-only update", statusOnly, 0},
+		{"opt-in removed", optedOut, 1},
+		{"new reference", newRef, 1},
+		{"whole-object reference narrowed to a key", keyNarrowed, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rec := &recorder{}
+			h := workloadHandler{resource: deployments, handler: rec}
+			h.OnUpdate(base("1"), c.next)
+			if len(rec.workloads) != c.want {
+				t.Fatalf("got %v, want %d key(s)", rec.workloads, c.want)
+			}
+		})
+	}
+	rec := &recorder{}
+	workloadHandler{resource: deployments, handler: rec}.OnAdd(base("1"), true)
+	want := catalog.WorkloadKey{Resource: deployments, Namespace: "shop", Name: "web"}
+	if len(rec.workloads) != 1 || rec.workloads[0] != want {
+		t.Fatalf("add: got %v, want [%v]", rec.workloads, want)
+	}
+}
