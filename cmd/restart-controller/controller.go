@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/events"
@@ -75,7 +76,11 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger) er
 
 	cat := catalog.New()
 	m := metrics.New(cat.Counts)
-	ctrl, err := restart.New(cfg, cat, client, m, recorder, log.Named("restart"))
+	meta, err := metadata.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("creating metadata client: %w", err)
+	}
+	ctrl, err := restart.New(cfg, cat, client, restart.APIExists(meta, cfg.Configs), m, recorder, log.Named("restart"))
 	if err != nil {
 		return err
 	}

@@ -31,6 +31,7 @@ type options struct {
 	controllerEnv  []string
 	apiserverArgs  []string
 	cpuProfileSync time.Duration
+	compareDecode  bool
 	scales         []int
 	configMaps     int
 	configMapKB    int
@@ -56,6 +57,7 @@ func main() {
 	flag.StringVar(&ctrlEnv, "controller-env", "", "extra controller environment, space separated NAME=VALUE")
 	flag.StringVar(&apiArgs, "apiserver-args", "", "extra kube-apiserver flags, space separated")
 	flag.DurationVar(&o.cpuProfileSync, "cpu-profile-sync", 0, "if set, take a CPU profile of this length from the first controller's start (its sync) and add its top functions to the report; it slows the sync it measures")
+	flag.BoolVar(&o.compareDecode, "compare-decoding", false, "before starting the controller, time a sync of the same configs by protobuf typed informers in this process (what JSON decoding costs the controller)")
 	flag.StringVar(&scales, "scales", "1,4", "config size multipliers, one full run each")
 	flag.IntVar(&o.configMaps, "configmaps", 2000, "ConfigMaps")
 	flag.IntVar(&o.configMapKB, "configmap-kb", 100, "kB (1000 bytes) of data per ConfigMap at scale 1, over 10 keys")
@@ -116,12 +118,18 @@ func main() {
 	defer stop()
 
 	began := time.Now()
-	logf("work folder %s", o.workDir)
+	logf("work folder %s; load average %s", o.workDir, loadAverage())
+	others := watchContention(ctx, o.workDir)
 	var results []*scaleResult
 	for _, s := range o.scales {
+		others.take()
 		r, err := runScale(ctx, o, s)
 		if err != nil {
 			fail("scale ×%d: %v", s, err)
+		}
+		r.others = others.take()
+		if r.others != "" {
+			logf("warning: other heavy processes ran during scale ×%d: %s", s, r.others)
 		}
 		results = append(results, r)
 	}

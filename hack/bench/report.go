@@ -60,7 +60,18 @@ func renderReport(o options, results []*scaleResult, began time.Time) string {
 		o.controller, o.configFile, strings.Join(o.controllerArgs, " "), strings.Join(o.controllerEnv, " "), strings.Join(o.apiserverArgs, " "))
 	fmt.Fprintf(&b, "- Scenario: %d ConfigMaps × %d kB and %d Secrets × %d kB (10 keys each, random data) at scale ×1; %d Deployments (replicas 0) each reading 2 ConfigMaps (volume; env configMapKeyRef) and 2 Secrets (envFrom; projected items)\n",
 		o.configMaps, o.configMapKB, o.secrets, o.secretKB, o.deployments)
-	fmt.Fprintf(&b, "- Whole run: %s\n\n", time.Since(began).Round(time.Second))
+	fmt.Fprintf(&b, "- Whole run: %s\n", time.Since(began).Round(time.Second))
+	clean := true
+	for _, r := range results {
+		if r.others != "" {
+			clean = false
+			fmt.Fprintf(&b, "- **Warning**: other heavy processes ran during scale ×%d (%s); its figures are slowed by them\n", r.scale, r.others)
+		}
+	}
+	if clean {
+		b.WriteString("- No other cluster or test process ran during the benchmark\n")
+	}
+	b.WriteString("\n")
 
 	t := &table{}
 	n := len(results)
@@ -71,6 +82,9 @@ func renderReport(o options, results []*scaleResult, began time.Time) string {
 		set("Time to ready (start → caches synced: /readyz 200 and restart_controller_ready 1)", "%s", sec(r.ready1))
 		set("First /readyz 200 after start", "%s", sec(r.readyz1))
 		set("CPU seconds to ready", "%.2f s", r.cpuReady1)
+		if o.compareDecode {
+			set("For comparison: protobuf typed informers sync the same configs in (bench process)", "%s, %.2f CPU s", sec(r.protoWall), r.protoCPU)
+		}
 		set("Peak RSS at ready (VmHWM)", "%s", kbString(r.hwmReady1))
 		set("Initial recording: Deployments annotated / time after ready", "%d / %s", r.recorded, sec(r.recordDur))
 		set("Initial recording: PATCHes / restarts", "%.0f / %d", r.recordWrites, r.firstRestart)
@@ -221,7 +235,7 @@ func phaseRows(set func(label, format string, args ...any), p *phaseResult) {
 	sd := stats(p.sinceDone)
 	set(short+": latency from update returned p50 / p99 / max", "%s / %s / %s", sec(sd.p50), sec(sd.p99), sec(sd.max))
 	set(short+": update calls returned p50 / max", "%s / %s", sec(stats(p.returned).p50), sec(stats(p.returned).max))
-	set(short+": last restart seen after first update", "%s", sec(p.wall))
+	set(short+": last restart seen after first update / controller CPU seconds", "%s / %.2f s", sec(p.wall), p.cpu)
 	set(short+": restarts / changes (Deployments)", "%d / %d (%d)%s", p.restarts, p.changes, p.deps, missingNote(p))
 	set(short+": Deployments restarted exactly once", "%d / %d (max %d each)", p.once, p.deps, p.maxPerDep)
 	perRestart := "–"

@@ -25,6 +25,8 @@ type scaleResult struct {
 	sz          sizes
 	configBytes int64
 	createDur   time.Duration
+	protoWall   time.Duration // --compare-decoding
+	protoCPU    float64
 
 	// First controller process, grace period 0.
 	ready1       time.Duration
@@ -50,6 +52,7 @@ type scaleResult struct {
 	sampled2     int64
 	cpu2         float64
 
+	others     string // foreign heavy processes seen during this scale
 	profile    string // pprof -top output when peak RSS is over target
 	cpuProfile string // pprof -top output of the sync, with --cpu-profile-sync
 }
@@ -118,6 +121,11 @@ func runScale(ctx context.Context, o options, scale int) (_ *scaleResult, err er
 	res.createDur = time.Since(began)
 	logf("objects created in %s (%.0f MB of config data)", res.createDur.Round(time.Millisecond), float64(res.configBytes)/1e6)
 
+	if o.compareDecode {
+		if res.protoWall, res.protoCPU, err = protobufSync(ctx, cl.RESTConfig); err != nil {
+			return nil, err
+		}
+	}
 	if e.rec, err = startRecorder(ctx, e.cs); err != nil {
 		return nil, err
 	}
@@ -294,6 +302,7 @@ type phaseResult struct {
 	ctrlWrites float64
 	conflicts  float64
 	wall       time.Duration // first update issued → last carrying restart seen
+	cpu        float64       // controller CPU seconds from the first update to quiet
 }
 
 // runPhase issues the changes (all at once from o.updaters goroutines, or one
@@ -345,6 +354,7 @@ func (e *env) runPhase(ctx context.Context, name string, changes []configRef, co
 		}
 	}
 
+	cpu0, _ := e.ctrl.cpuSeconds()
 	start := time.Now()
 	if concurrent {
 		work := make(chan int, len(changes))
@@ -404,6 +414,8 @@ func (e *env) runPhase(ctx context.Context, name string, changes []configRef, co
 		logf("warning: %v", err)
 	}
 	end := time.Now()
+	cpu1, _ := e.ctrl.cpuSeconds()
+	r.cpu = cpu1 - cpu0
 	m1, err := e.counters(ctx)
 	if err != nil {
 		return nil, err
@@ -423,8 +435,8 @@ func (e *env) runPhase(ctx context.Context, name string, changes []configRef, co
 		}
 	}
 	st := stats(r.latencies)
-	logf("  latency p50 %s p90 %s p99 %s max %s; restarts %d for %d changes on %d Deployments (%d exactly once, %d stray, %d missing); %.0f PATCHes, %.0f conflicts",
-		sec(st.p50), sec(st.p90), sec(st.p99), sec(st.max), r.restarts, r.changes, r.deps, r.once, r.stray, r.missing, r.patches, r.conflicts)
+	logf("  latency p50 %s p90 %s p99 %s max %s; restarts %d for %d changes on %d Deployments (%d exactly once, %d stray, %d missing); %.0f PATCHes, %.0f conflicts; controller CPU %.2f s",
+		sec(st.p50), sec(st.p90), sec(st.p99), sec(st.max), r.restarts, r.changes, r.deps, r.once, r.stray, r.missing, r.patches, r.conflicts, r.cpu)
 	return r, nil
 }
 

@@ -37,6 +37,13 @@ type EventRecorder interface {
 	Eventf(regarding runtime.Object, related runtime.Object, eventtype, reason, action, note string, args ...interface{})
 }
 
+// ExistsFunc asks the API server whether a config exists.
+type ExistsFunc func(ctx context.Context, id catalog.ConfigID) (bool, error)
+
+// errCacheBehind makes the queue retry a workload soon: a config the cache
+// does not hold yet exists, and deciding now would record it as absent.
+var errCacheBehind = errors.New("a referenced config exists but is not in the cache yet")
+
 // Controller reconciles one workload key at a time: the queue holds keys, the
 // decision reads caches, and the only API call is the patch that changes
 // something. Retries live in the queue.
@@ -47,6 +54,7 @@ type Controller struct {
 	windows *Windows
 	metrics *metrics.Metrics
 	events  EventRecorder
+	exists  ExistsFunc
 	log     hclog.Logger
 	now     func() time.Time
 
@@ -56,7 +64,7 @@ type Controller struct {
 
 // New builds a controller. The queue exists from the start so that events
 // arriving while caches sync are kept until workers run.
-func New(cfg *config.Config, cat Catalog, client dynamic.Interface, m *metrics.Metrics, events EventRecorder, log hclog.Logger) (*Controller, error) {
+func New(cfg *config.Config, cat Catalog, client dynamic.Interface, exists ExistsFunc, m *metrics.Metrics, events EventRecorder, log hclog.Logger) (*Controller, error) {
 	fields := map[schema.GroupVersionResource][]string{}
 	for i, w := range cfg.Workloads {
 		f, ok := w.PodTemplatePath.Fields()
@@ -78,6 +86,7 @@ func New(cfg *config.Config, cat Catalog, client dynamic.Interface, m *metrics.M
 		windows:        NewWindows(cfg.Settings.GracePeriod),
 		metrics:        m,
 		events:         events,
+		exists:         exists,
 		log:            log,
 		now:            time.Now,
 		templateFields: fields,
@@ -88,12 +97,17 @@ func New(cfg *config.Config, cat Catalog, client dynamic.Interface, m *metrics.M
 	}, nil
 }
 
-// ConfigChanged is called by the watcher when a config's data changed, or the
-// config was created after start-up. It opens or joins the config's grace
-// period and schedules every workload that reads it for when that ends.
-func (c *Controller) ConfigChanged(id catalog.ConfigID) {
+// ConfigChanged is called by the watcher when a config's data changed.
+func (c *Controller) ConfigChanged(id catalog.ConfigID) { c.configEvent(id, false) }
+
+// ConfigCreated is called by the watcher when a config is created after start-up.
+func (c *Controller) ConfigCreated(id catalog.ConfigID) { c.configEvent(id, true) }
+
+// configEvent opens or joins the config's grace period and schedules every
+// workload that reads it for when that ends.
+func (c *Controller) configEvent(id catalog.ConfigID, created bool) {
 	now := c.now()
-	due, merged := c.windows.Observe(id, now)
+	due, merged := c.windows.Observe(id, now, created)
 	c.metrics.ChangesProcessed.Inc()
 	if merged {
 		c.metrics.ChangesMerged.Inc()
@@ -179,6 +193,9 @@ func (c *Controller) processNext(ctx context.Context) bool {
 		c.metrics.IgnoredErrors.Inc()
 		c.log.Warn("ignoring error by configuration", "workload", key.String(), "error", err)
 		c.queue.Forget(key)
+	case errors.Is(err, errCacheBehind):
+		c.log.Debug("config cache behind; deciding again shortly", "workload", key.String())
+		c.queue.AddRateLimited(key)
 	case apierrors.IsConflict(err):
 		// The cache is behind the API server; decide again once it catches up.
 		c.metrics.ReconcileErrors.WithLabelValues("conflict").Inc()
@@ -252,6 +269,15 @@ func (c *Controller) Reconcile(ctx context.Context, key catalog.WorkloadKey) err
 	}
 	if !plan.Patch {
 		return nil
+	}
+	for _, id := range plan.Unverified {
+		found, err := c.exists(ctx, id)
+		if err != nil {
+			return fmt.Errorf("confirming that %s does not exist: %w", id, err)
+		}
+		if found {
+			return fmt.Errorf("%s: %w", id, errCacheBehind)
+		}
 	}
 	body, err := BuildPatch(c.templateFields[key.Resource], c.cfg.Annotations, w, plan, now)
 	if err != nil {

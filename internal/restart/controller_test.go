@@ -81,6 +81,17 @@ type harness struct {
 	client    *fake.FakeDynamicClient
 	configs   cache.Indexer
 	workloads map[schema.GroupVersionResource]cache.Indexer
+	// inAPIOnly are configs the API server has and the cache does not yet.
+	inAPIOnly   map[catalog.ConfigID]bool
+	existsCalls int
+}
+
+func (h *harness) exists(_ context.Context, id catalog.ConfigID) (bool, error) {
+	h.existsCalls++
+	if _, cached := h.c.catalog.Config(id); cached {
+		return true, nil
+	}
+	return h.inAPIOnly[id], nil
 }
 
 // newHarness builds a controller over real catalog stores and a fake dynamic
@@ -94,7 +105,7 @@ func newHarness(t *testing.T, inAPI []*unstructured.Unstructured, cached []*unst
 
 	cat := catalog.New()
 	h := &harness{t: t, cfg: cfg, configs: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
-		workloads: map[schema.GroupVersionResource]cache.Indexer{}}
+		workloads: map[schema.GroupVersionResource]cache.Indexer{}, inAPIOnly: map[catalog.ConfigID]bool{}}
 	cat.AddConfigStore("configmap", h.configs)
 	for _, w := range cfg.Workloads {
 		store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, catalog.WorkloadIndexers())
@@ -113,7 +124,7 @@ func newHarness(t *testing.T, inAPI []*unstructured.Unstructured, cached []*unst
 		h.cache(u)
 	}
 
-	c, err := New(cfg, cat, h.client, metrics.New(func() (int, int) { return 0, 0 }), nil, hclog.NewNullLogger())
+	c, err := New(cfg, cat, h.client, h.exists, metrics.New(func() (int, int) { return 0, 0 }), nil, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -435,7 +446,39 @@ func TestReconcileGracePeriod(t *testing.T) {
 func TestNewRejectsFanningOutTemplatePath(t *testing.T) {
 	cfg := exampleConfig(t)
 	cfg.Workloads = append(cfg.Workloads, config.WorkloadKind{GVR: cronjobsGVR, PodTemplatePath: refs.MustParsePath("spec.templates[*]")})
-	if _, err := New(cfg, catalog.New(), fake.NewSimpleDynamicClient(runtime.NewScheme()), metrics.New(func() (int, int) { return 0, 0 }), nil, hclog.NewNullLogger()); err == nil {
+	if _, err := New(cfg, catalog.New(), fake.NewSimpleDynamicClient(runtime.NewScheme()), nil, metrics.New(func() (int, int) { return 0, 0 }), nil, hclog.NewNullLogger()); err == nil {
 		t.Error("New accepted a pod template path with [*]")
+	}
+}
+
+// The cache of configs can lag behind the cache of workloads. A config that
+// exists but is not cached yet must not be recorded as absent: that would
+// turn its "appearance" into a restart (optional) or swallow its next change
+// (required). The absence is confirmed with the API server first.
+func TestReconcileConfirmsAbsenceWithTheAPI(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		inAPI     bool
+		wantErr   error
+		wantPatch bool
+	}{
+		{"exists in the API, not cached yet: decide again later", true, errCacheBehind, false},
+		{"absent in the API too: recorded as absent", false, nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := fromYAML(t, webDeployment)
+			h := newHarness(t, []*unstructured.Unstructured{w}, []*unstructured.Unstructured{w}, nil)
+			h.inAPIOnly[cmApp] = tc.inAPI
+			err := h.c.Reconcile(context.Background(), keyOf(deploymentsGVR, w))
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("err %v, want %v", err, tc.wantErr)
+			}
+			if h.existsCalls == 0 {
+				t.Fatal("absence was not confirmed with the API")
+			}
+			if got := len(h.patches()) > 0; got != tc.wantPatch {
+				t.Fatalf("patched: %v, want %v", got, tc.wantPatch)
+			}
+		})
 	}
 }

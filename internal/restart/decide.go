@@ -16,6 +16,13 @@ import (
 // recorded; its later creation is a change only for optional references.
 const absent = ""
 
+// pending is recorded for a config whose data was updated moments before a
+// workload (or its new template) was first seen: pods started before that
+// update read the old data, so the workload restarts once the update's grace
+// period ends.
+// Being on the workload, it survives a crash of the controller.
+const pending = "pending"
+
 // ConfigLookup finds the current state of a config.
 type ConfigLookup interface {
 	Config(id catalog.ConfigID) (*catalog.ConfigState, bool)
@@ -24,6 +31,9 @@ type ConfigLookup interface {
 // WindowLookup tells whether a config's change is still inside its grace period.
 type WindowLookup interface {
 	Due(id catalog.ConfigID, now time.Time) (time.Time, bool)
+	// Updating reports an open grace period holding an update of data that
+	// existed before (not only the config's creation).
+	Updating(id catalog.ConfigID, now time.Time) bool
 }
 
 // Plan is the outcome of comparing a workload with the current configs.
@@ -41,6 +51,10 @@ type Plan struct {
 	Wait time.Duration
 	// Warning describes hostile state found on the workload, for the log.
 	Warning string
+	// Unverified lists configs the plan newly records as absent. The cache of
+	// configs may lag behind the cache of workloads, so the caller confirms
+	// the absence with the API server before writing it.
+	Unverified []catalog.ConfigID
 }
 
 // Decide compares what the workload's pods were started with (the applied
@@ -79,12 +93,21 @@ func Decide(w *catalog.WorkloadState, configs ConfigLookup, windows WindowLookup
 				plan.Applied[id] = old
 			} else {
 				plan.Applied[id] = absent
+				if !known || old != absent {
+					plan.Unverified = append(plan.Unverified, ref.ID)
+				}
 			}
 			continue
 		}
 		checksum := state.Checksum(ref.Keys)
 		current[ref.ID] = checksum
+		// Only an update can have slipped under pods that were starting: a
+		// config created moments ago had no older data for them to read.
+		changing := windows.Updating(ref.ID, now)
 		switch {
+		case recordOnly && changing && !(known && old == checksum):
+			plan.Applied[id] = pending
+			changed = append(changed, ref.ID)
 		case recordOnly || !known || old == checksum:
 			plan.Applied[id] = checksum
 		case old == absent && !ref.Optional:

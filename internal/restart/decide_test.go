@@ -49,6 +49,7 @@ func TestDecide(t *testing.T) {
 		templateHash string // tmplNow when empty
 		configs      configMap
 		windows      dueAt
+		createdOnly  bool // the windows were opened by creations, not updates
 
 		want        Plan // Warning compared as "present or not"
 		wantWarning bool
@@ -195,7 +196,7 @@ func TestDecide(t *testing.T) {
 			appliedHash:  tmplOld,
 			templateHash: tmplNow,
 			configs:      configMap{},
-			want:         Plan{Applied: map[string]string{"configmap/shop/app": ""}, Patch: true},
+			want:         Plan{Applied: map[string]string{"configmap/shop/app": ""}, Patch: true, Unverified: []catalog.ConfigID{cmApp}},
 		},
 		{
 			name:        "referenced config never existed: recorded as absent",
@@ -203,7 +204,7 @@ func TestDecide(t *testing.T) {
 			applied:     ann(map[string]string{}),
 			appliedHash: tmplNow,
 			configs:     configMap{},
-			want:        Plan{Applied: map[string]string{"configmap/shop/app": ""}, Patch: true},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": ""}, Patch: true, Unverified: []catalog.ConfigID{cmApp}},
 		},
 		{
 			name:        "referenced config still absent: nothing",
@@ -248,13 +249,39 @@ func TestDecide(t *testing.T) {
 			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1}, Patch: true},
 		},
 		{
-			name:        "template changed while a change waits: record, no wait",
+			// The seed's second situation: pods of the new template that
+			// started before the change read old data.
+			name:        "template changed while its config is changing: pending, restart when due",
 			refs:        []catalog.Reference{whole},
 			applied:     ann(map[string]string{"configmap/shop/app": app1}),
 			appliedHash: tmplOld,
 			configs:     configMap{cmApp: appV2},
 			windows:     dueAt{cmApp: decideNow.Add(time.Second)},
-			want:        Plan{Applied: map[string]string{"configmap/shop/app": app2}, Patch: true},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": pending}, Patch: true, Wait: time.Second},
+		},
+		{
+			name:        "pending entry, change due: restart",
+			refs:        []catalog.Reference{whole},
+			applied:     ann(map[string]string{"configmap/shop/app": pending}),
+			appliedHash: tmplNow,
+			configs:     configMap{cmApp: appV2},
+			want: Plan{Applied: map[string]string{"configmap/shop/app": app2},
+				Patch: true, Restart: true, Changed: []catalog.ConfigID{cmApp}},
+		},
+		{
+			name:        "new workload whose config was just created: recorded, no restart",
+			refs:        []catalog.Reference{whole},
+			configs:     configMap{cmApp: appV1},
+			windows:     dueAt{cmApp: decideNow.Add(2 * time.Second)},
+			createdOnly: true,
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1}, Patch: true},
+		},
+		{
+			name:    "new workload whose config is changing: pending, restart when due",
+			refs:    []catalog.Reference{whole, dbPW},
+			configs: configMap{cmApp: appV2, secDB: dbV1},
+			windows: dueAt{cmApp: decideNow.Add(2 * time.Second)},
+			want:    Plan{Applied: map[string]string{"configmap/shop/app": pending, "secret/shop/db": db1}, Patch: true, Wait: 2 * time.Second},
 		},
 		{
 			name:        "newly referenced config without entry: recorded",
@@ -354,9 +381,12 @@ func TestDecide(t *testing.T) {
 			if r.applied != nil {
 				w.HasApplied, w.Applied = true, *r.applied
 			}
-			windows := r.windows
-			if windows == nil {
-				windows = dueAt{}
+			if r.windows == nil {
+				r.windows = dueAt{}
+			}
+			var windows WindowLookup = r.windows
+			if r.createdOnly {
+				windows = createdOnly{r.windows}
 			}
 			before := w.DeepCopyObject()
 			plan := Decide(w, r.configs, windows, decideNow)
@@ -377,15 +407,23 @@ func TestDecide(t *testing.T) {
 			if !reflect.DeepEqual(again, plan) {
 				t.Errorf("second Decide differs: %+v", again)
 			}
-			// A patch written as planned leads to a fixed point: nothing more
-			// to do once the grace periods are over.
+			// A patch written as planned leads to a fixed point once the grace
+			// periods are over: at once, or after the one restart a plan that
+			// waits announced.
 			if plan.Patch {
-				b, err := json.Marshal(plan.Applied)
-				if err != nil {
-					t.Fatal(err)
+				write := func(p Plan) {
+					b, err := json.Marshal(p.Applied)
+					if err != nil {
+						t.Fatal(err)
+					}
+					w.HasApplied, w.Applied, w.AppliedTemplateHash = true, string(b), w.TemplateHash
 				}
-				w.HasApplied, w.Applied, w.AppliedTemplateHash = true, string(b), w.TemplateHash
+				write(plan)
 				next := Decide(w, r.configs, dueAt{}, decideNow.Add(time.Hour))
+				if plan.Wait > 0 && next.Restart {
+					write(next)
+					next = Decide(w, r.configs, dueAt{}, decideNow.Add(time.Hour))
+				}
 				if next.Patch || next.Restart || next.Warning != "" {
 					t.Errorf("after writing the plan, Decide still wants %+v", next)
 				}
@@ -428,14 +466,17 @@ func FuzzDecideHostileAnnotation(f *testing.F) {
 			t.Fatalf("negative wait %v", plan.Wait)
 		}
 		if appliedHash == "" {
-			if plan.Restart || len(plan.Changed) != 0 || plan.Wait != 0 {
+			if plan.Restart || len(plan.Changed) != 0 {
 				t.Fatalf("unknown template hash, annotation %q: plan %+v", applied, plan)
 			}
 			if !plan.Patch {
 				t.Fatalf("unknown template hash must be recorded: plan %+v", plan)
 			}
-			if plan.Applied[cmApp.String()] != app.Checksum(nil) || plan.Applied[secDB.String()] != db.Checksum([]string{"pw"}) {
-				t.Fatalf("current checksums not recorded: %v", plan.Applied)
+			// app is inside its grace period: it may have changed under pods
+			// that just started, so it is pending until the period ends.
+			if plan.Applied[cmApp.String()] != pending || plan.Wait != time.Second ||
+				plan.Applied[secDB.String()] != db.Checksum([]string{"pw"}) {
+				t.Fatalf("want app pending (wait 1s) and db recorded: %+v", plan)
 			}
 		}
 		if plan.Restart && len(plan.Changed) == 0 {

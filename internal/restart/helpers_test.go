@@ -93,6 +93,17 @@ func (m configMap) Config(id catalog.ConfigID) (*catalog.ConfigState, bool) {
 // dueAt is a WindowLookup: the end of each config's open window.
 type dueAt map[catalog.ConfigID]time.Time
 
+// Updating: the windows of a dueAt hold updates; see createdOnly.
+func (d dueAt) Updating(id catalog.ConfigID, now time.Time) bool {
+	_, open := d.Due(id, now)
+	return open
+}
+
+// createdOnly holds windows opened by configs' creation alone.
+type createdOnly struct{ dueAt }
+
+func (createdOnly) Updating(catalog.ConfigID, time.Time) bool { return false }
+
 func (d dueAt) Due(id catalog.ConfigID, now time.Time) (time.Time, bool) {
 	due, ok := d[id]
 	if !ok || !now.Before(due) {

@@ -19,23 +19,38 @@ type Windows struct {
 
 	mu    sync.Mutex
 	start map[catalog.ConfigID]time.Time
+	// updated marks windows holding a change of data that existed before,
+	// which pods may have read; a window opened by a creation holds none.
+	updated map[catalog.ConfigID]bool
 }
 
 // NewWindows returns a tracker for the given grace period.
 func NewWindows(grace time.Duration) *Windows {
-	return &Windows{grace: grace, start: map[catalog.ConfigID]time.Time{}}
+	return &Windows{grace: grace, start: map[catalog.ConfigID]time.Time{}, updated: map[catalog.ConfigID]bool{}}
 }
 
-// Observe records a data change of the config seen at now and returns when
-// its window ends and whether the change was merged into an open window.
-func (w *Windows) Observe(id catalog.ConfigID, now time.Time) (due time.Time, merged bool) {
+// Observe records a change of the config seen at now (a data update, or a
+// creation when created is true) and returns when its window ends and
+// whether the change was merged into an open window.
+func (w *Windows) Observe(id catalog.ConfigID, now time.Time, created bool) (due time.Time, merged bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if start, open := w.start[id]; open && now.Before(start.Add(w.grace)) {
+		w.updated[id] = w.updated[id] || !created
 		return start.Add(w.grace), true
 	}
 	w.start[id] = now
+	w.updated[id] = !created
 	return now.Add(w.grace), false
+}
+
+// Updating reports whether the config's open window holds an update of data
+// that existed before it.
+func (w *Windows) Updating(id catalog.ConfigID, now time.Time) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	start, open := w.start[id]
+	return open && now.Before(start.Add(w.grace)) && w.updated[id]
 }
 
 // Due returns when the config's open window ends; ok is false when no window
@@ -68,6 +83,7 @@ func (w *Windows) Sweep(now time.Time) (open int) {
 		end := start.Add(w.grace)
 		if !now.Before(end.Add(w.grace + time.Minute)) {
 			delete(w.start, id)
+			delete(w.updated, id)
 			continue
 		}
 		if now.Before(end) {

@@ -26,13 +26,13 @@ func TestWindowsObserve(t *testing.T) {
 	}
 	w := NewWindows(grace)
 	for _, s := range steps {
-		due, merged := w.Observe(cmApp, t0.Add(s.at))
+		due, merged := w.Observe(cmApp, t0.Add(s.at), false)
 		if !due.Equal(t0.Add(s.wantDue)) || merged != s.wantMerged {
 			t.Errorf("%s: Observe = %v, %v; want %v, %v", s.name, due.Sub(t0), merged, s.wantDue, s.wantMerged)
 		}
 	}
 	// Other configs have their own windows.
-	if due, merged := w.Observe(secDB, t0.Add(time.Hour+5*time.Second)); merged || !due.Equal(t0.Add(time.Hour+15*time.Second)) {
+	if due, merged := w.Observe(secDB, t0.Add(time.Hour+5*time.Second), false); merged || !due.Equal(t0.Add(time.Hour+15*time.Second)) {
 		t.Errorf("second config: %v, %v", due.Sub(t0), merged)
 	}
 	if opened, ok := w.Opened(cmApp); !ok || !opened.Equal(t0.Add(time.Hour)) {
@@ -46,7 +46,7 @@ func TestWindowsObserve(t *testing.T) {
 func TestWindowsDue(t *testing.T) {
 	t0 := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	w := NewWindows(10 * time.Second)
-	w.Observe(cmApp, t0)
+	w.Observe(cmApp, t0, false)
 	cases := []struct {
 		name    string
 		id      catalog.ConfigID
@@ -69,11 +69,11 @@ func TestWindowsDue(t *testing.T) {
 
 	// No grace period: nothing ever waits.
 	zero := NewWindows(0)
-	zero.Observe(cmApp, t0)
+	zero.Observe(cmApp, t0, false)
 	if _, ok := zero.Due(cmApp, t0); ok {
 		t.Error("a zero grace period left a window open")
 	}
-	if _, merged := zero.Observe(cmApp, t0); merged {
+	if _, merged := zero.Observe(cmApp, t0, false); merged {
 		t.Error("a zero grace period merged a change")
 	}
 }
@@ -88,10 +88,10 @@ func TestWindowsSweep(t *testing.T) {
 	old := catalog.ConfigID{Kind: "configmap", Namespace: "shop", Name: "old"}
 
 	now := t0.Add(2 * time.Minute)
-	w.Observe(open1, now.Add(-time.Second))
-	w.Observe(open2, now)
-	w.Observe(ended, now.Add(-grace))                 // ended exactly now
-	w.Observe(old, now.Add(-(2*grace + time.Minute))) // ended one grace period and a minute ago
+	w.Observe(open1, now.Add(-time.Second), false)
+	w.Observe(open2, now, false)
+	w.Observe(ended, now.Add(-grace), false)                 // ended exactly now
+	w.Observe(old, now.Add(-(2*grace + time.Minute)), false) // ended one grace period and a minute ago
 
 	if got := w.Sweep(now); got != 2 {
 		t.Errorf("Sweep = %d open, want 2", got)
@@ -104,7 +104,7 @@ func TestWindowsSweep(t *testing.T) {
 		t.Error("an old window was kept")
 	}
 	// Once forgotten, a change opens a fresh window.
-	if _, merged := w.Observe(old, now); merged {
+	if _, merged := w.Observe(old, now, false); merged {
 		t.Error("change merged into a forgotten window")
 	}
 	if got := w.Sweep(now.Add(grace)); got != 0 {
@@ -130,7 +130,7 @@ func TestWindowsConcurrent(t *testing.T) {
 			defer wg.Done()
 			for j := 0; j < 200; j++ {
 				now := t0.Add(time.Duration(j) * 10 * time.Millisecond)
-				w.Observe(cmApp, now)
+				w.Observe(cmApp, now, false)
 				w.Due(cmApp, now)
 				w.Opened(cmApp)
 				w.Sweep(now)
@@ -138,4 +138,26 @@ func TestWindowsConcurrent(t *testing.T) {
 		}(i)
 	}
 	wg.Wait()
+}
+
+// Only windows holding an update of existing data report Updating: a window
+// opened by a creation has no older data that pods could have read.
+func TestWindowsUpdating(t *testing.T) {
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	w := NewWindows(10 * time.Second)
+	w.Observe(cmApp, t0, true)
+	if w.Updating(cmApp, t0.Add(time.Second)) {
+		t.Fatal("a creation alone counts as an update")
+	}
+	w.Observe(cmApp, t0.Add(2*time.Second), false)
+	if !w.Updating(cmApp, t0.Add(3*time.Second)) {
+		t.Fatal("an update merged into a creation's window is not reported")
+	}
+	if w.Updating(cmApp, t0.Add(10*time.Second)) {
+		t.Fatal("an ended window still reports an update")
+	}
+	w.Observe(cmApp, t0.Add(11*time.Second), true)
+	if w.Updating(cmApp, t0.Add(12*time.Second)) {
+		t.Fatal("a new window opened by a creation inherits the old window's update")
+	}
 }

@@ -16,6 +16,7 @@ type recorder struct {
 }
 
 func (r *recorder) ConfigChanged(id catalog.ConfigID)       { r.configs = append(r.configs, id) }
+func (r *recorder) ConfigCreated(id catalog.ConfigID)       { r.configs = append(r.configs, id) }
 func (r *recorder) WorkloadChanged(key catalog.WorkloadKey) { r.workloads = append(r.workloads, key) }
 
 func configState(rv string, digests map[string]byte) *catalog.ConfigState {

@@ -26,8 +26,10 @@ import (
 
 // Handler receives keys computed from events.
 type Handler interface {
-	// ConfigChanged reports a data change of a config, or its creation after start-up.
+	// ConfigChanged reports a data change of an existing config.
 	ConfigChanged(id catalog.ConfigID)
+	// ConfigCreated reports a config created after start-up.
+	ConfigCreated(id catalog.ConfigID)
 	// WorkloadChanged reports a workload that appeared or changed in a way decisions see.
 	WorkloadChanged(key catalog.WorkloadKey)
 }
@@ -237,7 +239,7 @@ type configHandler struct {
 func (h configHandler) OnAdd(obj interface{}, isInInitialList bool) {
 	h.metrics.ResourceVersions.Inc()
 	if state, ok := obj.(*catalog.ConfigState); ok && !isInInitialList {
-		h.handler.ConfigChanged(catalog.ConfigID{Kind: h.kind, Namespace: state.Namespace, Name: state.Name})
+		h.handler.ConfigCreated(catalog.ConfigID{Kind: h.kind, Namespace: state.Namespace, Name: state.Name})
 	}
 }
 
