@@ -3,6 +3,9 @@ package restart
 import (
 	"context"
 	"errors"
+	"fmt"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
 	"strings"
 	"testing"
 	"time"
@@ -478,6 +481,66 @@ func TestReconcileConfirmsAbsenceWithTheAPI(t *testing.T) {
 			}
 			if got := len(h.patches()) > 0; got != tc.wantPatch {
 				t.Fatalf("patched: %v, want %v", got, tc.wantPatch)
+			}
+		})
+	}
+}
+
+type recordedEvent struct{ eventtype, reason, note string }
+
+type fakeRecorder struct{ events []recordedEvent }
+
+func (f *fakeRecorder) Eventf(_ runtime.Object, _ runtime.Object, eventtype, reason, _ string, note string, args ...interface{}) {
+	f.events = append(f.events, recordedEvent{eventtype, reason, fmt.Sprintf(note, args...)})
+}
+
+// Errors are handled in the queue, never dropped: a persistent one is retried
+// and reported as an Event on the workload (first time, then every tenth), an
+// error matching --ignored-errors is warned about and forgotten.
+func TestProcessNextErrorHandling(t *testing.T) {
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web",
+		errors.New("webhook says no"))
+	for _, tc := range []struct {
+		name        string
+		ignored     []string
+		wantEvents  int
+		wantQueued  bool
+		wantIgnored float64
+	}{
+		{"persistent error: retried and reported", nil, 1, true, 0},
+		{"ignored by configuration: forgotten", []string{"webhook says no"}, 0, false, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := fromYAML(t, webDeployment)
+			h := newHarness(t, nil, nil, dataV2)
+			settled := settle(h, w, dataV1)
+			h.client = fake.NewSimpleDynamicClient(runtime.NewScheme(), settled.DeepCopy())
+			h.c.client = h.client
+			h.cache(settled)
+			h.client.PrependReactor("patch", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, nil, forbidden
+			})
+			rec := &fakeRecorder{}
+			h.c.events = rec
+			h.c.cfg = &config.Config{Settings: h.cfg.Settings, Annotations: h.cfg.Annotations}
+			h.c.cfg.Settings.IgnoredErrors = tc.ignored
+
+			key := keyOf(deploymentsGVR, w)
+			h.c.queue.Add(key)
+			if !h.c.processNext(context.Background()) {
+				t.Fatal("queue shut down")
+			}
+			if len(rec.events) != tc.wantEvents {
+				t.Fatalf("events %+v, want %d", rec.events, tc.wantEvents)
+			}
+			if tc.wantEvents > 0 && (rec.events[0].eventtype != corev1.EventTypeWarning || !strings.Contains(rec.events[0].note, "webhook says no")) {
+				t.Fatalf("event %+v", rec.events[0])
+			}
+			if queued := h.c.queue.NumRequeues(key) > 0; queued != tc.wantQueued {
+				t.Fatalf("requeued with backoff: %v, want %v", queued, tc.wantQueued)
+			}
+			if got := testutil.ToFloat64(h.c.metrics.IgnoredErrors); got != tc.wantIgnored {
+				t.Fatalf("ignored errors metric %v, want %v", got, tc.wantIgnored)
 			}
 		})
 	}
