@@ -1,0 +1,55 @@
+package metrics
+
+import (
+	"testing"
+
+	"k8s.io/client-go/util/workqueue"
+)
+
+// The seed controller's seven names are a compatibility promise: dashboards
+// and alerts written for it must keep finding them.
+func TestSeedMetricNames(t *testing.T) {
+	m := New(func() (int, int) { return 3, 2 })
+	m.ChangesProcessed.Inc()
+	m.SetChangesWaiting(1)
+	q := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "workloads", MetricsProvider: m.QueueMetrics()})
+	defer q.ShutDown()
+	q.Add("x")
+
+	families, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	values := map[string]float64{}
+	for _, f := range families {
+		for _, metric := range f.GetMetric() {
+			switch {
+			case metric.GetCounter() != nil:
+				values[f.GetName()] += metric.GetCounter().GetValue()
+			case metric.GetGauge() != nil:
+				values[f.GetName()] += metric.GetGauge().GetValue()
+			default:
+				values[f.GetName()] += 0
+			}
+		}
+	}
+	want := map[string]float64{
+		"deployment_restart_controller_resource_versions_total":             0,
+		"deployment_restart_controller_configs_total":                       3,
+		"deployment_restart_controller_deployments_total":                   2,
+		"deployment_restart_controller_deployment_annotation_updates_total": 0,
+		"deployment_restart_controller_deployment_restarts_total":           0,
+		"deployment_restart_controller_changes_processed_total":             1,
+		"deployment_restart_controller_changes_waiting_total":               1,
+		"workqueue_depth":                                                   1,
+	}
+	for name, v := range want {
+		got, ok := values[name]
+		if !ok {
+			t.Errorf("%s not served", name)
+		} else if got != v {
+			t.Errorf("%s = %v, want %v", name, got, v)
+		}
+	}
+}
