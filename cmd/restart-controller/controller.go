@@ -84,7 +84,7 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger) er
 	if err != nil {
 		return err
 	}
-	watcher := watch.New(cfg, client, disc, cat, ctrl, m, log.Named("watch"), discoveryInterval)
+	watcher := watch.New(cfg, rc, client, disc, cat, ctrl, m, log.Named("watch"), discoveryInterval)
 	srv, err := server.Listen(cfg.Settings.MetricsAddress, m.Registry, watcher.Ready, cfg.Settings.EnableProfiling)
 	if err != nil {
 		return err

@@ -6,11 +6,14 @@ package catalog
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"sort"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -111,29 +114,67 @@ func sortedKeys(m map[string]Digest) []string {
 
 // ReduceConfig returns an informer transform that replaces a config object by
 // its ConfigState. dataFields are the top-level maps whose entries are hashed.
-// Tombstones and already reduced objects pass through: client-go may hand the
-// same object to the transform more than once.
+// Objects come as unstructured (dynamic client, JSON) or typed (protobuf
+// client, for kinds client-go knows); both give the same digests, because
+// applied checksums outlive any one way of fetching. Tombstones and already
+// reduced objects pass through: client-go may hand an object over twice.
 func ReduceConfig(dataFields []string) cache.TransformFunc {
 	return func(obj interface{}) (interface{}, error) {
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
+		switch o := obj.(type) {
+		case *unstructured.Unstructured:
+			return reduceUnstructuredConfig(o, dataFields), nil
+		case *corev1.ConfigMap:
+			state := newConfigState(o)
+			for _, field := range dataFields {
+				switch field {
+				case "data":
+					digestStrings(state, o.Data)
+				case "binaryData":
+					digestBytes(state, o.BinaryData)
+				}
+			}
+			return state, nil
+		case *corev1.Secret:
+			state := newConfigState(o)
+			for _, field := range dataFields {
+				switch field {
+				case "data":
+					digestBytes(state, o.Data)
+				case "stringData":
+					digestStrings(state, o.StringData)
+				}
+			}
+			return state, nil
+		case *ConfigState:
+			return obj, nil
+		case runtime.Object:
+			// Another typed kind: convert, which is what the JSON path sees.
+			content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+			if err != nil {
+				return nil, fmt.Errorf("reducing %T: %w", o, err)
+			}
+			return reduceUnstructuredConfig(&unstructured.Unstructured{Object: content}, dataFields), nil
+		default:
 			return obj, nil
 		}
-		return reduceConfig(u, dataFields), nil
 	}
 }
 
-func reduceConfig(u *unstructured.Unstructured, dataFields []string) *ConfigState {
-	state := &ConfigState{
-		TypeMeta: metav1.TypeMeta{APIVersion: u.GetAPIVersion(), Kind: u.GetKind()},
+func newConfigState(o metav1.Object) *ConfigState {
+	return &ConfigState{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:            u.GetName(),
-			Namespace:       u.GetNamespace(),
-			UID:             u.GetUID(),
-			ResourceVersion: u.GetResourceVersion(),
+			Name:            o.GetName(),
+			Namespace:       o.GetNamespace(),
+			UID:             o.GetUID(),
+			ResourceVersion: o.GetResourceVersion(),
 		},
 		Digests: map[string]Digest{},
 	}
+}
+
+func reduceUnstructuredConfig(u *unstructured.Unstructured, dataFields []string) *ConfigState {
+	state := newConfigState(u)
+	state.TypeMeta = metav1.TypeMeta{APIVersion: u.GetAPIVersion(), Kind: u.GetKind()}
 	for _, field := range dataFields {
 		values, ok := u.Object[field].(map[string]interface{})
 		if !ok {
@@ -144,6 +185,27 @@ func reduceConfig(u *unstructured.Unstructured, dataFields []string) *ConfigStat
 		}
 	}
 	return state
+}
+
+func digestStrings(state *ConfigState, values map[string]string) {
+	for key, value := range values {
+		state.Digests[key] = digestValue(value)
+	}
+}
+
+// digestBytes hashes byte values as their base64 text, which is what JSON
+// carries for them, so both ways of fetching agree; the encoding streams into
+// the hash, so no copy of the value is made.
+func digestBytes(state *ConfigState, values map[string][]byte) {
+	for key, value := range values {
+		h := sha256.New()
+		enc := base64.NewEncoder(base64.StdEncoding, h)
+		_, _ = enc.Write(value) // writes to a hash cannot fail
+		_ = enc.Close()
+		var d Digest
+		copy(d[:], h.Sum(nil))
+		state.Digests[key] = d
+	}
 }
 
 func digestValue(value interface{}) Digest {

@@ -65,7 +65,7 @@ ignoredErrors: [from-file]
 			name: "defaults",
 			file: "{}",
 			check: func(t *testing.T, s Settings) {
-				if s.Workers != 4 || s.LogFormat != "text" || s.GracePeriod != 5*time.Second || s.LeaseNamespace != "default" {
+				if s.Workers != 8 || s.LogFormat != "text" || s.GracePeriod != 5*time.Second || s.LeaseNamespace != "default" {
 					t.Errorf("got %+v", s)
 				}
 			},
@@ -75,7 +75,7 @@ ignoredErrors: [from-file]
 			file: file,
 			check: func(t *testing.T, s Settings) {
 				if s.Workers != 6 || s.LogFormat != "json" || s.GracePeriod != 7*time.Second || s.LeaseNamespace != "file-ns" ||
-					s.LeaseName != "file-lease" || !reflect.DeepEqual(s.IgnoredErrors, []string{"from-file"}) || s.KubeAPIBurst != 100 {
+					s.LeaseName != "file-lease" || !reflect.DeepEqual(s.IgnoredErrors, []string{"from-file"}) || s.KubeAPIBurst != 400 {
 					t.Errorf("got %+v", s)
 				}
 			},

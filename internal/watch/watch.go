@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
@@ -36,7 +37,10 @@ type Handler interface {
 
 // Watcher owns the informers.
 type Watcher struct {
-	cfg       *config.Config
+	cfg *config.Config
+	// rest configures the protobuf clients of config kinds; nil keeps every
+	// kind on the dynamic client.
+	rest      *rest.Config
 	client    dynamic.Interface
 	discovery discovery.DiscoveryInterface
 	catalog   *catalog.Catalog
@@ -52,10 +56,10 @@ type Watcher struct {
 }
 
 // New returns a watcher; Start begins watching.
-func New(cfg *config.Config, client dynamic.Interface, disc discovery.DiscoveryInterface, cat *catalog.Catalog,
+func New(cfg *config.Config, rc *rest.Config, client dynamic.Interface, disc discovery.DiscoveryInterface, cat *catalog.Catalog,
 	handler Handler, m *metrics.Metrics, log hclog.Logger, discoveryInterval time.Duration) *Watcher {
 	return &Watcher{
-		cfg: cfg, client: client, discovery: disc, catalog: cat, handler: handler, metrics: m, log: log,
+		cfg: cfg, rest: rc, client: client, discovery: disc, catalog: cat, handler: handler, metrics: m, log: log,
 		discoveryInterval: discoveryInterval,
 	}
 }
@@ -64,14 +68,14 @@ func New(cfg *config.Config, client dynamic.Interface, disc discovery.DiscoveryI
 // the API server serves now; kinds not served yet are looked for by Run.
 func (w *Watcher) Start(ctx context.Context) error {
 	for i, kind := range w.cfg.Configs {
-		served, err := w.served(kind.GVR)
+		resource, err := w.served(kind.GVR)
 		if err != nil {
 			return fmt.Errorf("configs[%d]: looking up %s: %w", i, kind.GVR, err)
 		}
-		if !served {
+		if resource == nil {
 			return fmt.Errorf("configs[%d]: %s is not served by the API server", i, kind.GVR)
 		}
-		if err := w.startConfigInformers(ctx, kind); err != nil {
+		if err := w.startConfigInformers(ctx, kind, resource.Kind); err != nil {
 			return fmt.Errorf("configs[%d]: %w", i, err)
 		}
 	}
@@ -135,12 +139,12 @@ func (w *Watcher) Run(ctx context.Context) {
 // tryWorkloadKind starts watching a workload kind if it is served, and
 // otherwise puts it on the list Run looks for; only the first miss warns.
 func (w *Watcher) tryWorkloadKind(ctx context.Context, kind config.WorkloadKind, first bool) error {
-	served, err := w.served(kind.GVR)
+	resource, err := w.served(kind.GVR)
 	if err != nil {
 		return fmt.Errorf("looking up workload kind %s: %w", kind.GVR, err)
 	}
 	label := kind.GVR.String()
-	if !served {
+	if resource == nil {
 		if first {
 			w.log.Warn("workload kind is not served (CRD not installed?); will watch it once it appears",
 				"resource", label, "check_every", w.discoveryInterval)
@@ -159,22 +163,23 @@ func (w *Watcher) tryWorkloadKind(ctx context.Context, kind config.WorkloadKind,
 	return nil
 }
 
-// served asks discovery whether the API server serves the resource. A missing
-// group-version is an answer (false), not an error.
-func (w *Watcher) served(gvr schema.GroupVersionResource) (bool, error) {
+// served asks discovery whether the API server serves the resource, and
+// returns its description, or nil when it is not served. A missing
+// group-version is an answer, not an error.
+func (w *Watcher) served(gvr schema.GroupVersionResource) (*metav1.APIResource, error) {
 	list, err := w.discovery.ServerResourcesForGroupVersion(gvr.GroupVersion().String())
 	if apierrors.IsNotFound(err) {
-		return false, nil
+		return nil, nil
 	}
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	for _, r := range list.APIResources {
-		if r.Name == gvr.Resource {
-			return true, nil
+	for i := range list.APIResources {
+		if list.APIResources[i].Name == gvr.Resource {
+			return &list.APIResources[i], nil
 		}
 	}
-	return false, nil
+	return nil, nil
 }
 
 func (w *Watcher) namespaces() []string {
@@ -184,9 +189,12 @@ func (w *Watcher) namespaces() []string {
 	return w.cfg.Namespaces
 }
 
-func (w *Watcher) startConfigInformers(ctx context.Context, kind config.ConfigKind) error {
+func (w *Watcher) startConfigInformers(ctx context.Context, kind config.ConfigKind, objectKind string) error {
 	for _, ns := range w.namespaces() {
-		informer := dynamicinformer.NewFilteredDynamicInformer(w.client, kind.GVR, ns, 0, cache.Indexers{}, nil).Informer()
+		informer, err := configInformer(w.rest, w.client, kind.GVR, objectKind, ns)
+		if err != nil {
+			return err
+		}
 		handler := configHandler{kind: kind.Name, handler: w.handler, metrics: w.metrics}
 		// The store joins the catalog before the informer runs, so no key it
 		// yields can be looked up before its store is known.
