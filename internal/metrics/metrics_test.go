@@ -42,7 +42,7 @@ func TestSeedMetricNames(t *testing.T) {
 		"deployment_restart_controller_deployment_restarts_total":           0,
 		"deployment_restart_controller_changes_processed_total":             1,
 		"deployment_restart_controller_changes_waiting_total":               1,
-		"workqueue_depth":                                                   1,
+		"workqueue_depth": 1,
 	}
 	for name, v := range want {
 		got, ok := values[name]
