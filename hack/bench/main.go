@@ -32,6 +32,7 @@ type options struct {
 	apiserverArgs  []string
 	cpuProfileSync time.Duration
 	compareDecode  bool
+	update         string
 	scales         []int
 	configMaps     int
 	configMapKB    int
@@ -58,6 +59,7 @@ func main() {
 	flag.StringVar(&apiArgs, "apiserver-args", "", "extra kube-apiserver flags, space separated")
 	flag.DurationVar(&o.cpuProfileSync, "cpu-profile-sync", 0, "if set, take a CPU profile of this length from the first controller's start (its sync) and add its top functions to the report; it slows the sync it measures")
 	flag.BoolVar(&o.compareDecode, "compare-decoding", false, "before starting the controller, time a sync of the same configs by protobuf typed informers in this process (what JSON decoding costs the controller)")
+	flag.StringVar(&o.update, "update", "put", "how configs are changed: put (whole object, new data in every key, protobuf) or merge-patch (JSON merge patch of one key)")
 	flag.StringVar(&scales, "scales", "1,4", "config size multipliers, one full run each")
 	flag.IntVar(&o.configMaps, "configmaps", 2000, "ConfigMaps")
 	flag.IntVar(&o.configMapKB, "configmap-kb", 100, "kB (1000 bytes) of data per ConfigMap at scale 1, over 10 keys")
@@ -82,6 +84,9 @@ func main() {
 	}
 	if o.changes, err = intList(changes); err != nil {
 		fail("--changes: %v", err)
+	}
+	if o.update != "put" && o.update != "merge-patch" {
+		fail("--update: want put or merge-patch, got %q", o.update)
 	}
 	o.controllerArgs = strings.Fields(ctrlArgs)
 	o.controllerEnv = strings.Fields(ctrlEnv)

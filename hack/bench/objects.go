@@ -241,45 +241,74 @@ func retryTransient(ctx context.Context, f func() error) error {
 
 // configRef is one config a change rewrites, and the Deployment that reads it.
 type configRef struct {
-	kind string // "configmap" or "secret", as in the applied-checksums keys
-	name string
-	dep  int
-	form string
+	kind  string // "configmap" or "secret", as in the applied-checksums keys
+	index int    // i of cm-i / secret-i
+	dep   int
+	form  string
 }
 
-func (c configRef) id() string { return c.kind + "/" + namespace + "/" + c.name }
+func (c configRef) name() string {
+	if c.kind == "configmap" {
+		return cmName(c.index)
+	}
+	return secretName(c.index)
+}
+
+func (c configRef) id() string { return c.kind + "/" + namespace + "/" + c.name() }
 
 // readBy lists the four configs Deployment d reads, in the order of the
 // reference forms of deployment().
 func readBy(d int) [4]configRef {
 	return [4]configRef{
-		{"configmap", cmName(2 * d), d, "ConfigMap volume"},
-		{"configmap", cmName(2*d + 1), d, "ConfigMap env key"},
-		{"secret", secretName(2 * d), d, "Secret envFrom"},
-		{"secret", secretName(2*d + 1), d, "Secret projected items"},
+		{"configmap", 2 * d, d, "ConfigMap volume"},
+		{"configmap", 2*d + 1, d, "ConfigMap env key"},
+		{"secret", 2 * d, d, "Secret envFrom"},
+		{"secret", 2*d + 1, d, "Secret projected items"},
 	}
 }
 
-// changeBody is a merge patch rewriting key k0 with new random data of the
-// same size; it is built before a phase starts so that generating data does
+// change is one prepared config update. With --update put it is the whole
+// object with new random data in every key, sent as an unconditional update in
+// protobuf (cheap for the API server, which shares the 2 cores with the
+// controller); with --update merge-patch it is a JSON merge patch of key k0
+// alone (what `kubectl patch` sends; the API server round-trips the whole
+// object through JSON to apply it). Both change data every reference form
+// reads. Changes are built before a phase starts so that generating data does
 // not delay the updates.
-func changeBody(r *rand.ChaCha8, c configRef, sz sizes) []byte {
-	var v string
-	if c.kind == "configmap" {
-		v = textValue(r, sz.cmKey)
-	} else {
-		v = base64.StdEncoding.EncodeToString(binValue(r, sz.secretKey))
-	}
-	body, _ := json.Marshal(map[string]any{"data": map[string]string{changedKey: v}})
-	return body
+type change struct {
+	patch  []byte
+	cm     *corev1.ConfigMap
+	secret *corev1.Secret
 }
 
-func applyChange(ctx context.Context, cs kubernetes.Interface, c configRef, body []byte) error {
-	var err error
+func prepareChange(r *rand.ChaCha8, c configRef, index int, sz sizes, method string) change {
+	if method == "merge-patch" {
+		var v string
+		if c.kind == "configmap" {
+			v = textValue(r, sz.cmKey)
+		} else {
+			v = base64.StdEncoding.EncodeToString(binValue(r, sz.secretKey))
+		}
+		body, _ := json.Marshal(map[string]any{"data": map[string]string{changedKey: v}})
+		return change{patch: body}
+	}
 	if c.kind == "configmap" {
-		_, err = cs.CoreV1().ConfigMaps(namespace).Patch(ctx, c.name, types.MergePatchType, body, metav1.PatchOptions{})
-	} else {
-		_, err = cs.CoreV1().Secrets(namespace).Patch(ctx, c.name, types.MergePatchType, body, metav1.PatchOptions{})
+		return change{cm: configMap(r, index, sz)}
+	}
+	return change{secret: secret(r, index, sz)}
+}
+
+func applyChange(ctx context.Context, cs kubernetes.Interface, c configRef, ch change) error {
+	var err error
+	switch {
+	case ch.cm != nil:
+		_, err = cs.CoreV1().ConfigMaps(namespace).Update(ctx, ch.cm, metav1.UpdateOptions{})
+	case ch.secret != nil:
+		_, err = cs.CoreV1().Secrets(namespace).Update(ctx, ch.secret, metav1.UpdateOptions{})
+	case c.kind == "configmap":
+		_, err = cs.CoreV1().ConfigMaps(namespace).Patch(ctx, c.name(), types.MergePatchType, ch.patch, metav1.PatchOptions{})
+	default:
+		_, err = cs.CoreV1().Secrets(namespace).Patch(ctx, c.name(), types.MergePatchType, ch.patch, metav1.PatchOptions{})
 	}
 	return err
 }

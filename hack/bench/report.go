@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os/exec"
 	"strings"
 	"time"
 )
@@ -56,10 +57,14 @@ func renderReport(o options, results []*scaleResult, began time.Time) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Benchmark run of %s\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(&b, "- Machine: %s\n", machine())
-	fmt.Fprintf(&b, "- Controller: `%s`, config `%s`, extra flags: `%s`, extra env: `%s`; extra kube-apiserver flags: `%s`\n",
-		o.controller, o.configFile, strings.Join(o.controllerArgs, " "), strings.Join(o.controllerEnv, " "), strings.Join(o.apiserverArgs, " "))
+	fmt.Fprintf(&b, "- Controller: `%s` (%s), config `%s`, extra flags: `%s`, extra env: `%s`; extra kube-apiserver flags: `%s`\n",
+		o.controller, controllerVersion(o.controller), o.configFile, strings.Join(o.controllerArgs, " "), strings.Join(o.controllerEnv, " "), strings.Join(o.apiserverArgs, " "))
 	fmt.Fprintf(&b, "- Scenario: %d ConfigMaps × %d kB and %d Secrets × %d kB (10 keys each, random data) at scale ×1; %d Deployments (replicas 0) each reading 2 ConfigMaps (volume; env configMapKeyRef) and 2 Secrets (envFrom; projected items)\n",
 		o.configMaps, o.configMapKB, o.secrets, o.secretKB, o.deployments)
+	fmt.Fprintf(&b, "- Config changes: %s\n", map[string]string{
+		"put":         "unconditional update of the whole object, new random data in every key, protobuf (`--update put`)",
+		"merge-patch": "JSON merge patch of key k0 (`--update merge-patch`)",
+	}[o.update])
 	fmt.Fprintf(&b, "- Whole run: %s\n", time.Since(began).Round(time.Second))
 	clean := true
 	for _, r := range results {
@@ -243,4 +248,15 @@ func phaseRows(set func(label, format string, args ...any), p *phaseResult) {
 		perRestart = fmt.Sprintf("%.2f", p.patches/float64(p.restarts))
 	}
 	set(short+": PATCHes per restart (conflicts)", "%s (%.0f)", perRestart, p.conflicts)
+	set(short+": controller's PATCH call, mean duration", "%s", sec(p.patchMean))
+}
+
+// controllerVersion is what the binary reports with --version (main.version
+// is set by `make build` from git describe).
+func controllerVersion(bin string) string {
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		return "version unknown"
+	}
+	return strings.TrimSpace(string(out))
 }

@@ -303,6 +303,7 @@ type phaseResult struct {
 	conflicts  float64
 	wall       time.Duration // first update issued → last carrying restart seen
 	cpu        float64       // controller CPU seconds from the first update to quiet
+	patchMean  time.Duration // mean duration of the controller's PATCH calls
 }
 
 // runPhase issues the changes (all at once from o.updaters goroutines, or one
@@ -311,7 +312,7 @@ func (e *env) runPhase(ctx context.Context, name string, changes []configRef, co
 	logf("--- %s (%d changes)", name, len(changes))
 	r := &phaseResult{name: name, changes: len(changes), grace: grace}
 	before := make([]string, len(changes))
-	bodies := make([][]byte, len(changes))
+	bodies := make([]change, len(changes))
 	targets := map[string]bool{}
 	rng := newRand()
 	for i, c := range changes {
@@ -319,7 +320,7 @@ func (e *env) runPhase(ctx context.Context, name string, changes []configRef, co
 		if before[i] == "" {
 			return nil, fmt.Errorf("%s has no applied checksum for %s", depName(c.dep), c.id())
 		}
-		bodies[i] = changeBody(rng, c, e.sz)
+		bodies[i] = prepareChange(rng, c, c.index, e.sz, e.o.update)
 		targets[depName(c.dep)] = true
 	}
 	r.deps = len(targets)
@@ -423,6 +424,9 @@ func (e *env) runPhase(ctx context.Context, name string, changes []configRef, co
 	r.patches = m1.patches - m0.patches
 	r.ctrlWrites = m1.writes - m0.writes
 	r.conflicts = m1.conflicts - m0.conflicts
+	if n := m1.patchCount - m0.patchCount; n > 0 {
+		r.patchMean = time.Duration((m1.patchSum - m0.patchSum) / n * float64(time.Second))
+	}
 	for dep, n := range e.rec.restartsBetween(start, end) {
 		if !targets[dep] {
 			r.stray += n
@@ -440,7 +444,7 @@ func (e *env) runPhase(ctx context.Context, name string, changes []configRef, co
 	return r, nil
 }
 
-type counters struct{ patches, writes, conflicts float64 }
+type counters struct{ patches, writes, conflicts, patchSum, patchCount float64 }
 
 func (e *env) counters(ctx context.Context) (counters, error) {
 	var c counters
@@ -454,6 +458,8 @@ func (e *env) counters(ctx context.Context) (counters, error) {
 	}
 	c.writes, _ = sumMetric(m, "deployment_restart_controller_deployment_annotation_updates_total")
 	c.conflicts, _ = sumMetric(m, "restart_controller_reconcile_errors_total", `reason="conflict"`)
+	c.patchSum, _ = sumMetric(m, "restart_controller_patch_duration_seconds_sum")
+	c.patchCount, _ = sumMetric(m, "restart_controller_patch_duration_seconds_count")
 	return c, nil
 }
 

@@ -65,7 +65,7 @@ ignoredErrors: [from-file]
 			name: "defaults",
 			file: "{}",
 			check: func(t *testing.T, s Settings) {
-				if s.Workers != 8 || s.LogFormat != "text" || s.GracePeriod != 5*time.Second || s.LeaseNamespace != "default" {
+				if s.Workers != 16 || s.LogFormat != "text" || s.GracePeriod != 5*time.Second || s.LeaseNamespace != "default" {
 					t.Errorf("got %+v", s)
 				}
 			},

@@ -44,7 +44,7 @@ func TestExampleIsTheDefault(t *testing.T) {
 		MetricsAddress:     "0.0.0.0:10254",
 		KubeAPIQPS:         200,
 		KubeAPIBurst:       400,
-		Workers:            8,
+		Workers:            16,
 		LogFormat:          "text",
 		LeaseNamespace:     "default",
 		LeaseName:          "restart-controller",
