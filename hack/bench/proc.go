@@ -158,6 +158,28 @@ func (p *controllerProc) waitReady(ctx context.Context, timeout time.Duration) (
 	}
 }
 
+// rssParts returns the anonymous (heap, stacks) and file-backed (the mapped
+// binary) parts of the current RSS in kB.
+func (p *controllerProc) rssParts() (anon, file int64) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.pid))
+	if err != nil {
+		return 0, 0
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 2 {
+			continue
+		}
+		switch f[0] {
+		case "RssAnon:":
+			anon, _ = strconv.ParseInt(f[1], 10, 64)
+		case "RssFile:":
+			file, _ = strconv.ParseInt(f[1], 10, 64)
+		}
+	}
+	return anon, file
+}
+
 // memory returns VmHWM (peak RSS) and VmRSS in kB from /proc/PID/status.
 func (p *controllerProc) memory() (hwm, rss int64, err error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.pid))

@@ -99,6 +99,7 @@ func renderReport(o options, results []*scaleResult, began time.Time) string {
 		}
 		set("**Peak RSS, whole run (VmHWM)**", "**%s**", kbString(r.hwm1))
 		set("Max sampled RSS (200 ms) / RSS at end", "%s / %s", kbString(r.sampled1), kbString(r.rss1))
+		set("RSS at end: anonymous (Go heap, stacks) / file-backed (mapped binary)", "%s / %s", kbString(r.anon1), kbString(r.file1))
 		set("CPU seconds, whole run", "%.2f s", r.cpu1)
 		set(fmt.Sprintf("Second start (grace %s): time to ready / first /readyz 200", o.grace), "%s / %s", sec(r.ready2), sec(r.readyz2))
 		set(fmt.Sprintf("Second start (grace %s): PATCHes at start-up", o.grace), "%.0f", r.writes2)

@@ -39,6 +39,7 @@ type scaleResult struct {
 	firstRestart int // restarts at first sight (must be 0)
 	heapInuse    float64
 	hwm1, rss1   int64
+	anon1, file1 int64 // RssAnon, RssFile at the end
 	sampled1     int64
 	cpu1         float64
 	phases       []*phaseResult
@@ -216,6 +217,7 @@ func runScale(ctx context.Context, o options, scale int) (_ *scaleResult, err er
 		res.phases = append(res.phases, p)
 	}
 	res.hwm1, res.rss1, _ = e.ctrl.memory()
+	res.anon1, res.file1 = e.ctrl.rssParts()
 	res.cpu1, _ = e.ctrl.cpuSeconds()
 	res.sampled1 = e.ctrl.sampledMaxRSSKB()
 	if err := e.ctrl.stop(); err != nil {

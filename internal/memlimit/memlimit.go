@@ -1,0 +1,52 @@
+// Package memlimit keeps the Go runtime's soft memory limit a few times above
+// the live heap. The controller's live heap is small (digests, not data), but
+// decoding config objects makes garbage proportional to their size; without a
+// limit the peak follows config bytes, with a fixed one a larger cluster would
+// make the collector thrash. A limit that follows the live heap does neither.
+package memlimit
+
+import (
+	"context"
+	"math"
+	"runtime/debug"
+	"runtime/metrics"
+	"time"
+)
+
+const liveHeapMetric = "/gc/heap/live:bytes"
+
+// Policy sets the limit to max(Floor, Factor × live heap).
+type Policy struct {
+	Floor  int64
+	Factor float64
+}
+
+// Limit is the soft memory limit for a live heap of the given size.
+func (p Policy) Limit(liveHeap uint64) int64 {
+	scaled := p.Factor * float64(liveHeap)
+	if scaled > math.MaxInt64/2 {
+		return math.MaxInt64
+	}
+	return max(p.Floor, int64(scaled))
+}
+
+// Run applies the policy now and every interval until ctx ends, then restores
+// the limit found at start.
+func Run(ctx context.Context, p Policy, interval time.Duration) {
+	previous := debug.SetMemoryLimit(-1)
+	defer debug.SetMemoryLimit(previous)
+	sample := []metrics.Sample{{Name: liveHeapMetric}}
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		metrics.Read(sample)
+		if sample[0].Value.Kind() == metrics.KindUint64 {
+			debug.SetMemoryLimit(p.Limit(sample[0].Value.Uint64()))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
