@@ -25,7 +25,9 @@ import (
 )
 
 type options struct {
-	controller     string
+	controller     string // the copy that runs
+	controllerPath string // as given
+	version        string
 	configFile     string
 	controllerArgs []string
 	controllerEnv  []string
@@ -122,8 +124,19 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	if err := os.MkdirAll(o.workDir, 0o755); err != nil {
+		fail("%v", err)
+	}
+	// Measure a copy: the binary under bin/ may be rebuilt while this runs.
+	snapshot := filepath.Join(o.workDir, "restart-controller")
+	if err := copyFile(o.controller, snapshot); err != nil {
+		fail("copying the controller: %v", err)
+	}
+	o.controllerPath, o.controller = o.controller, snapshot
+	o.version = controllerVersion(snapshot)
+
 	began := time.Now()
-	logf("work folder %s; load average %s", o.workDir, loadAverage())
+	logf("work folder %s; load average %s; controller %s (%s)", o.workDir, loadAverage(), o.controllerPath, o.version)
 	others := watchContention(ctx, o.workDir)
 	var results []*scaleResult
 	for _, s := range o.scales {
@@ -200,4 +213,12 @@ func machine() string {
 		}
 	}
 	return fmt.Sprintf("%d CPUs (%s), %s RAM, %s %s/%s", runtime.NumCPU(), cpu, mem, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
+func copyFile(from, to string) error {
+	data, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(to, data, 0o755)
 }

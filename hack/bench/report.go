@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os/exec"
 	"strings"
 	"time"
@@ -20,8 +21,11 @@ const (
 
 func kbString(kb int64) string { return fmt.Sprintf("%.1f MiB", float64(kb)/1024) }
 
+// noData stands for a figure without samples.
+const noData = time.Duration(math.MinInt64)
+
 func sec(d time.Duration) string {
-	if d < 0 {
+	if d == noData {
 		return "–"
 	}
 	return fmt.Sprintf("%.3f s", d.Seconds())
@@ -58,7 +62,7 @@ func renderReport(o options, results []*scaleResult, began time.Time) string {
 	fmt.Fprintf(&b, "## Benchmark run of %s\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(&b, "- Machine: %s\n", machine())
 	fmt.Fprintf(&b, "- Controller: `%s` (%s), config `%s`, extra flags: `%s`, extra env: `%s`; extra kube-apiserver flags: `%s`\n",
-		o.controller, controllerVersion(o.controller), o.configFile, strings.Join(o.controllerArgs, " "), strings.Join(o.controllerEnv, " "), strings.Join(o.apiserverArgs, " "))
+		o.controllerPath, o.version, o.configFile, strings.Join(o.controllerArgs, " "), strings.Join(o.controllerEnv, " "), strings.Join(o.apiserverArgs, " "))
 	fmt.Fprintf(&b, "- Scenario: %d ConfigMaps × %d kB and %d Secrets × %d kB (10 keys each, random data) at scale ×1; %d Deployments (replicas 0) each reading 2 ConfigMaps (volume; env configMapKeyRef) and 2 Secrets (envFrom; projected items)\n",
 		o.configMaps, o.configMapKB, o.secrets, o.secretKB, o.deployments)
 	fmt.Fprintf(&b, "- Config changes: %s\n", map[string]string{
@@ -95,7 +99,7 @@ func renderReport(o options, results []*scaleResult, began time.Time) string {
 		set("Initial recording: PATCHes / restarts", "%.0f / %d", r.recordWrites, r.firstRestart)
 		set("Go heap in use after sync (after GC)", "%.1f MiB", r.heapInuse/(1<<20))
 		for _, p := range r.phases {
-			phaseRows(set, p)
+			phaseRows(set, p, o.updaters)
 		}
 		set("**Peak RSS, whole run (VmHWM)**", "**%s**", kbString(r.hwm1))
 		set("Max sampled RSS (200 ms) / RSS at end", "%s / %s", kbString(r.sampled1), kbString(r.rss1))
@@ -106,7 +110,7 @@ func renderReport(o options, results []*scaleResult, began time.Time) string {
 		if p := r.graceSingles; p != nil {
 			st := stats(p.latencies)
 			lbl := fmt.Sprintf("One change, grace %s: latency − grace p50 / max (n=%d)", o.grace, p.changes)
-			set(lbl, "%s / %s", sec(st.p50-p.grace), sec(st.max-p.grace))
+			set(lbl, "%s / %s", sec(minus(st.p50, p.grace)), sec(minus(st.max, p.grace)))
 			set(fmt.Sprintf("One change, grace %s: restarts / changes", o.grace), "%d / %d%s", p.restarts, p.changes, missingNote(p))
 		}
 		set(fmt.Sprintf("Second start (grace %s): peak RSS / CPU seconds", o.grace), "%s / %.2f s", kbString(r.hwm2), r.cpu2)
@@ -165,8 +169,8 @@ func renderReport(o options, results []*scaleResult, began time.Time) string {
 				continue
 			}
 			st := stats(p.latencies)
-			worst = max(worst, st.max-p.grace)
-			ok = ok && p.missing == 0 && p.updateErrs == 0 && st.max-p.grace <= targetSingleExtra
+			worst = max(worst, minus(st.max, p.grace))
+			ok = ok && st.n > 0 && p.missing == 0 && p.updateErrs == 0 && st.max-p.grace <= targetSingleExtra
 		}
 		return fmt.Sprintf("%s (worst %s over grace)", mark(ok), sec(worst))
 	})
@@ -191,7 +195,7 @@ func renderReport(o options, results []*scaleResult, began time.Time) string {
 					continue
 				}
 				st := stats(q.latencies)
-				ok := st.p99 >= 0 && st.p99 <= limit && q.missing == 0 && q.updateErrs == 0 && q.stray == 0
+				ok := st.n > 0 && st.p99 <= limit && q.missing == 0 && q.updateErrs == 0 && q.stray == 0
 				if q.changes == q.deps {
 					ok = ok && q.once == q.deps
 				}
@@ -228,7 +232,7 @@ func missingNote(p *phaseResult) string {
 	return " (" + strings.Join(notes, ", ") + ")"
 }
 
-func phaseRows(set func(label, format string, args ...any), p *phaseResult) {
+func phaseRows(set func(label, format string, args ...any), p *phaseResult, updaters int) {
 	st := stats(p.latencies)
 	short := strings.TrimSuffix(p.name, ", grace 0")
 	if p.changes <= 20 && !strings.HasPrefix(p.name, "N=") {
@@ -241,6 +245,7 @@ func phaseRows(set func(label, format string, args ...any), p *phaseResult) {
 	sd := stats(p.sinceDone)
 	set(short+": latency from update returned p50 / p99 / max", "%s / %s / %s", sec(sd.p50), sec(sd.p99), sec(sd.max))
 	set(short+": update calls returned p50 / max", "%s / %s", sec(stats(p.returned).p50), sec(stats(p.returned).max))
+	set(fmt.Sprintf("%s: updates issued over (first → last issued, %d at a time)", short, updaters), "%s", sec(p.issueSpan))
 	set(short+": last restart seen after first update / controller CPU seconds", "%s / %.2f s", sec(p.wall), p.cpu)
 	set(short+": restarts / changes (Deployments)", "%d / %d (%d)%s", p.restarts, p.changes, p.deps, missingNote(p))
 	set(short+": Deployments restarted exactly once", "%d / %d (max %d each)", p.once, p.deps, p.maxPerDep)
@@ -260,4 +265,11 @@ func controllerVersion(bin string) string {
 		return "version unknown"
 	}
 	return strings.TrimSpace(string(out))
+}
+
+func minus(d, by time.Duration) time.Duration {
+	if d == noData {
+		return noData
+	}
+	return d - by
 }

@@ -306,6 +306,7 @@ type phaseResult struct {
 	wall       time.Duration // first update issued → last carrying restart seen
 	cpu        float64       // controller CPU seconds from the first update to quiet
 	patchMean  time.Duration // mean duration of the controller's PATCH calls
+	issueSpan  time.Duration // first update issued → last update issued
 }
 
 // runPhase issues the changes (all at once from o.updaters goroutines, or one
@@ -388,6 +389,13 @@ func (e *env) runPhase(ctx context.Context, name string, changes []configRef, co
 			time.Sleep(200 * time.Millisecond) // let the Deployment controller's own write pass
 		}
 	}
+	var lastIssued time.Time
+	for _, t := range issued {
+		if t.After(lastIssued) {
+			lastIssued = t
+		}
+	}
+	r.issueSpan = lastIssued.Sub(start)
 	var lastSeen time.Time
 	for i, c := range changes {
 		if errs[i] != nil {
@@ -529,7 +537,7 @@ type pct struct {
 // stats returns nearest-rank percentiles.
 func stats(d []time.Duration) pct {
 	if len(d) == 0 {
-		return pct{p50: -1, p90: -1, p99: -1, max: -1}
+		return pct{p50: noData, p90: noData, p99: noData, max: noData}
 	}
 	s := slices.Clone(d)
 	slices.Sort(s)

@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"context"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -105,5 +106,24 @@ func TestWorkloadHandlerSkipsUpdatesDecisionsDoNotSee(t *testing.T) {
 	want := catalog.WorkloadKey{Resource: deployments, Namespace: "shop", Name: "web"}
 	if len(rec.workloads) != 1 || rec.workloads[0] != want {
 		t.Fatalf("add: got %v, want [%v]", rec.workloads, want)
+	}
+}
+
+// Before the informers exist there is nothing to check, which must not read
+// as "synced": /readyz would answer 200 before any cache is filled.
+func TestNotReadyBeforeTheInitialSync(t *testing.T) {
+	w := &Watcher{}
+	if err := w.Ready(); err == nil {
+		t.Fatal("ready before any informer started")
+	}
+	if err := w.WaitForSync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Ready(); err != nil {
+		t.Fatalf("not ready after the initial sync: %v", err)
+	}
+	w.synced = append(w.synced, func() bool { return false })
+	if err := w.Ready(); err == nil {
+		t.Fatal("ready while a later informer has not synced")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -53,6 +54,9 @@ type Watcher struct {
 	mu      sync.Mutex
 	synced  []cache.InformerSynced
 	missing []config.WorkloadKind
+	// started is set once WaitForSync succeeded: before the informers exist,
+	// an empty list of sync checks would otherwise read as "all synced".
+	started atomic.Bool
 }
 
 // New returns a watcher; Start begins watching.
@@ -95,11 +99,16 @@ func (w *Watcher) WaitForSync(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return fmt.Errorf("waiting for caches to sync: %w", context.Cause(ctx))
 	}
+	w.started.Store(true)
 	return nil
 }
 
-// Ready reports nil once every started informer has synced.
+// Ready reports nil once the initial sync is done and every informer started
+// since (a kind whose CRD appeared later) has synced too.
 func (w *Watcher) Ready() error {
+	if !w.started.Load() {
+		return errors.New("caches not synced yet")
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, s := range w.synced {
