@@ -127,9 +127,10 @@ func main() {
 	if err := os.MkdirAll(o.workDir, 0o755); err != nil {
 		fail("%v", err)
 	}
-	// Measure a copy: the binary under bin/ may be rebuilt while this runs.
+	// Measure a snapshot: the binary under bin/ may be rebuilt while this runs
+	// (go build replaces the file, so a hard link keeps the old one).
 	snapshot := filepath.Join(o.workDir, "restart-controller")
-	if err := copyFile(o.controller, snapshot); err != nil {
+	if err := snapshotBinary(o.controller, snapshot); err != nil {
 		fail("copying the controller: %v", err)
 	}
 	o.controllerPath, o.controller = o.controller, snapshot
@@ -215,7 +216,16 @@ func machine() string {
 	return fmt.Sprintf("%d CPUs (%s), %s RAM, %s %s/%s", runtime.NumCPU(), cpu, mem, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
 
-func copyFile(from, to string) error {
+// snapshotBinary hard-links the binary (same inode, same page cache, so the
+// same resident text as running it in place) and copies it only when a link
+// is impossible. A fresh copy is not neutral: its text comes from newly
+// written page cache and measured about 6 MiB more file-backed RSS.
+func snapshotBinary(from, to string) error {
+	_ = os.Remove(to)
+	if err := os.Link(from, to); err == nil {
+		return nil
+	}
+	logf("warning: cannot hard-link %s into the work folder; measuring a copy, whose file-backed RSS may differ", from)
 	data, err := os.ReadFile(from)
 	if err != nil {
 		return err
