@@ -51,7 +51,9 @@ func restConfig(s config.Settings) (*rest.Config, error) {
 	return rc, nil
 }
 
-func runController(ctx context.Context, cfg *config.Config, log hclog.Logger) error {
+// runController runs until ctx ends; onSynced is called once the caches have
+// synced.
+func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, onSynced func()) error {
 	started := time.Now()
 	rc, err := restConfig(cfg.Settings)
 	if err != nil {
@@ -120,6 +122,7 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger) er
 	if err := watcher.WaitForSync(ctx); err != nil {
 		return err
 	}
+	onSynced()
 	configs, workloads := cat.Counts()
 	m.Ready.Set(1)
 	log.Info("caches synced", "configs", configs, "workloads", workloads, "after", time.Since(started).Round(time.Millisecond))

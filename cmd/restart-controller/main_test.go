@@ -33,7 +33,7 @@ func TestRunExitCodes(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			code := run(context.Background(), c.args, noEnv, &stdout, &stderr)
+			code := run(context.Background(), c.args, noEnv, &stdout, &stderr, func() {})
 			if code != c.wantCode {
 				t.Fatalf("exit code %d, want %d\nstderr: %s", code, c.wantCode, stderr.String())
 			}
@@ -60,7 +60,7 @@ current-context: x
 	}
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"--config", "../../examples/config.yaml", "--kubeconfig", kubeconfig,
-		"--metrics-address", "127.0.0.1:0"}, noEnv, &stdout, &stderr)
+		"--metrics-address", "127.0.0.1:0"}, noEnv, &stdout, &stderr, func() {})
 	if code != 1 || !strings.Contains(stderr.String(), "starting watches") {
 		t.Fatalf("exit code %d, stderr:\n%s", code, stderr.String())
 	}

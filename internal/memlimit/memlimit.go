@@ -10,6 +10,7 @@ import (
 	"math"
 	"runtime/debug"
 	"runtime/metrics"
+	"sync"
 	"time"
 )
 
@@ -30,9 +31,33 @@ func (p Policy) Limit(liveHeap uint64) int64 {
 	return max(p.Floor, int64(scaled))
 }
 
+// Limiter applies a policy that can be changed while it runs: the start-up
+// sync, when every config is decoded at once, wants a tighter one than the
+// steady state, when GC time competes with reacting to changes.
+type Limiter struct {
+	mu     sync.Mutex
+	policy Policy
+}
+
+// NewLimiter returns a limiter starting with the given policy.
+func NewLimiter(p Policy) *Limiter { return &Limiter{policy: p} }
+
+// Set replaces the policy; Run applies it at its next tick.
+func (l *Limiter) Set(p Policy) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.policy = p
+}
+
+func (l *Limiter) current() Policy {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.policy
+}
+
 // Run applies the policy now and every interval until ctx ends, then restores
 // the limit found at start.
-func Run(ctx context.Context, p Policy, interval time.Duration) {
+func (l *Limiter) Run(ctx context.Context, interval time.Duration) {
 	previous := debug.SetMemoryLimit(-1)
 	defer debug.SetMemoryLimit(previous)
 	sample := []metrics.Sample{{Name: liveHeapMetric}}
@@ -41,7 +66,7 @@ func Run(ctx context.Context, p Policy, interval time.Duration) {
 	for {
 		metrics.Read(sample)
 		if sample[0].Value.Kind() == metrics.KindUint64 {
-			debug.SetMemoryLimit(p.Limit(sample[0].Value.Uint64()))
+			debug.SetMemoryLimit(l.current().Limit(sample[0].Value.Uint64()))
 		}
 		select {
 		case <-ctx.Done():

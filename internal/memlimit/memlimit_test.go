@@ -31,15 +31,20 @@ func TestRunSetsAndRestoresTheLimit(t *testing.T) {
 	before := debug.SetMemoryLimit(-1)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	p := Policy{Floor: 1 << 40, Factor: 0} // an unmistakable value
-	go func() { Run(ctx, p, time.Hour); close(done) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for debug.SetMemoryLimit(-1) != 1<<40 {
-		if time.Now().After(deadline) {
-			t.Fatal("limit never applied")
+	l := NewLimiter(Policy{Floor: 1 << 40, Factor: 0}) // an unmistakable value
+	go func() { l.Run(ctx, time.Millisecond); close(done) }()
+	waitLimit := func(want int64) {
+		deadline := time.Now().Add(10 * time.Second)
+		for debug.SetMemoryLimit(-1) != want {
+			if time.Now().After(deadline) {
+				t.Fatalf("limit %d never applied", want)
+			}
+			time.Sleep(time.Millisecond)
 		}
-		time.Sleep(time.Millisecond)
 	}
+	waitLimit(1 << 40)
+	l.Set(Policy{Floor: 1 << 41, Factor: 0})
+	waitLimit(1 << 41)
 	cancel()
 	<-done
 	if got := debug.SetMemoryLimit(-1); got != before {
