@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -16,6 +15,9 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/restart-controller/restart-controller/internal/promtext"
+	"github.com/restart-controller/restart-controller/internal/testcluster"
 )
 
 // clockTicks is USER_HZ, the unit of utime and stime in /proc/PID/stat; 100 on
@@ -38,24 +40,15 @@ type controllerProc struct {
 
 var httpClient = &http.Client{Timeout: 10 * time.Second}
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // startController starts the binary and samples its RSS every 200 ms until it
 // exits.
 func startController(o options, kubeconfig, logPath string, grace time.Duration) (*controllerProc, error) {
-	port, err := freePort()
+	ports, err := testcluster.FreePorts(1)
 	if err != nil {
 		return nil, err
 	}
 	p := &controllerProc{
-		addr:       fmt.Sprintf("127.0.0.1:%d", port),
+		addr:       fmt.Sprintf("127.0.0.1:%d", ports[0]),
 		logPath:    logPath,
 		done:       make(chan struct{}),
 		stopSample: make(chan struct{}),
@@ -140,7 +133,7 @@ func (p *controllerProc) waitReady(ctx context.Context, timeout time.Duration) (
 				readyz = at
 			}
 			if code, text := get("/metrics"); code == http.StatusOK {
-				if v, ok := sumMetric(text, "restart_controller_ready"); ok && v == 1 {
+				if v, ok := promtext.Sum(text, "restart_controller_ready"); ok && v == 1 {
 					return at, readyz, nil
 				}
 			}
@@ -275,55 +268,6 @@ func (p *controllerProc) logTail(n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-// sumMetric adds up every sample of the named metric in Prometheus text
-// whose labels contain every one of the given `key="value"` strings.
-func sumMetric(text, name string, labels ...string) (float64, bool) {
-	var total float64
-	found := false
-	s := bufio.NewScanner(strings.NewReader(text))
-	s.Buffer(make([]byte, 1<<20), 1<<20)
-	for s.Scan() {
-		line := s.Text()
-		if !strings.HasPrefix(line, name) || strings.HasPrefix(line, "#") {
-			continue
-		}
-		rest := line[len(name):]
-		var lbl string
-		switch {
-		case strings.HasPrefix(rest, "{"):
-			end := strings.LastIndexByte(rest, '}')
-			if end < 0 {
-				continue
-			}
-			lbl, rest = rest[:end+1], rest[end+1:]
-		case strings.HasPrefix(rest, " "):
-		default:
-			continue // a longer metric name
-		}
-		match := true
-		for _, l := range labels {
-			if !strings.Contains(lbl, l) {
-				match = false
-				break
-			}
-		}
-		if !match {
-			continue
-		}
-		f := strings.Fields(rest)
-		if len(f) == 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(f[0], 64)
-		if err != nil {
-			continue
-		}
-		total += v
-		found = true
-	}
-	return total, found
 }
 
 // cpuProfile fetches a CPU profile of the given length as soon as the metrics

@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/restart-controller/restart-controller/internal/testcluster"
+
+	"github.com/restart-controller/restart-controller/internal/promtext"
 )
 
 // etcdQuota leaves room for the ×4 scenario (about 1 GB of configs plus the
@@ -195,7 +197,7 @@ func runScale(ctx context.Context, o options, scale int) (_ *scaleResult, err er
 		return nil, err
 	}
 	if m, err := e.ctrl.metrics(); err == nil {
-		res.heapInuse, _ = sumMetric(m, "go_memstats_heap_inuse_bytes")
+		res.heapInuse, _ = promtext.Sum(m, "go_memstats_heap_inuse_bytes")
 	}
 
 	// Phases of the first controller.
@@ -466,10 +468,10 @@ func (e *env) counters(ctx context.Context) (counters, error) {
 	if err != nil {
 		return c, err
 	}
-	c.writes, _ = sumMetric(m, "deployment_restart_controller_deployment_annotation_updates_total")
-	c.conflicts, _ = sumMetric(m, "restart_controller_reconcile_errors_total", `reason="conflict"`)
-	c.patchSum, _ = sumMetric(m, "restart_controller_patch_duration_seconds_sum")
-	c.patchCount, _ = sumMetric(m, "restart_controller_patch_duration_seconds_count")
+	c.writes, _ = promtext.Sum(m, "deployment_restart_controller_deployment_annotation_updates_total")
+	c.conflicts, _ = promtext.Sum(m, "restart_controller_reconcile_errors_total", `reason="conflict"`)
+	c.patchSum, _ = promtext.Sum(m, "restart_controller_patch_duration_seconds_sum")
+	c.patchCount, _ = promtext.Sum(m, "restart_controller_patch_duration_seconds_count")
 	return c, nil
 }
 
@@ -481,7 +483,7 @@ func (e *env) apiserverPatches(ctx context.Context) (float64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("API server metrics: %w", err)
 	}
-	v, _ := sumMetric(string(b), "apiserver_request_total", `verb="PATCH"`, `resource="deployments"`, `subresource=""`)
+	v, _ := promtext.Sum(string(b), "apiserver_request_total", `verb="PATCH"`, `resource="deployments"`, `subresource=""`)
 	return v, nil
 }
 
@@ -494,9 +496,9 @@ func (e *env) waitQuiet(ctx context.Context) error {
 	for time.Now().Before(deadline) {
 		m, err := e.ctrl.metrics()
 		if err == nil {
-			depth, _ := sumMetric(m, "workqueue_depth")
-			inFlight, _ := sumMetric(m, "restart_controller_reconciles_in_flight")
-			waiting, _ := sumMetric(m, "deployment_restart_controller_changes_waiting_total")
+			depth, _ := promtext.Sum(m, "workqueue_depth")
+			inFlight, _ := promtext.Sum(m, "restart_controller_reconciles_in_flight")
+			waiting, _ := promtext.Sum(m, "deployment_restart_controller_changes_waiting_total")
 			idle := time.Since(e.rec.lastWriteSeen())
 			state = fmt.Sprintf("queue depth %.0f, in flight %.0f, changes waiting %.0f, last write %s ago", depth, inFlight, waiting, idle.Round(time.Millisecond))
 			if depth == 0 && inFlight == 0 && waiting == 0 && idle >= quiet {

@@ -154,7 +154,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		}
 	}()
 
-	ports, err := freePorts(3)
+	ports, err := FreePorts(3)
 	if err != nil {
 		return nil, err
 	}
@@ -640,9 +640,9 @@ func (c *Cluster) waitDefaultServiceAccount(ctx context.Context, cs kubernetes.I
 		}, func() error { return last })
 }
 
-// freePorts reserves n distinct free loopback ports by listening on
+// FreePorts reserves n distinct free loopback ports by listening on
 // 127.0.0.1:0 (all at once, so they differ) and releases them.
-func freePorts(n int) ([]int, error) {
+func FreePorts(n int) ([]int, error) {
 	var ports []int
 	var ls []net.Listener
 	defer func() {

@@ -1,19 +1,19 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/restart-controller/restart-controller/internal/promtext"
+	"github.com/restart-controller/restart-controller/internal/testcluster"
 )
 
 // controllerProcess is the controller binary running as a real process, so
@@ -25,22 +25,14 @@ type controllerProcess struct {
 	done    chan struct{}
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // startController runs the binary with the suite's kubeconfig and the given
 // config file and flags, and waits until /readyz answers.
 func (s *suite) startController(ctx context.Context, name, configFile string, args ...string) (*controllerProcess, error) {
-	port, err := freePort()
+	ports, err := testcluster.FreePorts(1)
 	if err != nil {
 		return nil, err
 	}
+	port := ports[0]
 	p := &controllerProcess{
 		logPath: filepath.Join(s.workDir, "controller-"+name+".log"),
 		metrics: fmt.Sprintf("127.0.0.1:%d", port),
@@ -144,35 +136,13 @@ func (p *controllerProcess) Metric(name string) (float64, error) {
 		return 0, err
 	}
 	defer resp.Body.Close()
-	return sumMetric(resp.Body, name)
-}
-
-func sumMetric(r io.Reader, name string) (float64, error) {
-	var total float64
-	found := false
-	scanner := bufio.NewScanner(r)
-	scanner.Buffer(make([]byte, 1024*1024), 1024*1024)
-	for scanner.Scan() {
-		line := scanner.Text()
-		if strings.HasPrefix(line, "#") {
-			continue
-		}
-		metric, value, ok := strings.Cut(line, " ")
-		if !ok {
-			continue
-		}
-		if metric != name && !strings.HasPrefix(metric, name+"{") {
-			continue
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
-		if err != nil {
-			return 0, fmt.Errorf("parsing %q: %w", line, err)
-		}
-		total += v
-		found = true
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
 	}
+	v, found := promtext.Sum(string(body), name)
 	if !found {
 		return 0, fmt.Errorf("metric %s not exposed", name)
 	}
-	return total, scanner.Err()
+	return v, nil
 }
