@@ -259,15 +259,11 @@ func (p *controllerProc) stop() error {
 }
 
 func (p *controllerProc) logTail(n int) string {
-	data, err := os.ReadFile(p.logPath)
+	s, err := testcluster.TailFile(p.logPath, n)
 	if err != nil {
 		return err.Error()
 	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+	return s
 }
 
 // cpuProfile fetches a CPU profile of the given length as soon as the metrics

@@ -366,7 +366,7 @@ func (c *Cluster) LogTail(n int) string {
 func (c *Cluster) tail(n int, names ...string) string {
 	var b strings.Builder
 	for _, name := range names {
-		s, err := tailFile(c.logPath(name), n)
+		s, err := TailFile(c.logPath(name), n)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}

@@ -169,8 +169,8 @@ func readPids(path string) ([]*proc, error) {
 	return procs, nil
 }
 
-// tailFile returns the last n lines of a file, reading at most 1 MiB from its end.
-func tailFile(path string, n int) (string, error) {
+// TailFile returns the last n lines of a file, reading at most 1 MiB from its end.
+func TailFile(path string, n int) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", err

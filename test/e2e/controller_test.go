@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -118,15 +117,11 @@ func (p *controllerProcess) Kill() {
 func (p *controllerProcess) ExitCode() int { return p.cmd.ProcessState.ExitCode() }
 
 func (p *controllerProcess) LogTail(n int) string {
-	data, err := os.ReadFile(p.logPath)
+	s, err := testcluster.TailFile(p.logPath, n)
 	if err != nil {
 		return err.Error()
 	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+	return s
 }
 
 // Metric returns the sum of every sample of the named metric (all label sets).

@@ -167,6 +167,21 @@ func (f *fleet) changeEvery(ctx context.Context, t *testing.T, period time.Durat
 	}
 }
 
+// startChanging runs changeEvery in the background; the returned stop ends it
+// and waits until no change is under way.
+func (f *fleet) startChanging(ctx context.Context, t *testing.T, period time.Duration) (stop func()) {
+	changeCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.changeEvery(changeCtx, t, period)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
 // waitAllRestartedAfterLastChange is the no-miss proof: every workload's
 // restart timestamp is later than the last change of every config it reads.
 // It returns the number of restarts (new ReplicaSets) of the fleet.
@@ -224,13 +239,7 @@ func TestChaosKillNineLosesNoRestart(t *testing.T) {
 	}
 	f.waitRecorded(t)
 
-	changeCtx, stopChanges := context.WithCancel(ctx)
-	var changer sync.WaitGroup
-	changer.Add(1)
-	go func() {
-		defer changer.Done()
-		f.changeEvery(changeCtx, t, 150*time.Millisecond)
-	}()
+	stopChanges := f.startChanging(ctx, t, 150*time.Millisecond)
 	kills := 0
 	deadline := time.Now().Add(60 * time.Second)
 	for kills < 20 || time.Now().Before(deadline) {
@@ -244,7 +253,6 @@ func TestChaosKillNineLosesNoRestart(t *testing.T) {
 		}
 	}
 	stopChanges()
-	changer.Wait()
 	restarts := f.waitAllRestartedAfterLastChange(t)
 	t.Logf("chaos: %d SIGKILLs, %d config changes, %d restarts over %d workloads, zero missed", kills, f.changes, restarts, len(f.readers))
 	p.Stop()
@@ -286,13 +294,7 @@ func TestLeaderFailover(t *testing.T) {
 	waitFor(t, "a leader", func() (bool, error) { return holder() != "", nil })
 	f.waitRecorded(t)
 
-	changeCtx, stopChanges := context.WithCancel(ctx)
-	var changer sync.WaitGroup
-	changer.Add(1)
-	go func() {
-		defer changer.Done()
-		f.changeEvery(changeCtx, t, 200*time.Millisecond)
-	}()
+	stopChanges := f.startChanging(ctx, t, 200*time.Millisecond)
 	time.Sleep(3 * time.Second) // let changes flow to the first leader
 	leader := holder()
 	replicas[leader].Kill()
@@ -307,7 +309,6 @@ func TestLeaderFailover(t *testing.T) {
 	failover := time.Since(killed)
 	time.Sleep(3 * time.Second) // changes keep flowing to the new leader
 	stopChanges()
-	changer.Wait()
 	restarts := f.waitAllRestartedAfterLastChange(t)
 	t.Logf("failover: leader %s killed, %s took over after %s (lease duration 4s); %d changes, %d restarts, zero missed",
 		leader, survivor, failover.Round(10*time.Millisecond), f.changes, restarts)
