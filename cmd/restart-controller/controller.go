@@ -82,7 +82,7 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, on
 	if err != nil {
 		return fmt.Errorf("creating metadata client: %w", err)
 	}
-	ctrl, err := restart.New(cfg, cat, client, restart.APIExists(meta, cfg.Configs), m, recorder, log.Named("restart"))
+	ctrl, err := restart.New(cfg, cat, client, restart.APIExists(meta, cfg.Sources), m, recorder, log.Named("restart"))
 	if err != nil {
 		return err
 	}
@@ -123,9 +123,9 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, on
 		return err
 	}
 	onSynced()
-	configs, workloads := cat.Counts()
+	sources, workloads := cat.Counts()
 	m.Ready.Set(1)
-	log.Info("caches synced", "configs", configs, "workloads", workloads, "after", time.Since(started).Round(time.Millisecond))
+	log.Info("caches synced", "sources", sources, "workloads", workloads, "after", time.Since(started).Round(time.Millisecond))
 
 	if !cfg.Settings.LeaderElect {
 		m.Leader.Set(1)

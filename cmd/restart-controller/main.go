@@ -16,7 +16,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 
-	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/cli"
 	"github.com/restart-controller/restart-controller/internal/logging"
 	"github.com/restart-controller/restart-controller/internal/memlimit"
 )
@@ -25,10 +25,10 @@ import (
 var version = "dev"
 
 // Memory: the live heap is small (digests, not data), and the peak is garbage
-// from decoding config objects, which grows with their size. It peaks during
-// the start-up sync, when every config is decoded at once: there a soft limit
+// from decoding source objects, which grows with their size. It peaks during
+// the start-up sync, when every source is decoded at once: there a soft limit
 // of twice the live heap (GC at 50% growth targets 1.5x) bounds the
-// overshoot. Afterwards config events trickle in and GC time competes with
+// overshoot. Afterwards source events trickle in and GC time competes with
 // reacting to them, so the limit relaxes to three times the live heap. Both
 // follow the live heap, so a larger cluster never thrashes against a limit
 // meant for a smaller one (BENCHMARKS.md has the measurements). GOGC and
@@ -61,12 +61,12 @@ func main() {
 func run(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer, onSynced func()) int {
 	fs := pflag.NewFlagSet("restart-controller", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
-	config.Flags(fs)
-	cfg, err := config.Load(fs, args, lookupEnv)
+	cli.Flags(fs)
+	cfg, err := cli.Load(fs, args, lookupEnv)
 	switch {
 	case errors.Is(err, pflag.ErrHelp):
 		return 0
-	case errors.Is(err, config.ErrVersion):
+	case errors.Is(err, cli.ErrVersion):
 		fmt.Fprintln(stdout, "restart-controller", version)
 		return 0
 	case err != nil:

@@ -7,13 +7,13 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// ByConfigIndex is the workload cache index from a config's ID string to the
-// workloads that read it; it replaces listing workloads on every config event.
-const ByConfigIndex = "byConfig"
+// BySourceIndex is the workload cache index from a source's ID string to the
+// workloads that read it; it replaces listing workloads on every source event.
+const BySourceIndex = "bySource"
 
 // WorkloadIndexers are the indexers every workload informer must carry.
 func WorkloadIndexers() cache.Indexers {
-	return cache.Indexers{ByConfigIndex: func(obj interface{}) ([]string, error) {
+	return cache.Indexers{BySourceIndex: func(obj interface{}) ([]string, error) {
 		w, ok := obj.(*WorkloadState)
 		if !ok {
 			return nil, nil
@@ -31,24 +31,24 @@ func WorkloadIndexers() cache.Indexers {
 // the caches themselves are safe for concurrent use.
 type Catalog struct {
 	mu        sync.RWMutex
-	configs   map[string][]cache.Indexer
+	sources   map[string][]cache.Indexer
 	workloads map[schema.GroupVersionResource][]cache.Indexer
 }
 
 // New returns an empty catalog.
 func New() *Catalog {
 	return &Catalog{
-		configs:   map[string][]cache.Indexer{},
+		sources:   map[string][]cache.Indexer{},
 		workloads: map[schema.GroupVersionResource][]cache.Indexer{},
 	}
 }
 
-// AddConfigStore registers the cache of one config kind (one per watched
+// AddSourceStore registers the cache of one source kind (one per watched
 // namespace when watching is limited to namespaces).
-func (c *Catalog) AddConfigStore(kind string, store cache.Indexer) {
+func (c *Catalog) AddSourceStore(kind string, store cache.Indexer) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.configs[kind] = append(c.configs[kind], store)
+	c.sources[kind] = append(c.sources[kind], store)
 }
 
 // AddWorkloadStore registers the cache of one workload kind.
@@ -58,15 +58,15 @@ func (c *Catalog) AddWorkloadStore(resource schema.GroupVersionResource, store c
 	c.workloads[resource] = append(c.workloads[resource], store)
 }
 
-// Config returns the cached state of a config, or false when it does not exist.
-func (c *Catalog) Config(id ConfigID) (*ConfigState, bool) {
+// Source returns the cached state of a source, or false when it does not exist.
+func (c *Catalog) Source(id SourceID) (*SourceState, bool) {
 	c.mu.RLock()
-	stores := c.configs[id.Kind]
+	stores := c.sources[id.Kind]
 	c.mu.RUnlock()
 	key := id.Namespace + "/" + id.Name
 	for _, store := range stores {
 		if obj, exists, err := store.GetByKey(key); err == nil && exists {
-			if state, ok := obj.(*ConfigState); ok {
+			if state, ok := obj.(*SourceState); ok {
 				return state, true
 			}
 		}
@@ -92,13 +92,13 @@ func (c *Catalog) Workload(key WorkloadKey) (*WorkloadState, bool) {
 
 // WorkloadsReading returns the keys of every cached workload whose pod
 // template references the config.
-func (c *Catalog) WorkloadsReading(id ConfigID) []WorkloadKey {
+func (c *Catalog) WorkloadsReading(id SourceID) []WorkloadKey {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	var keys []WorkloadKey
 	for resource, stores := range c.workloads {
 		for _, store := range stores {
-			objs, err := store.ByIndex(ByConfigIndex, id.String())
+			objs, err := store.ByIndex(BySourceIndex, id.String())
 			if err != nil {
 				continue
 			}
@@ -112,13 +112,13 @@ func (c *Catalog) WorkloadsReading(id ConfigID) []WorkloadKey {
 	return keys
 }
 
-// Counts returns how many configs and workloads the caches hold.
-func (c *Catalog) Counts() (configs, workloads int) {
+// Counts returns how many sources and workloads the caches hold.
+func (c *Catalog) Counts() (sources, workloads int) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	for _, stores := range c.configs {
+	for _, stores := range c.sources {
 		for _, s := range stores {
-			configs += len(s.ListKeys())
+			sources += len(s.ListKeys())
 		}
 	}
 	for _, stores := range c.workloads {
@@ -126,5 +126,5 @@ func (c *Catalog) Counts() (configs, workloads int) {
 			workloads += len(s.ListKeys())
 		}
 	}
-	return configs, workloads
+	return sources, workloads
 }

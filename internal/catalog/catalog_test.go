@@ -37,8 +37,8 @@ type catalogFixture struct {
 func newCatalogFixture(t *testing.T) catalogFixture {
 	t.Helper()
 	cfg := exampleConfig(t)
-	reduceCM := ReduceConfig([]string{"data", "binaryData"})
-	reduceSecret := ReduceConfig([]string{"data"})
+	reduceCM := ReduceSource([]string{"data", "binaryData"})
+	reduceSecret := ReduceSource([]string{"data"})
 	reduceDeploy := ReduceWorkload(deploymentKind(t, cfg), cfg)
 
 	f := catalogFixture{
@@ -50,9 +50,9 @@ func newCatalogFixture(t *testing.T) catalogFixture {
 	// Secrets come from two stores, as when watching is limited to namespaces.
 	secretsShop := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	secretsOther := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	f.cat.AddConfigStore("configmap", f.configMaps)
-	f.cat.AddConfigStore("secret", secretsShop)
-	f.cat.AddConfigStore("secret", secretsOther)
+	f.cat.AddSourceStore("configmap", f.configMaps)
+	f.cat.AddSourceStore("secret", secretsShop)
+	f.cat.AddSourceStore("secret", secretsOther)
 	f.cat.AddWorkloadStore(deployments, f.deploys)
 	f.cat.AddWorkloadStore(statefulsets, f.stateful)
 
@@ -84,26 +84,26 @@ spec: {template: {spec: {containers: [{name: c, envFrom: [{configMapRef: {name: 
 	return f
 }
 
-func TestCatalogConfig(t *testing.T) {
+func TestCatalogSource(t *testing.T) {
 	f := newCatalogFixture(t)
 	cases := []struct {
-		id     ConfigID
+		id     SourceID
 		found  bool
 		digest string // data key "a" or "password" expected value
 	}{
-		{ConfigID{"configmap", "shop", "app"}, true, "1"},
-		{ConfigID{"configmap", "other", "app"}, true, "2"},
-		{ConfigID{"secret", "shop", "db"}, true, "cHc="},
-		{ConfigID{"secret", "other", "db"}, true, "eHg="}, // found in the second store
-		{ConfigID{"secret", "shop", "app"}, false, ""},    // a ConfigMap, not a Secret
-		{ConfigID{"configmap", "nowhere", "app"}, false, ""},
-		{ConfigID{"configmap", "shop", "missing"}, false, ""},
-		{ConfigID{"unknownkind", "shop", "app"}, false, ""},
-		{ConfigID{}, false, ""},
+		{SourceID{"configmap", "shop", "app"}, true, "1"},
+		{SourceID{"configmap", "other", "app"}, true, "2"},
+		{SourceID{"secret", "shop", "db"}, true, "cHc="},
+		{SourceID{"secret", "other", "db"}, true, "eHg="}, // found in the second store
+		{SourceID{"secret", "shop", "app"}, false, ""},    // a ConfigMap, not a Secret
+		{SourceID{"configmap", "nowhere", "app"}, false, ""},
+		{SourceID{"configmap", "shop", "missing"}, false, ""},
+		{SourceID{"unknownkind", "shop", "app"}, false, ""},
+		{SourceID{}, false, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.id.String(), func(t *testing.T) {
-			state, found := f.cat.Config(tc.id)
+			state, found := f.cat.Source(tc.id)
 			if found != tc.found {
 				t.Fatalf("found = %v, want %v", found, tc.found)
 			}
@@ -162,21 +162,21 @@ func TestCatalogWorkloadsReading(t *testing.T) {
 	f := newCatalogFixture(t)
 	cases := []struct {
 		name string
-		id   ConfigID
+		id   SourceID
 		want []WorkloadKey
 	}{
-		{"configmap read by two deployments and a statefulset", ConfigID{"configmap", "shop", "app"}, []WorkloadKey{
+		{"configmap read by two deployments and a statefulset", SourceID{"configmap", "shop", "app"}, []WorkloadKey{
 			{deployments, "shop", "api"}, {deployments, "shop", "web"}, {statefulsets, "shop", "db"},
 		}},
-		{"same name in another namespace matches only that namespace", ConfigID{"configmap", "other", "app"}, []WorkloadKey{
+		{"same name in another namespace matches only that namespace", SourceID{"configmap", "other", "app"}, []WorkloadKey{
 			{deployments, "other", "web"},
 		}},
-		{"secret by key", ConfigID{"secret", "shop", "db"}, []WorkloadKey{
+		{"secret by key", SourceID{"secret", "shop", "db"}, []WorkloadKey{
 			{deployments, "shop", "api"}, {deployments, "shop", "web"}, {statefulsets, "shop", "db"},
 		}},
-		{"same name, other kind", ConfigID{"secret", "shop", "app"}, nil},
-		{"namespace nobody is in", ConfigID{"configmap", "nowhere", "app"}, nil},
-		{"read by the unrelated deployment only", ConfigID{"configmap", "shop", "not-app"}, []WorkloadKey{
+		{"same name, other kind", SourceID{"secret", "shop", "app"}, nil},
+		{"namespace nobody is in", SourceID{"configmap", "nowhere", "app"}, nil},
+		{"read by the unrelated deployment only", SourceID{"configmap", "shop", "not-app"}, []WorkloadKey{
 			{deployments, "shop", "unrelated"},
 		}},
 	}
@@ -194,7 +194,7 @@ func TestCatalogWorkloadsReading(t *testing.T) {
 	if err := f.deploys.Delete(web); err != nil {
 		t.Fatal(err)
 	}
-	got := sortKeys(f.cat.WorkloadsReading(ConfigID{"configmap", "shop", "app"}))
+	got := sortKeys(f.cat.WorkloadsReading(SourceID{"configmap", "shop", "app"}))
 	want := []WorkloadKey{{deployments, "shop", "api"}, {statefulsets, "shop", "db"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("after delete: got %v, want %v", got, want)
@@ -205,14 +205,14 @@ func TestCatalogWorkloadsReadingUsesTheIndex(t *testing.T) {
 	cat := New()
 	// A store whose index claims every workload reads configmap/shop/indexed:
 	// the catalog must answer from the index, not by reading references.
-	claims := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{ByConfigIndex: func(interface{}) ([]string, error) {
+	claims := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{BySourceIndex: func(interface{}) ([]string, error) {
 		return []string{"configmap/shop/indexed"}, nil
 	}})
 	// A store without the index answers nothing rather than failing.
 	unindexed := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	cat.AddWorkloadStore(deployments, claims)
 	cat.AddWorkloadStore(statefulsets, unindexed)
-	w := &WorkloadState{References: []Reference{{ID: ConfigID{"configmap", "shop", "app"}}}}
+	w := &WorkloadState{References: []Reference{{ID: SourceID{"configmap", "shop", "app"}}}}
 	w.Namespace, w.Name = "shop", "web"
 	if err := claims.Add(w); err != nil {
 		t.Fatal(err)
@@ -220,19 +220,19 @@ func TestCatalogWorkloadsReadingUsesTheIndex(t *testing.T) {
 	if err := unindexed.Add(w.DeepCopyObject()); err != nil {
 		t.Fatal(err)
 	}
-	if got := cat.WorkloadsReading(ConfigID{"configmap", "shop", "indexed"}); !reflect.DeepEqual(got, []WorkloadKey{{deployments, "shop", "web"}}) {
+	if got := cat.WorkloadsReading(SourceID{"configmap", "shop", "indexed"}); !reflect.DeepEqual(got, []WorkloadKey{{deployments, "shop", "web"}}) {
 		t.Errorf("got %v", got)
 	}
-	if got := cat.WorkloadsReading(ConfigID{"configmap", "shop", "app"}); len(got) != 0 {
+	if got := cat.WorkloadsReading(SourceID{"configmap", "shop", "app"}); len(got) != 0 {
 		t.Errorf("answered without the index: %v", got)
 	}
 
 	// The index function itself ignores objects that are not reduced workloads.
-	ids, err := WorkloadIndexers()[ByConfigIndex](cache.DeletedFinalStateUnknown{Key: "shop/web", Obj: w})
+	ids, err := WorkloadIndexers()[BySourceIndex](cache.DeletedFinalStateUnknown{Key: "shop/web", Obj: w})
 	if err != nil || len(ids) != 0 {
 		t.Errorf("index of a tombstone: %v, %v", ids, err)
 	}
-	ids, _ = WorkloadIndexers()[ByConfigIndex](w)
+	ids, _ = WorkloadIndexers()[BySourceIndex](w)
 	if !reflect.DeepEqual(ids, []string{"configmap/shop/app"}) {
 		t.Errorf("index values %v", ids)
 	}
@@ -240,18 +240,18 @@ func TestCatalogWorkloadsReadingUsesTheIndex(t *testing.T) {
 
 func TestCatalogCounts(t *testing.T) {
 	f := newCatalogFixture(t)
-	configs, workloads := f.cat.Counts()
-	if configs != 4 || workloads != 5 {
-		t.Errorf("Counts() = %d, %d; want 4, 5", configs, workloads)
+	sources, workloads := f.cat.Counts()
+	if sources != 4 || workloads != 5 {
+		t.Errorf("Counts() = %d, %d; want 4, 5", sources, workloads)
 	}
 	if c, w := New().Counts(); c != 0 || w != 0 {
 		t.Errorf("empty catalog counts %d, %d", c, w)
 	}
 }
 
-func TestConfigIDAndWorkloadKeyStrings(t *testing.T) {
-	if got := (ConfigID{"configmap", "shop", "app"}).String(); got != "configmap/shop/app" {
-		t.Errorf("ConfigID.String() = %q", got)
+func TestSourceIDAndWorkloadKeyStrings(t *testing.T) {
+	if got := (SourceID{"configmap", "shop", "app"}).String(); got != "configmap/shop/app" {
+		t.Errorf("SourceID.String() = %q", got)
 	}
 	if got := (WorkloadKey{deployments, "shop", "web"}).String(); got != "deployments.apps/shop/web" {
 		t.Errorf("WorkloadKey.String() = %q", got)

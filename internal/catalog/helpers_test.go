@@ -37,7 +37,7 @@ func deploymentKind(t testing.TB, cfg *config.Config) config.WorkloadKind {
 			return w
 		}
 	}
-	t.Fatal("example config has no deployments")
+	t.Fatal("example source has no deployments")
 	return config.WorkloadKind{}
 }
 

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// Config kinds client-go knows arrive typed (protobuf), others unstructured
+// Source kinds client-go knows arrive typed (protobuf), others unstructured
 // (JSON). Applied checksums are persisted on workloads, so the two must give
 // the very same digests, or switching transports would restart everything.
 func TestTypedAndUnstructuredDigestsAgree(t *testing.T) {
@@ -43,7 +43,7 @@ func TestTypedAndUnstructuredDigestsAgree(t *testing.T) {
 			if err := json.Unmarshal(raw, &u.Object); err != nil {
 				t.Fatal(err)
 			}
-			reduce := ReduceConfig(o.fields)
+			reduce := ReduceSource(o.fields)
 			typed, err := reduce(o.obj)
 			if err != nil {
 				t.Fatal(err)
@@ -52,7 +52,7 @@ func TestTypedAndUnstructuredDigestsAgree(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			a, b := typed.(*ConfigState), fromJSON.(*ConfigState)
+			a, b := typed.(*SourceState), fromJSON.(*SourceState)
 			if len(a.Digests) == 0 || !reflect.DeepEqual(a.Digests, b.Digests) {
 				t.Fatalf("digests differ:\n typed %v\n  json %v", a.Digests, b.Digests)
 			}

@@ -29,13 +29,13 @@ func (k WorkloadKey) String() string {
 	return k.Resource.Resource + "." + k.Resource.Group + "/" + k.Namespace + "/" + k.Name
 }
 
-// Reference is what a workload reads of one config, merged over all the places
+// Reference is what a workload reads of one source, merged over all the places
 // its pod spec names that config.
 type Reference struct {
-	ID ConfigID
+	ID SourceID
 	// Keys read; nil when the whole object is read.
 	Keys []string
-	// Optional only when every place that names the config marks it optional: a
+	// Optional only when every place that names the source marks it optional: a
 	// single required use keeps the pods from starting without it.
 	Optional bool
 }
@@ -154,9 +154,9 @@ func mergeReferences(namespace string, found []refs.Ref) []Reference {
 		whole    bool
 		optional bool
 	}
-	byID := map[ConfigID]*merged{}
+	byID := map[SourceID]*merged{}
 	for _, r := range found {
-		id := ConfigID{Kind: r.Kind, Namespace: namespace, Name: r.Name}
+		id := SourceID{Kind: r.Kind, Namespace: namespace, Name: r.Name}
 		m, seen := byID[id]
 		if !seen {
 			m = &merged{keys: map[string]struct{}{}, optional: true}

@@ -14,8 +14,8 @@ import (
 	"github.com/restart-controller/restart-controller/internal/refs"
 )
 
-// everyForm is a Deployment naming configs in every form the example config
-// knows, with configs named more than once to exercise merging.
+// everyForm is a Deployment naming sources in every form the example source
+// knows, with sources named more than once to exercise merging.
 const everyForm = `
 apiVersion: apps/v1
 kind: Deployment
@@ -61,7 +61,7 @@ spec:
           secretName: tls
           items: [{key: tls.key, path: key}, {key: tls.crt, path: crt}]
           optional: false
-      - name: not-a-config
+      - name: not-a-source
         emptyDir: {}
       initContainers:
       - name: init
@@ -150,8 +150,8 @@ func TestReduceWorkloadEveryReferenceForm(t *testing.T) {
 		t.Errorf("template hash %q, want 16 hex characters", w.TemplateHash)
 	}
 
-	cm := func(name string) ConfigID { return ConfigID{Kind: "configmap", Namespace: "shop", Name: name} }
-	sec := func(name string) ConfigID { return ConfigID{Kind: "secret", Namespace: "shop", Name: name} }
+	cm := func(name string) SourceID { return SourceID{Kind: "configmap", Namespace: "shop", Name: name} }
+	sec := func(name string) SourceID { return SourceID{Kind: "secret", Namespace: "shop", Name: name} }
 	want := []Reference{
 		// envFrom only, required
 		{ID: cm("env-all")},
@@ -188,21 +188,21 @@ func TestReduceWorkloadMergesKeysAndOptional(t *testing.T) {
         - {name: A, valueFrom: {configMapKeyRef: {name: c, key: z}}}
         - {name: B, valueFrom: {configMapKeyRef: {name: c, key: a}}}
         - {name: C, valueFrom: {configMapKeyRef: {name: c, key: z}}}`,
-			[]Reference{{ID: ConfigID{"configmap", "shop", "c"}, Keys: []string{"a", "z"}}}},
+			[]Reference{{ID: SourceID{"configmap", "shop", "c"}, Keys: []string{"a", "z"}}}},
 		{"all optional stays optional", `
         - {name: A, valueFrom: {configMapKeyRef: {name: c, key: a, optional: true}}}
         - {name: B, valueFrom: {configMapKeyRef: {name: c, key: b, optional: true}}}`,
-			[]Reference{{ID: ConfigID{"configmap", "shop", "c"}, Keys: []string{"a", "b"}, Optional: true}}},
+			[]Reference{{ID: SourceID{"configmap", "shop", "c"}, Keys: []string{"a", "b"}, Optional: true}}},
 		{"one required use makes it required", `
         - {name: A, valueFrom: {configMapKeyRef: {name: c, key: a, optional: true}}}
         - {name: B, valueFrom: {configMapKeyRef: {name: c, key: b, optional: false}}}`,
-			[]Reference{{ID: ConfigID{"configmap", "shop", "c"}, Keys: []string{"a", "b"}}}},
+			[]Reference{{ID: SourceID{"configmap", "shop", "c"}, Keys: []string{"a", "b"}}}},
 		{"same name, different kinds stay apart", `
         - {name: A, valueFrom: {configMapKeyRef: {name: c, key: a}}}
         - {name: B, valueFrom: {secretKeyRef: {name: c, key: a}}}`,
 			[]Reference{
-				{ID: ConfigID{"configmap", "shop", "c"}, Keys: []string{"a"}},
-				{ID: ConfigID{"secret", "shop", "c"}, Keys: []string{"a"}},
+				{ID: SourceID{"configmap", "shop", "c"}, Keys: []string{"a"}},
+				{ID: SourceID{"secret", "shop", "c"}, Keys: []string{"a"}},
 			}},
 	}
 	for _, tc := range cases {
@@ -249,7 +249,7 @@ spec:
 	if want := []string{"p", "q"}; !reflect.DeepEqual(a.References[0].Keys, want) {
 		t.Fatalf("keys %v, want %v", a.References[0].Keys, want)
 	}
-	state := &ConfigState{Digests: map[string]Digest{"p": digestValue("1"), "q": digestValue("2")}}
+	state := &SourceState{Digests: map[string]Digest{"p": digestValue("1"), "q": digestValue("2")}}
 	if state.Checksum(a.References[0].Keys) != state.Checksum(b.References[0].Keys) {
 		t.Error("key order changed the checksum")
 	}
@@ -491,7 +491,7 @@ spec:
 		t.Fatal(err)
 	}
 	w := out.(*WorkloadState)
-	want := []Reference{{ID: ConfigID{"secret", "ops", "creds"}}}
+	want := []Reference{{ID: SourceID{"secret", "ops", "creds"}}}
 	if w.Problem != "" || !reflect.DeepEqual(w.References, want) {
 		t.Errorf("problem %q references %+v, want %+v", w.Problem, w.References, want)
 	}
@@ -556,7 +556,7 @@ func TestDeepCopyEqualsOriginal(t *testing.T) {
 		"workload without pod template": reduceWorkloadOf(t, cfg, fromYAML(t, "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: w, namespace: shop}")),
 		"workload built by hand":        &WorkloadState{},
 		"config":                        reduce(t, baseConfigMap),
-		"config without data":           reduce(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: e, namespace: shop}"),
+		"source without data":           reduce(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: e, namespace: shop}"),
 	}
 	for name, obj := range objects {
 		if c := obj.DeepCopyObject(); !reflect.DeepEqual(obj, c) {

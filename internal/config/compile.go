@@ -38,9 +38,9 @@ func compile(f *File, p *problems) *Config {
 			c.WorkloadSelector = sel
 		}
 	}
-	c.Configs = compileConfigs(f.Configs, p)
+	c.Sources = compileSources(f.Sources, p)
 	c.Workloads = compileWorkloads(f.Workloads, p)
-	c.Extractors = compileReferences(f.References, f.Configs, p)
+	c.Extractors = compileReferences(f.References, f.Sources, p)
 	return c
 }
 
@@ -142,25 +142,25 @@ func compileNamespaces(namespaces []string, p *problems) []string {
 	return namespaces
 }
 
-func compileConfigs(kinds []FileConfigKind, p *problems) []ConfigKind {
+func compileSources(kinds []FileSourceKind, p *problems) []SourceKind {
 	if len(kinds) == 0 {
-		p.addf("configs", "at least one config kind is required")
+		p.addf("sources", "at least one source kind is required")
 	}
 	names := map[string]int{}
 	gvrs := map[schema.GroupVersionResource]int{}
-	out := make([]ConfigKind, len(kinds))
+	out := make([]SourceKind, len(kinds))
 	for i, k := range kinds {
-		path := fmt.Sprintf("configs[%d]", i)
+		path := fmt.Sprintf("sources[%d]", i)
 		// The name is a segment of checksum keys "NAME/NAMESPACE/OBJECT".
 		checkName(p, path+".name", k.Name, content.IsDNS1123Label)
 		if j, dup := names[k.Name]; dup && k.Name != "" {
-			p.addf(path+".name", "duplicate config kind %q (also configs[%d])", k.Name, j)
+			p.addf(path+".name", "duplicate source kind %q (also sources[%d])", k.Name, j)
 		} else {
 			names[k.Name] = i
 		}
 		gvr, ok := checkGVR(p, path, k.Group, k.Version, k.Resource)
 		if j, dup := gvrs[gvr]; dup && ok {
-			p.addf(path, "duplicate resource %s (also configs[%d])", gvr, j)
+			p.addf(path, "duplicate resource %s (also sources[%d])", gvr, j)
 		} else {
 			gvrs[gvr] = i
 		}
@@ -172,7 +172,7 @@ func compileConfigs(kinds []FileConfigKind, p *problems) []ConfigKind {
 				p.addf(fmt.Sprintf("%s.dataFields[%d]", path, j), "must not be empty")
 			}
 		}
-		out[i] = ConfigKind{Name: k.Name, GVR: gvr, DataFields: k.DataFields}
+		out[i] = SourceKind{Name: k.Name, GVR: gvr, DataFields: k.DataFields}
 	}
 	return out
 }
@@ -233,7 +233,7 @@ func checkGVR(p *problems, path, group, version, resource string) (schema.GroupV
 	return schema.GroupVersionResource{Group: group, Version: version, Resource: resource}, ok
 }
 
-func compileReferences(specs []refs.Spec, kinds []FileConfigKind, p *problems) []*refs.Extractor {
+func compileReferences(specs []refs.Spec, kinds []FileSourceKind, p *problems) []*refs.Extractor {
 	if len(specs) == 0 {
 		p.addf("references", "at least one reference form is required")
 	}
@@ -241,13 +241,13 @@ func compileReferences(specs []refs.Spec, kinds []FileConfigKind, p *problems) [
 	for i, k := range kinds {
 		known[i] = k.Name
 	}
-	// A config kind that did not decode may be the one a reference names.
-	checkKnown := !p.failedWithin("configs")
+	// A source kind that did not decode may be the one a reference names.
+	checkKnown := !p.failedWithin("sources")
 	out := make([]*refs.Extractor, 0, len(specs))
 	for i, spec := range specs {
 		path := fmt.Sprintf("references[%d]", i)
-		if checkKnown && spec.Config != "" && !slices.Contains(known, spec.Config) {
-			p.addf(path+".config", "unknown config kind %q (known: %s)", spec.Config, strings.Join(known, ", "))
+		if checkKnown && spec.Source != "" && !slices.Contains(known, spec.Source) {
+			p.addf(path+".source", "unknown source kind %q (known: %s)", spec.Source, strings.Join(known, ", "))
 		}
 		e, err := refs.Compile(spec)
 		if err != nil {

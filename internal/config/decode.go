@@ -153,40 +153,45 @@ func describe(v interface{}) string {
 	return fmt.Sprintf("%T", v)
 }
 
-// problems collects every problem found in a configuration, each under the
-// path of the key it concerns.
+// Problem is one problem of a configuration, under the path of the key it
+// concerns, e.g. "workloads[2].podTemplatePath".
+type Problem struct {
+	Path string
+	// Origin says where the value came from when not the config file, e.g.
+	// "env WORKERS": a path alone points at the file.
+	Origin string
+	Err    error
+}
+
+func (p Problem) Error() string {
+	if p.Origin != "" {
+		return p.Path + " (" + p.Origin + "): " + p.Err.Error()
+	}
+	return p.Path + ": " + p.Err.Error()
+}
+
+func (p Problem) Unwrap() error { return p.Err }
+
+// problems collects every problem found in a configuration.
 type problems struct {
-	list []problem
+	list []Problem
 	// undecodable holds paths whose value failed to decode; checks on what
 	// was decoded there would only repeat the problem.
 	undecodable map[string]bool
-	// sources names where a layered key's value came from ("env WORKERS"),
-	// since a path alone points at the file.
-	sources map[string]string
+	// origins maps keys layered from elsewhere than the file to their origin.
+	origins map[string]string
 }
 
-type problem struct {
-	path   string
-	source string // where the value came from when not the file, e.g. "env WORKERS"
-	err    error
-}
-
-func (p problem) Error() string {
-	if p.source != "" {
-		return p.path + " (" + p.source + "): " + p.err.Error()
+func newProblems(origins map[string]string, earlier []Problem) *problems {
+	if origins == nil {
+		origins = map[string]string{}
 	}
-	return p.path + ": " + p.err.Error()
-}
-
-func (p problem) Unwrap() error { return p.err }
-
-func newProblems() *problems {
-	return &problems{undecodable: map[string]bool{}, sources: map[string]string{}}
+	return &problems{list: append([]Problem(nil), earlier...), undecodable: map[string]bool{}, origins: origins}
 }
 
 func (p *problems) decodeFailed(path string, err error) {
 	p.undecodable[path] = true
-	p.list = append(p.list, problem{path: path, err: err})
+	p.list = append(p.list, Problem{Path: path, Err: err})
 }
 
 // add reports a validation problem, unless decoding already failed there.
@@ -196,13 +201,7 @@ func (p *problems) add(path string, err error) {
 			return
 		}
 	}
-	p.list = append(p.list, problem{path: path, err: err})
-}
-
-// addFrom reports a value from source (e.g. "env WORKERS") that could not
-// be layered, so that the file's value for path is still checked.
-func (p *problems) addFrom(path, source string, err error) {
-	p.list = append(p.list, problem{path: path, source: source, err: err})
+	p.list = append(p.list, Problem{Path: path, Err: err})
 }
 
 // failedWithin reports whether decoding failed at path or anywhere below it.
@@ -224,22 +223,22 @@ func (p *problems) err() error {
 	if len(p.list) == 0 {
 		return nil
 	}
-	list := append([]problem(nil), p.list...)
-	sort.SliceStable(list, func(i, j int) bool { return lessPath(list[i].path, list[j].path) })
+	list := append([]Problem(nil), p.list...)
+	sort.SliceStable(list, func(i, j int) bool { return lessPath(list[i].Path, list[j].Path) })
 	errs := make([]error, len(list))
 	for i, pr := range list {
-		if pr.source == "" {
-			pr.source = p.sourceOf(pr.path)
+		if pr.Origin == "" {
+			pr.Origin = p.originOf(pr.Path)
 		}
 		errs[i] = pr
 	}
 	return errors.Join(errs...)
 }
 
-func (p *problems) sourceOf(path string) string {
-	for key, src := range p.sources {
+func (p *problems) originOf(path string) string {
+	for key, origin := range p.origins {
 		if within(path, key) {
-			return src
+			return origin
 		}
 	}
 	return ""

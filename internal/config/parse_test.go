@@ -78,12 +78,12 @@ func TestExampleIsTheDefault(t *testing.T) {
 	if !reflect.DeepEqual(gvrs, wantGVRs) {
 		t.Errorf("workloads = %v", gvrs)
 	}
-	wantConfigs := []ConfigKind{
+	wantSources := []SourceKind{
 		{Name: "configmap", GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, DataFields: []string{"data", "binaryData"}},
 		{Name: "secret", GVR: schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, DataFields: []string{"data"}},
 	}
-	if !reflect.DeepEqual(defaults.Configs, wantConfigs) {
-		t.Errorf("configs = %+v", defaults.Configs)
+	if !reflect.DeepEqual(defaults.Sources, wantSources) {
+		t.Errorf("sources = %+v", defaults.Sources)
 	}
 }
 
@@ -215,7 +215,7 @@ workloads:
 			file: `
 restartPeriod: 1
 leaderElection: {enabled: true, lease: x}
-references: [{config: configmap, from: [volumes], name: name, nmae: x}]`,
+references: [{source: configmap, from: [volumes], name: name, nmae: x}]`,
 			want: []string{
 				`leaderElection.lease: unknown field`,
 				`references[0].nmae: unknown field`,
@@ -225,28 +225,28 @@ references: [{config: configmap, from: [volumes], name: name, nmae: x}]`,
 		{
 			name: "resource names",
 			file: `
-configs:
+sources:
 - {name: configmap, version: v1, resource: ConfigMaps, dataFields: [data]}
 - {name: secret, group: "Not_A_Group", version: V1, resource: secrets, dataFields: [data]}`,
 			want: []string{
-				`configs[0].resource: must be a lowercase plural resource name, got "ConfigMaps"`,
-				`configs[1].group: must be empty (the core group) or a DNS subdomain such as apps, got "Not_A_Group"`,
-				`configs[1].version: must be a lowercase version such as v1, got "V1"`,
+				`sources[0].resource: must be a lowercase plural resource name, got "ConfigMaps"`,
+				`sources[1].group: must be empty (the core group) or a DNS subdomain such as apps, got "Not_A_Group"`,
+				`sources[1].version: must be a lowercase version such as v1, got "V1"`,
 			},
 		},
 		{
 			name: "required parts",
 			file: `
-configs: [{name: configmap, dataFields: []}, {dataFields: [""], version: v1, resource: secrets}]
+sources: [{name: configmap, dataFields: []}, {dataFields: [""], version: v1, resource: secrets}]
 workloads: [{group: apps, resource: deployments, podTemplatePath: spec.template}]
-references: [{config: configmap, from: [volumes]}]`,
+references: [{source: configmap, from: [volumes]}]`,
 			want: []string{
-				`configs[0].dataFields: required`,
-				`configs[0].resource: required`,
-				`configs[0].version: required`,
-				`configs[1].dataFields[0]: must not be empty`,
-				`configs[1].name: required`,
 				`references[0].name: required`,
+				`sources[0].dataFields: required`,
+				`sources[0].resource: required`,
+				`sources[0].version: required`,
+				`sources[1].dataFields[0]: must not be empty`,
+				`sources[1].name: required`,
 				`workloads[0].version: required`,
 			},
 		},
@@ -254,16 +254,16 @@ references: [{config: configmap, from: [volumes]}]`,
 			name: "unknown config kind",
 			file: `
 references:
-- {config: configmap, from: [a], name: name}
-- {config: configmap, from: [b], name: name}
-- {config: secret, from: [c], name: name}
-- {config: secret, from: [d], name: name}
-- {config: configmapz, from: [e], name: name}`,
-			want: []string{`references[4].config: unknown config kind "configmapz" (known: configmap, secret)`},
+- {source: configmap, from: [a], name: name}
+- {source: configmap, from: [b], name: name}
+- {source: secret, from: [c], name: name}
+- {source: secret, from: [d], name: name}
+- {source: configmapz, from: [e], name: name}`,
+			want: []string{`references[4].source: unknown source kind "configmapz" (known: configmap, secret)`},
 		},
 		{
 			name: "reference paths",
-			file: `references: [{config: configmap, from: [ok, "a..b"], name: "x[*]", keys: "k[", optional: "o o"}]`,
+			file: `references: [{source: configmap, from: [ok, "a..b"], name: "x[*]", keys: "k[", optional: "o o"}]`,
 			want: []string{
 				`references[0].from[1]: empty segment at offset 2`,
 				`references[0].keys: unexpected character '[' at offset 1: only [*] is supported`,
@@ -274,28 +274,28 @@ references:
 		{
 			name: "duplicates",
 			file: `
-configs:
+sources:
 - {name: configmap, version: v1, resource: configmaps, dataFields: [data]}
 - {name: configmap, version: v1, resource: secrets, dataFields: [data]}
 - {name: other, version: v1, resource: configmaps, dataFields: [data]}
 workloads:
 - {group: apps, version: v1, resource: deployments, podTemplatePath: spec.template}
 - {group: apps, version: v1, resource: deployments, podTemplatePath: spec.template}
-references: [{config: configmap, from: [a], name: name}]
+references: [{source: configmap, from: [a], name: name}]
 namespaces: [a, b, a]`,
 			want: []string{
-				`configs[1].name: duplicate config kind "configmap" (also configs[0])`,
-				`configs[2]: duplicate resource /v1, Resource=configmaps (also configs[0])`,
 				`namespaces[2]: duplicate namespace "a" (also namespaces[0])`,
+				`sources[1].name: duplicate source kind "configmap" (also sources[0])`,
+				`sources[2]: duplicate resource /v1, Resource=configmaps (also sources[0])`,
 				`workloads[1]: duplicate resource apps/v1, Resource=deployments (also workloads[0])`,
 			},
 		},
 		{
 			name: "empty lists",
-			file: `{configs: [], workloads: null, references: []}`,
+			file: `{sources: [], workloads: null, references: []}`,
 			want: []string{
-				`configs: at least one config kind is required`,
 				`references: at least one reference form is required`,
+				`sources: at least one source kind is required`,
 				`workloads: at least one workload kind is required`,
 			},
 		},
@@ -351,18 +351,18 @@ restartGracePeriod: [1]
 namespaces: default
 leaderElection: {enabled: 1, leaseDuration: 15}
 annotations: [x]
-configs: {name: configmap}
+sources: {name: configmap}
 workloads: [{group: apps, version: 1, resource: deployments, podTemplatePath: spec.template}, x]
-references: [{config: configmap, from: volumes, name: name}]`,
+references: [{source: configmap, from: volumes, name: name}]`,
 			want: []string{
 				`annotations: must be a map, got a list`,
-				`configs: must be a list, got a map`,
 				`kubeAPIQPS: must be a number, got string "fast"`,
 				`leaderElection.enabled: must be a boolean, got number 1`,
 				`leaderElection.leaseDuration: must be a Go duration like "15s", got number 15`,
 				`namespaces: must be a list, got string "default"`,
 				`references[0].from: must be a list, got string "volumes"`,
 				`restartGracePeriod: must be a number of seconds or a Go duration like "500ms", got a list`,
+				`sources: must be a list, got a map`,
 				`verbose: must be a boolean, got string "yes"`,
 				`workers: must be an integer, got string "4"`,
 				`workloads[0].version: must be a string, got number 1`,

@@ -16,7 +16,7 @@ type File struct {
 	// RestartCheckPeriod is how often pending restarts are checked: a bare
 	// number of milliseconds or a Go duration.
 	RestartCheckPeriod MillisOrDuration `json:"restartCheckPeriod"`
-	// RestartGracePeriod is how long to wait after a config change before
+	// RestartGracePeriod is how long to wait after a source change before
 	// restarting: a bare number of seconds or a Go duration.
 	RestartGracePeriod SecondsOrDuration `json:"restartGracePeriod"`
 	// IgnoredErrors are errors to ignore.
@@ -37,9 +37,9 @@ type File struct {
 	Namespaces []string `json:"namespaces"`
 	// WorkloadSelector is a Kubernetes label selector; empty selects all.
 	WorkloadSelector string             `json:"workloadSelector"`
-	Configs          []FileConfigKind   `json:"configs"`
+	Sources          []FileSourceKind   `json:"sources"`
 	Workloads        []FileWorkloadKind `json:"workloads"`
-	// References are the pod spec fields that name config objects, relative
+	// References are the pod spec fields that name source objects, relative
 	// to the pod spec (<podTemplatePath>.spec).
 	References []refs.Spec `json:"references"`
 }
@@ -61,13 +61,13 @@ type FileAnnotations struct {
 	AppliedChecksums string `json:"appliedChecksums"`
 	RestartTimestamp string `json:"restartTimestamp"`
 	// AppliedTemplateHash records the pod template the checksums were taken
-	// against; not in the seed design, whose annotations are all kept.
+	// against; not in xing's controller, whose annotations are all kept.
 	AppliedTemplateHash string `json:"appliedTemplateHash"`
 }
 
-// FileConfigKind is a watched config resource.
-type FileConfigKind struct {
-	// Name identifies the kind in references[].config and in checksum keys.
+// FileSourceKind is a watched source resource (ConfigMaps, Secrets, ...).
+type FileSourceKind struct {
+	// Name identifies the kind in references[].source and in checksum keys.
 	Name     string `json:"name"`
 	Group    string `json:"group"`
 	Version  string `json:"version"`

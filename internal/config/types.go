@@ -18,7 +18,7 @@ type Config struct {
 	Namespaces []string
 	// WorkloadSelector filters workloads by label; labels.Everything() when unset.
 	WorkloadSelector labels.Selector
-	Configs          []ConfigKind
+	Sources          []SourceKind
 	Workloads        []WorkloadKind
 	Extractors       []*refs.Extractor
 }
@@ -60,8 +60,8 @@ type Annotations struct {
 	AppliedTemplateHash string
 }
 
-// ConfigKind is a watched config resource, e.g. ConfigMaps.
-type ConfigKind struct {
+// SourceKind is a watched source resource, e.g. ConfigMaps.
+type SourceKind struct {
 	// Name prefixes checksum keys ("configmap/NS/NAME") and is what extractors name.
 	Name       string
 	GVR        schema.GroupVersionResource

@@ -1,7 +1,7 @@
 // Package memlimit keeps the Go runtime's soft memory limit a few times above
 // the live heap. The controller's live heap is small (digests, not data), but
-// decoding config objects makes garbage proportional to their size; without a
-// limit the peak follows config bytes, with a fixed one a larger cluster would
+// decoding source objects makes garbage proportional to their size; without a
+// limit the peak follows source bytes, with a fixed one a larger cluster would
 // make the collector thrash. A limit that follows the live heap does neither.
 package memlimit
 
@@ -32,7 +32,7 @@ func (p Policy) Limit(liveHeap uint64) int64 {
 }
 
 // Limiter applies a policy that can be changed while it runs: the start-up
-// sync, when every config is decoded at once, wants a tighter one than the
+// sync, when every source is decoded at once, wants a tighter one than the
 // steady state, when GC time competes with reacting to changes.
 type Limiter struct {
 	mu     sync.Mutex

@@ -8,20 +8,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
-const seedPrefix = "deployment_restart_controller_"
+const xingPrefix = "deployment_restart_controller_"
 
 // Metrics are the controller's instruments. Every field is safe for concurrent use.
 type Metrics struct {
 	Registry *prometheus.Registry
 
-	// Seed names.
+	// Names of xing's controller, kept for compatibility.
 	ResourceVersions  prometheus.Counter
 	AnnotationUpdates prometheus.Counter
 	Restarts          prometheus.Counter
 	ChangesProcessed  prometheus.Counter
 	changesWaiting    prometheus.Gauge
 
-	// Beyond the seed.
+	// restart-controller's own.
 	ChangesMerged    prometheus.Counter
 	ReconcileErrors  *prometheus.CounterVec
 	IgnoredErrors    prometheus.Counter
@@ -34,23 +34,23 @@ type Metrics struct {
 }
 
 // New registers every metric on a new private registry. counts reports the
-// number of cached configs and workloads at scrape time.
-func New(counts func() (configs, workloads int)) *Metrics {
+// number of cached sources and workloads at scrape time.
+func New(counts func() (sources, workloads int)) *Metrics {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	f := factory{reg}
 	m := &Metrics{
 		Registry: reg,
-		ResourceVersions: f.counter(seedPrefix+"resource_versions_total",
-			"Config resource versions processed (every add, update and delete event of a watched config)."),
-		AnnotationUpdates: f.counter(seedPrefix+"deployment_annotation_updates_total",
+		ResourceVersions: f.counter(xingPrefix+"resource_versions_total",
+			"Source (ConfigMap, Secret) resource versions processed: every add, update and delete event."),
+		AnnotationUpdates: f.counter(xingPrefix+"deployment_annotation_updates_total",
 			"Workload patches written (checksum records and restarts)."),
-		Restarts: f.counter(seedPrefix+"deployment_restarts_total",
+		Restarts: f.counter(xingPrefix+"deployment_restarts_total",
 			"Workload restarts: patches that set a new restart timestamp in the pod template."),
-		ChangesProcessed: f.counter(seedPrefix+"changes_processed_total",
+		ChangesProcessed: f.counter(xingPrefix+"changes_processed_total",
 			"Config data changes observed (metadata-only updates are not changes)."),
-		changesWaiting: f.gauge(seedPrefix+"changes_waiting_total",
-			"Configs whose change is waiting for its grace period to end."),
+		changesWaiting: f.gauge(xingPrefix+"changes_waiting_total",
+			"Sources whose change is waiting for its grace period to end."),
 		ChangesMerged: f.counter("restart_controller_changes_merged_total",
 			"Config data changes merged into a grace period already open for that config."),
 		ReconcileErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -60,7 +60,7 @@ func New(counts func() (configs, workloads int)) *Metrics {
 		IgnoredErrors: f.counter("restart_controller_ignored_errors_total",
 			"Errors matching --ignored-errors, warned about and skipped."),
 		ChangeToRestart: f.histogram("restart_controller_change_to_restart_seconds",
-			"Time from a config change being observed to the restart patch of a workload reading it.",
+			"Time from a source change being observed to the restart patch of a workload reading it.",
 			[]float64{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120}),
 		PatchDuration: f.histogram("restart_controller_patch_duration_seconds",
 			"Duration of workload patch requests.", prometheus.DefBuckets),
@@ -77,17 +77,17 @@ func New(counts func() (configs, workloads int)) *Metrics {
 	}
 	reg.MustRegister(m.ReconcileErrors, m.WatchedWorkloads)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: seedPrefix + "configs_total",
+		Name: xingPrefix + "configs_total",
 		Help: "Configs in the catalog.",
 	}, func() float64 { c, _ := counts(); return float64(c) }))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: seedPrefix + "deployments_total",
+		Name: xingPrefix + "deployments_total",
 		Help: "Workloads of every watched kind in the catalog.",
 	}, func() float64 { _, w := counts(); return float64(w) }))
 	return m
 }
 
-// SetChangesWaiting publishes how many configs are inside their grace period.
+// SetChangesWaiting publishes how many sources are inside their grace period.
 func (m *Metrics) SetChangesWaiting(n int) { m.changesWaiting.Set(float64(n)) }
 
 type factory struct{ reg *prometheus.Registry }

@@ -6,9 +6,9 @@ import (
 	"k8s.io/client-go/util/workqueue"
 )
 
-// The seed controller's seven names are a compatibility promise: dashboards
+// xing's controller's seven names are a compatibility promise: dashboards
 // and alerts written for it must keep finding them.
-func TestSeedMetricNames(t *testing.T) {
+func TestXingMetricNames(t *testing.T) {
 	m := New(func() (int, int) { return 3, 2 })
 	m.ChangesProcessed.Inc()
 	m.SetChangesWaiting(1)

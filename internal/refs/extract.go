@@ -8,12 +8,12 @@ import (
 
 // Spec is one reference form as written in the config file's "references" list.
 type Spec struct {
-	// Config is the config kind's name, e.g. "configmap".
-	Config string `json:"config"`
+	// Source is the source kind's name, e.g. "configmap".
+	Source string `json:"source"`
 	// From are paths from the pod spec to the objects holding a reference,
 	// e.g. "volumes[*].configMap".
 	From []string `json:"from"`
-	// Name is the path inside a reference object to the config object's name.
+	// Name is the path inside a reference object to the source object's name.
 	Name string `json:"name"`
 	// Keys is the path inside a reference object to the keys it reads. When it
 	// reaches no keys the whole object is read, as Kubernetes does for a missing
@@ -37,7 +37,7 @@ func (e *FieldError) Unwrap() error { return e.Err }
 // Extractor finds the references of one Spec in pod specs. It is immutable
 // and safe for concurrent use.
 type Extractor struct {
-	config   string
+	source   string
 	from     []Path
 	name     Path
 	keys     *Path
@@ -51,9 +51,9 @@ func Compile(spec Spec) (*Extractor, error) {
 	fail := func(field string, err error) {
 		errs = append(errs, &FieldError{Field: field, Err: err})
 	}
-	e := &Extractor{config: spec.Config}
-	if spec.Config == "" {
-		fail("config", errors.New("required"))
+	e := &Extractor{source: spec.Source}
+	if spec.Source == "" {
+		fail("source", errors.New("required"))
 	}
 	if len(spec.From) == 0 {
 		fail("from", errors.New("required"))
@@ -99,8 +99,8 @@ func Compile(spec Spec) (*Extractor, error) {
 	return e, nil
 }
 
-// Config returns the name of the config kind the references point to.
-func (e *Extractor) Config() string { return e.config }
+// Source returns the name of the source kind the references point to.
+func (e *Extractor) Source() string { return e.source }
 
 // Extract appends to out the references found in podSpec and returns the
 // extended slice. A reference object with a missing name, or with a field of
@@ -126,7 +126,7 @@ func (e *Extractor) ref(obj map[string]interface{}) (Ref, bool) {
 	if !ok || name == "" {
 		return Ref{}, false
 	}
-	ref := Ref{Kind: e.config, Name: name}
+	ref := Ref{Kind: e.source, Name: name}
 	if e.keys != nil {
 		if ref.Keys, ok = keysAt(*e.keys, obj); !ok {
 			return Ref{}, false

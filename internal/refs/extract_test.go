@@ -10,13 +10,13 @@ import (
 // defaultSpecs mirrors the "references" of examples/config.yaml, so that
 // every reference form Kubernetes has is covered here too.
 var defaultSpecs = []Spec{
-	{Config: "configmap", From: []string{"volumes[*].configMap", "volumes[*].projected.sources[*].configMap"}, Name: "name", Keys: "items[*].key", Optional: "optional"},
-	{Config: "secret", From: []string{"volumes[*].secret"}, Name: "secretName", Keys: "items[*].key", Optional: "optional"},
-	{Config: "secret", From: []string{"volumes[*].projected.sources[*].secret"}, Name: "name", Keys: "items[*].key", Optional: "optional"},
-	{Config: "configmap", From: []string{"containers[*].envFrom[*].configMapRef", "initContainers[*].envFrom[*].configMapRef", "ephemeralContainers[*].envFrom[*].configMapRef"}, Name: "name", Optional: "optional"},
-	{Config: "secret", From: []string{"containers[*].envFrom[*].secretRef", "initContainers[*].envFrom[*].secretRef", "ephemeralContainers[*].envFrom[*].secretRef"}, Name: "name", Optional: "optional"},
-	{Config: "configmap", From: []string{"containers[*].env[*].valueFrom.configMapKeyRef", "initContainers[*].env[*].valueFrom.configMapKeyRef", "ephemeralContainers[*].env[*].valueFrom.configMapKeyRef"}, Name: "name", Keys: "key", Optional: "optional"},
-	{Config: "secret", From: []string{"containers[*].env[*].valueFrom.secretKeyRef", "initContainers[*].env[*].valueFrom.secretKeyRef", "ephemeralContainers[*].env[*].valueFrom.secretKeyRef"}, Name: "name", Keys: "key", Optional: "optional"},
+	{Source: "configmap", From: []string{"volumes[*].configMap", "volumes[*].projected.sources[*].configMap"}, Name: "name", Keys: "items[*].key", Optional: "optional"},
+	{Source: "secret", From: []string{"volumes[*].secret"}, Name: "secretName", Keys: "items[*].key", Optional: "optional"},
+	{Source: "secret", From: []string{"volumes[*].projected.sources[*].secret"}, Name: "name", Keys: "items[*].key", Optional: "optional"},
+	{Source: "configmap", From: []string{"containers[*].envFrom[*].configMapRef", "initContainers[*].envFrom[*].configMapRef", "ephemeralContainers[*].envFrom[*].configMapRef"}, Name: "name", Optional: "optional"},
+	{Source: "secret", From: []string{"containers[*].envFrom[*].secretRef", "initContainers[*].envFrom[*].secretRef", "ephemeralContainers[*].envFrom[*].secretRef"}, Name: "name", Optional: "optional"},
+	{Source: "configmap", From: []string{"containers[*].env[*].valueFrom.configMapKeyRef", "initContainers[*].env[*].valueFrom.configMapKeyRef", "ephemeralContainers[*].env[*].valueFrom.configMapKeyRef"}, Name: "name", Keys: "key", Optional: "optional"},
+	{Source: "secret", From: []string{"containers[*].env[*].valueFrom.secretKeyRef", "initContainers[*].env[*].valueFrom.secretKeyRef", "ephemeralContainers[*].env[*].valueFrom.secretKeyRef"}, Name: "name", Keys: "key", Optional: "optional"},
 }
 
 func compileAll(t testing.TB, specs []Spec) []*Extractor {
@@ -217,8 +217,8 @@ func TestExtractAppends(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v, want %+v", got, want)
 	}
-	if e.Config() != "configmap" {
-		t.Errorf("Config() = %q", e.Config())
+	if e.Source() != "configmap" {
+		t.Errorf("Source() = %q", e.Source())
 	}
 }
 
@@ -231,11 +231,11 @@ func TestCompileErrors(t *testing.T) {
 		{
 			name: "everything missing",
 			spec: Spec{},
-			want: []string{"config: required", "from: required", "name: required"},
+			want: []string{"source: required", "from: required", "name: required"},
 		},
 		{
 			name: "bad paths",
-			spec: Spec{Config: "c", From: []string{"ok", "a[0]", "b..c"}, Name: "x[*]", Keys: "k.", Optional: "o[*]"},
+			spec: Spec{Source: "c", From: []string{"ok", "a[0]", "b..c"}, Name: "x[*]", Keys: "k.", Optional: "o[*]"},
 			want: []string{
 				"from[1]: unexpected character '[' at offset 1: only [*] is supported",
 				"from[2]: empty segment at offset 2",
@@ -246,7 +246,7 @@ func TestCompileErrors(t *testing.T) {
 		},
 		{
 			name: "bad name path",
-			spec: Spec{Config: "c", From: []string{"a"}, Name: "a b"},
+			spec: Spec{Source: "c", From: []string{"a"}, Name: "a b"},
 			want: []string{"name: unexpected character ' ' at offset 1"},
 		},
 	}

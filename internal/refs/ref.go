@@ -1,10 +1,10 @@
-// Package refs finds the config objects a pod spec reads. Which fields hold
+// Package refs finds the source objects a pod spec reads. Which fields hold
 // references is data (the config file), compiled once into immutable extractors.
 package refs
 
-// Ref is one reference from a pod spec to a config object in the pod's namespace.
+// Ref is one reference from a pod spec to a source object in the pod's namespace.
 type Ref struct {
-	// Kind is the config kind's name from the config file, e.g. "configmap".
+	// Kind is the source kind's name from the config file, e.g. "configmap".
 	Kind string
 	Name string
 	// Keys lists the keys the reference reads; nil means the whole object.

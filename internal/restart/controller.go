@@ -24,11 +24,11 @@ import (
 	"github.com/restart-controller/restart-controller/internal/metrics"
 )
 
-// Catalog is what the controller reads: cached workloads and configs.
+// Catalog is what the controller reads: cached workloads and sources.
 type Catalog interface {
-	ConfigLookup
+	SourceLookup
 	Workload(key catalog.WorkloadKey) (*catalog.WorkloadState, bool)
-	WorkloadsReading(id catalog.ConfigID) []catalog.WorkloadKey
+	WorkloadsReading(id catalog.SourceID) []catalog.WorkloadKey
 }
 
 // EventRecorder reports persistent failures on the workload they concern, where
@@ -37,12 +37,12 @@ type EventRecorder interface {
 	Eventf(regarding runtime.Object, related runtime.Object, eventtype, reason, action, note string, args ...interface{})
 }
 
-// ExistsFunc asks the API server whether a config exists.
-type ExistsFunc func(ctx context.Context, id catalog.ConfigID) (bool, error)
+// ExistsFunc asks the API server whether a source exists.
+type ExistsFunc func(ctx context.Context, id catalog.SourceID) (bool, error)
 
-// errCacheBehind makes the queue retry a workload soon: a config the cache
+// errCacheBehind makes the queue retry a workload soon: a source the cache
 // does not hold yet exists, and deciding now would record it as absent.
-var errCacheBehind = errors.New("a referenced config exists but is not in the cache yet")
+var errCacheBehind = errors.New("a referenced source exists but is not in the cache yet")
 
 // Controller reconciles one workload key at a time: the queue holds keys, the
 // decision reads caches, and the only API call is the patch that changes
@@ -97,15 +97,15 @@ func New(cfg *config.Config, cat Catalog, client dynamic.Interface, exists Exist
 	}, nil
 }
 
-// ConfigChanged is called by the watcher when a config's data changed.
-func (c *Controller) ConfigChanged(id catalog.ConfigID) { c.configEvent(id, false) }
+// SourceChanged is called by the watcher when a source's data changed.
+func (c *Controller) SourceChanged(id catalog.SourceID) { c.sourceEvent(id, false) }
 
-// ConfigCreated is called by the watcher when a config is created after start-up.
-func (c *Controller) ConfigCreated(id catalog.ConfigID) { c.configEvent(id, true) }
+// SourceCreated is called by the watcher when a source is created after start-up.
+func (c *Controller) SourceCreated(id catalog.SourceID) { c.sourceEvent(id, true) }
 
-// configEvent opens or joins the config's grace period and schedules every
+// sourceEvent opens or joins the source's grace period and schedules every
 // workload that reads it for when that ends.
-func (c *Controller) configEvent(id catalog.ConfigID, created bool) {
+func (c *Controller) sourceEvent(id catalog.SourceID, created bool) {
 	now := c.now()
 	due, merged := c.windows.Observe(id, now, created)
 	c.metrics.ChangesProcessed.Inc()
@@ -194,7 +194,7 @@ func (c *Controller) processNext(ctx context.Context) bool {
 		c.log.Warn("ignoring error by configuration", "workload", key.String(), "error", err)
 		c.queue.Forget(key)
 	case errors.Is(err, errCacheBehind):
-		c.log.Debug("config cache behind; deciding again shortly", "workload", key.String())
+		c.log.Debug("source cache behind; deciding again shortly", "workload", key.String())
 		c.queue.AddRateLimited(key)
 	case apierrors.IsConflict(err):
 		// The cache is behind the API server; decide again once it catches up.
@@ -247,7 +247,7 @@ func isTransient(err error) bool {
 		apierrors.ReasonForError(err) == metav1.StatusReasonUnknown
 }
 
-// Reconcile brings one workload's applied checksums in line with its configs,
+// Reconcile brings one workload's applied checksums in line with its sources,
 // restarting it when data its pods read has changed and its grace period is over.
 func (c *Controller) Reconcile(ctx context.Context, key catalog.WorkloadKey) error {
 	w, ok := c.catalog.Workload(key)

@@ -82,16 +82,16 @@ type harness struct {
 	cfg       *config.Config
 	c         *Controller
 	client    *fake.FakeDynamicClient
-	configs   cache.Indexer
+	sources   cache.Indexer
 	workloads map[schema.GroupVersionResource]cache.Indexer
-	// inAPIOnly are configs the API server has and the cache does not yet.
-	inAPIOnly   map[catalog.ConfigID]bool
+	// inAPIOnly are sources the API server has and the cache does not yet.
+	inAPIOnly   map[catalog.SourceID]bool
 	existsCalls int
 }
 
-func (h *harness) exists(_ context.Context, id catalog.ConfigID) (bool, error) {
+func (h *harness) exists(_ context.Context, id catalog.SourceID) (bool, error) {
 	h.existsCalls++
-	if _, cached := h.c.catalog.Config(id); cached {
+	if _, cached := h.c.catalog.Source(id); cached {
 		return true, nil
 	}
 	return h.inAPIOnly[id], nil
@@ -100,23 +100,23 @@ func (h *harness) exists(_ context.Context, id catalog.ConfigID) (bool, error) {
 // newHarness builds a controller over real catalog stores and a fake dynamic
 // client. inAPI objects are served by the fake API server; cached objects are
 // reduced into the informer stores.
-func newHarness(t *testing.T, inAPI []*unstructured.Unstructured, cached []*unstructured.Unstructured, configData map[string]string) *harness {
+func newHarness(t *testing.T, inAPI []*unstructured.Unstructured, cached []*unstructured.Unstructured, sourceData map[string]string) *harness {
 	t.Helper()
 	cfg := exampleConfig(t)
 	cfg.Settings.GracePeriod = 10 * time.Second
 	cfg.Workloads = append(cfg.Workloads, config.WorkloadKind{GVR: cronjobsGVR, PodTemplatePath: refs.MustParsePath("spec.jobTemplate.spec.template")})
 
 	cat := catalog.New()
-	h := &harness{t: t, cfg: cfg, configs: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
-		workloads: map[schema.GroupVersionResource]cache.Indexer{}, inAPIOnly: map[catalog.ConfigID]bool{}}
-	cat.AddConfigStore("configmap", h.configs)
+	h := &harness{t: t, cfg: cfg, sources: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
+		workloads: map[schema.GroupVersionResource]cache.Indexer{}, inAPIOnly: map[catalog.SourceID]bool{}}
+	cat.AddSourceStore("configmap", h.sources)
 	for _, w := range cfg.Workloads {
 		store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, catalog.WorkloadIndexers())
 		h.workloads[w.GVR] = store
 		cat.AddWorkloadStore(w.GVR, store)
 	}
-	if configData != nil {
-		h.setConfig(configData)
+	if sourceData != nil {
+		h.setSource(sourceData)
 	}
 	objs := make([]runtime.Object, len(inAPI))
 	for i, u := range inAPI {
@@ -137,10 +137,10 @@ func newHarness(t *testing.T, inAPI []*unstructured.Unstructured, cached []*unst
 	return h
 }
 
-func (h *harness) setConfig(data map[string]string) *catalog.ConfigState {
+func (h *harness) setSource(data map[string]string) *catalog.SourceState {
 	h.t.Helper()
-	state := configState(h.t, cmApp, data)
-	if err := h.configs.Update(state); err != nil {
+	state := sourceState(h.t, cmApp, data)
+	if err := h.sources.Update(state); err != nil {
 		h.t.Fatal(err)
 	}
 	return state
@@ -181,14 +181,14 @@ func (h *harness) cache(u *unstructured.Unstructured) {
 }
 
 // settle returns a copy of u annotated as if its pods were started with the
-// given config data: applied checksums and the current template hash.
+// given source data: applied checksums and the current template hash.
 func settle(h *harness, u *unstructured.Unstructured, data map[string]string) *unstructured.Unstructured {
 	h.t.Helper()
 	out := u.DeepCopy()
 	w := h.reduce(out)
 	applied := map[string]string{}
 	for _, r := range w.References {
-		applied[r.ID.String()] = configState(h.t, r.ID, data).Checksum(r.Keys)
+		applied[r.ID.String()] = sourceState(h.t, r.ID, data).Checksum(r.Keys)
 	}
 	ann := out.GetAnnotations()
 	ann[appliedKey] = annotation(h.t, applied)
@@ -248,7 +248,7 @@ func TestReconcile(t *testing.T) {
 		annotate   func(h *harness, u *unstructured.Unstructured) *unstructured.Unstructured
 		inAPI      bool // the API server has the object
 		cached     bool // the informer has the object
-		config     map[string]string
+		source     map[string]string
 		reactorErr error
 
 		wantErr     func(error) bool // nil: no error expected
@@ -257,14 +257,14 @@ func TestReconcile(t *testing.T) {
 	}
 	settledV1 := func(h *harness, u *unstructured.Unstructured) *unstructured.Unstructured { return settle(h, u, dataV1) }
 	rows := []row{
-		{name: "config data changed: one restart patch", workload: webDeployment, annotate: settledV1,
-			inAPI: true, cached: true, config: dataV2, wantPatch: true, wantRestart: true},
-		{name: "config data changed, CronJob: timestamp under spec.jobTemplate.spec.template", workload: nightlyCronJob, annotate: settledV1,
-			inAPI: true, cached: true, config: dataV2, wantPatch: true, wantRestart: true},
+		{name: "source data changed: one restart patch", workload: webDeployment, annotate: settledV1,
+			inAPI: true, cached: true, source: dataV2, wantPatch: true, wantRestart: true},
+		{name: "source data changed, CronJob: timestamp under spec.jobTemplate.spec.template", workload: nightlyCronJob, annotate: settledV1,
+			inAPI: true, cached: true, source: dataV2, wantPatch: true, wantRestart: true},
 		{name: "nothing changed: no API call", workload: webDeployment, annotate: settledV1,
-			inAPI: true, cached: true, config: dataV1},
+			inAPI: true, cached: true, source: dataV1},
 		{name: "new workload: checksums recorded, no restart", workload: webDeployment,
-			inAPI: true, cached: true, config: dataV2, wantPatch: true},
+			inAPI: true, cached: true, source: dataV2, wantPatch: true},
 		{name: "not opted in: no API call", workload: webDeployment,
 			annotate: func(h *harness, u *unstructured.Unstructured) *unstructured.Unstructured {
 				u = settle(h, u, dataV1)
@@ -273,22 +273,22 @@ func TestReconcile(t *testing.T) {
 				u.SetAnnotations(ann)
 				return u
 			},
-			inAPI: true, cached: true, config: dataV2},
+			inAPI: true, cached: true, source: dataV2},
 		{name: "not cached: no API call", workload: webDeployment, annotate: settledV1,
-			inAPI: true, config: dataV2},
+			inAPI: true, source: dataV2},
 		{name: "no pod template: no API call", workload: `
 apiVersion: apps/v1
 kind: Deployment
 metadata: {name: web, namespace: shop, resourceVersion: "42", annotations: {com.xing.deployment-restart: enabled}}
 spec: {replicas: 1}
-`, inAPI: true, cached: true, config: dataV2},
+`, inAPI: true, cached: true, source: dataV2},
 		{name: "deleted from the API server: NotFound is not an error", workload: webDeployment, annotate: settledV1,
-			cached: true, config: dataV2, wantPatch: true, wantRestart: true},
+			cached: true, source: dataV2, wantPatch: true, wantRestart: true},
 		{name: "conflict: returned for the queue to retry", workload: webDeployment, annotate: settledV1,
-			inAPI: true, cached: true, config: dataV2, reactorErr: conflict,
+			inAPI: true, cached: true, source: dataV2, reactorErr: conflict,
 			wantErr: apierrors.IsConflict, wantPatch: true, wantRestart: true},
 		{name: "server error: returned for the queue to retry", workload: webDeployment, annotate: settledV1,
-			inAPI: true, cached: true, config: dataV2, reactorErr: internal,
+			inAPI: true, cached: true, source: dataV2, reactorErr: internal,
 			wantErr: apierrors.IsInternalError, wantPatch: true, wantRestart: true},
 	}
 	for _, r := range rows {
@@ -306,7 +306,7 @@ spec: {replicas: 1}
 			if r.cached {
 				cached = append(cached, u)
 			}
-			h := newHarness(t, inAPI, cached, r.config)
+			h := newHarness(t, inAPI, cached, r.source)
 			gvr := h.gvrOf(u)
 			if r.reactorErr != nil {
 				h.client.PrependReactor("patch", gvr.Resource, func(k8stesting.Action) (bool, runtime.Object, error) {
@@ -344,7 +344,7 @@ spec: {replicas: 1}
 				t.Errorf("field manager %q", p.PatchOptions.FieldManager)
 			}
 			w := h.reduce(u)
-			applied := annotation(t, map[string]string{cmApp.String(): configState(t, cmApp, r.config).Checksum(nil)})
+			applied := annotation(t, map[string]string{cmApp.String(): sourceState(t, cmApp, r.source).Checksum(nil)})
 			path := strings.Join(h.c.templateFields[gvr], ".")
 			want := patchBody(u.GetResourceVersion(), applied, w.TemplateHash, path, r.wantRestart)
 			if string(p.GetPatch()) != want {
@@ -418,12 +418,12 @@ func TestReconcileGracePeriod(t *testing.T) {
 		}
 	}
 
-	h.setConfig(dataV2)
-	h.c.ConfigChanged(cmApp) // window until now+10s
+	h.setSource(dataV2)
+	h.c.SourceChanged(cmApp) // window until now+10s
 	reconcile()
 	now = now.Add(4 * time.Second)
-	h.setConfig(map[string]string{"a": "3"})
-	h.c.ConfigChanged(cmApp) // merged: still due at +10s
+	h.setSource(map[string]string{"a": "3"})
+	h.c.SourceChanged(cmApp) // merged: still due at +10s
 	reconcile()
 	if n := len(h.client.Actions()); n != 0 {
 		t.Fatalf("%d API actions inside the grace period", n)
@@ -438,7 +438,7 @@ func TestReconcileGracePeriod(t *testing.T) {
 	if len(patches) != 1 {
 		t.Fatalf("%d patches after the grace period, want 1", len(patches))
 	}
-	applied := annotation(t, map[string]string{cmApp.String(): configState(t, cmApp, map[string]string{"a": "3"}).Checksum(nil)})
+	applied := annotation(t, map[string]string{cmApp.String(): sourceState(t, cmApp, map[string]string{"a": "3"}).Checksum(nil)})
 	want := patchBody("42", applied, h.reduce(u).TemplateHash, "spec.template", true)
 	want = strings.Replace(want, stampAtNow, now.UTC().Format(time.RFC3339Nano), 1)
 	if string(patches[0].GetPatch()) != want {
@@ -454,7 +454,7 @@ func TestNewRejectsFanningOutTemplatePath(t *testing.T) {
 	}
 }
 
-// The cache of configs can lag behind the cache of workloads. A config that
+// The cache of sources can lag behind the cache of workloads. A source that
 // exists but is not cached yet must not be recorded as absent: that would
 // turn its "appearance" into a restart (optional) or swallow its next change
 // (required). The absence is confirmed with the API server first.

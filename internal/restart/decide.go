@@ -1,4 +1,4 @@
-// Package restart decides, per workload, whether the configs its pods read have
+// Package restart decides, per workload, whether the sources its pods read have
 // changed since they started, and patches the workload's pod template so that
 // its own controller rolls the pods.
 package restart
@@ -12,31 +12,31 @@ import (
 	"github.com/restart-controller/restart-controller/internal/catalog"
 )
 
-// absent is the applied checksum of a config that did not exist when it was
+// absent is the applied checksum of a source that did not exist when it was
 // recorded; its later creation is a change only for optional references.
 const absent = ""
 
-// pending is recorded for a config whose data was updated moments before a
+// pending is recorded for a source whose data was updated moments before a
 // workload (or its new template) was first seen: pods started before that
 // update read the old data, so the workload restarts once the update's grace
 // period ends.
 // Being on the workload, it survives a crash of the controller.
 const pending = "pending"
 
-// ConfigLookup finds the current state of a config.
-type ConfigLookup interface {
-	Config(id catalog.ConfigID) (*catalog.ConfigState, bool)
+// SourceLookup finds the current state of a config.
+type SourceLookup interface {
+	Source(id catalog.SourceID) (*catalog.SourceState, bool)
 }
 
-// WindowLookup tells whether a config's change is still inside its grace period.
+// WindowLookup tells whether a source's change is still inside its grace period.
 type WindowLookup interface {
-	Due(id catalog.ConfigID, now time.Time) (time.Time, bool)
+	Due(id catalog.SourceID, now time.Time) (time.Time, bool)
 	// Updating reports an open grace period holding an update of data that
-	// existed before (not only the config's creation).
-	Updating(id catalog.ConfigID, now time.Time) bool
+	// existed before (not only the source's creation).
+	Updating(id catalog.SourceID, now time.Time) bool
 }
 
-// Plan is the outcome of comparing a workload with the current configs.
+// Plan is the outcome of comparing a workload with the current sources.
 type Plan struct {
 	// Applied is the checksums annotation to hold after the patch.
 	Applied map[string]string
@@ -44,23 +44,23 @@ type Plan struct {
 	Patch bool
 	// Restart is true when the pod template gets a new restart timestamp.
 	Restart bool
-	// Changed lists the configs whose change causes the restart.
-	Changed []catalog.ConfigID
+	// Changed lists the sources whose change causes the restart.
+	Changed []catalog.SourceID
 	// Wait is how long until a change that is still in its grace period is due;
 	// zero when none is waiting.
 	Wait time.Duration
 	// Warning describes hostile state found on the workload, for the log.
 	Warning string
-	// Unverified lists configs the plan newly records as absent. The cache of
-	// configs may lag behind the cache of workloads, so the caller confirms
+	// Unverified lists sources the plan newly records as absent. The cache of
+	// sources may lag behind the cache of workloads, so the caller confirms
 	// the absence with the API server before writing it.
-	Unverified []catalog.ConfigID
+	Unverified []catalog.SourceID
 }
 
 // Decide compares what the workload's pods were started with (the applied
-// checksums) with what its configs hold now. It reads only caches and has no
+// checksums) with what its sources hold now. It reads only caches and has no
 // side effects, so the same inputs always give the same plan.
-func Decide(w *catalog.WorkloadState, configs ConfigLookup, windows WindowLookup, now time.Time) Plan {
+func Decide(w *catalog.WorkloadState, sources SourceLookup, windows WindowLookup, now time.Time) Plan {
 	var plan Plan
 	applied := map[string]string{}
 	trusted := w.HasApplied && w.AppliedTemplateHash != ""
@@ -79,14 +79,14 @@ func Decide(w *catalog.WorkloadState, configs ConfigLookup, windows WindowLookup
 
 	plan.Applied = make(map[string]string, len(w.References))
 	var earliestDue time.Time
-	var changed, waiting []catalog.ConfigID
-	current := make(map[catalog.ConfigID]string, len(w.References))
+	var changed, waiting []catalog.SourceID
+	current := make(map[catalog.SourceID]string, len(w.References))
 	for _, ref := range w.References {
 		id := ref.ID.String()
 		old, known := applied[id]
-		state, exists := configs.Config(ref.ID)
+		state, exists := sources.Source(ref.ID)
 		if !exists {
-			// A deleted config restarts nothing; keeping what the pods started
+			// A deleted source restarts nothing; keeping what the pods started
 			// with lets a re-creation with other data restart them. Pods of a
 			// new template start without it, though, so then it is absent.
 			if known && !recordOnly {
@@ -102,7 +102,7 @@ func Decide(w *catalog.WorkloadState, configs ConfigLookup, windows WindowLookup
 		checksum := state.Checksum(ref.Keys)
 		current[ref.ID] = checksum
 		// Only an update can have slipped under pods that were starting: a
-		// config created moments ago had no older data for them to read.
+		// source created moments ago had no older data for them to read.
 		changing := windows.Updating(ref.ID, now)
 		switch {
 		case recordOnly && changing && !(known && old == checksum):
@@ -118,9 +118,9 @@ func Decide(w *catalog.WorkloadState, configs ConfigLookup, windows WindowLookup
 			changed = append(changed, ref.ID)
 		}
 	}
-	// Split changed configs into those whose grace period is over and those
+	// Split changed sources into those whose grace period is over and those
 	// still waiting; the latter ride along with a restart that happens anyway.
-	var ready []catalog.ConfigID
+	var ready []catalog.SourceID
 	for _, id := range changed {
 		if until, open := windows.Due(id, now); open {
 			waiting = append(waiting, id)

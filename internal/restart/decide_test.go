@@ -12,9 +12,9 @@ import (
 var (
 	decideNow = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
-	cmApp  = catalog.ConfigID{Kind: "configmap", Namespace: "shop", Name: "app"}
-	secDB  = catalog.ConfigID{Kind: "secret", Namespace: "shop", Name: "db"}
-	cmGone = catalog.ConfigID{Kind: "configmap", Namespace: "shop", Name: "retired"}
+	cmApp  = catalog.SourceID{Kind: "configmap", Namespace: "shop", Name: "app"}
+	secDB  = catalog.SourceID{Kind: "secret", Namespace: "shop", Name: "db"}
+	cmGone = catalog.SourceID{Kind: "configmap", Namespace: "shop", Name: "retired"}
 )
 
 const (
@@ -23,11 +23,11 @@ const (
 )
 
 func TestDecide(t *testing.T) {
-	appV1 := configState(t, cmApp, map[string]string{"a": "1", "b": "1"})
-	appV2 := configState(t, cmApp, map[string]string{"a": "2", "b": "1"}) // read key a changed
-	appB2 := configState(t, cmApp, map[string]string{"a": "1", "b": "2"}) // only key b changed
-	dbV1 := configState(t, secDB, map[string]string{"pw": "x"})
-	dbV2 := configState(t, secDB, map[string]string{"pw": "y"})
+	appV1 := sourceState(t, cmApp, map[string]string{"a": "1", "b": "1"})
+	appV2 := sourceState(t, cmApp, map[string]string{"a": "2", "b": "1"}) // read key a changed
+	appB2 := sourceState(t, cmApp, map[string]string{"a": "1", "b": "2"}) // only key b changed
+	dbV1 := sourceState(t, secDB, map[string]string{"pw": "x"})
+	dbV2 := sourceState(t, secDB, map[string]string{"pw": "y"})
 
 	whole := catalog.Reference{ID: cmApp}
 	wholeOptional := catalog.Reference{ID: cmApp, Optional: true}
@@ -47,7 +47,7 @@ func TestDecide(t *testing.T) {
 		applied      *string // nil: no annotation
 		appliedHash  string
 		templateHash string // tmplNow when empty
-		configs      configMap
+		sources      sourceMap
 		windows      dueAt
 		createdOnly  bool // the windows were opened by creations, not updates
 
@@ -61,7 +61,7 @@ func TestDecide(t *testing.T) {
 		{
 			name:    "new workload never restarted: current checksums recorded",
 			refs:    []catalog.Reference{whole, dbPW},
-			configs: configMap{cmApp: appV2, secDB: dbV2},
+			sources: sourceMap{cmApp: appV2, secDB: dbV2},
 			want:    Plan{Applied: map[string]string{"configmap/shop/app": app2, "secret/shop/db": db2}, Patch: true},
 		},
 		{
@@ -69,7 +69,7 @@ func TestDecide(t *testing.T) {
 			refs:        []catalog.Reference{whole, dbPW},
 			applied:     ann(map[string]string{"configmap/shop/app": app1, "secret/shop/db": db1}),
 			appliedHash: tmplNow,
-			configs:     configMap{cmApp: appV1, secDB: dbV1},
+			sources:     sourceMap{cmApp: appV1, secDB: dbV1},
 			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1, "secret/shop/db": db1}},
 		},
 		{
@@ -77,16 +77,16 @@ func TestDecide(t *testing.T) {
 			refs:        []catalog.Reference{whole, dbPW},
 			applied:     ann(map[string]string{"configmap/shop/app": app1, "secret/shop/db": db1}),
 			appliedHash: tmplNow,
-			configs:     configMap{cmApp: appV2, secDB: dbV1},
+			sources:     sourceMap{cmApp: appV2, secDB: dbV1},
 			want: Plan{Applied: map[string]string{"configmap/shop/app": app2, "secret/shop/db": db1},
-				Patch: true, Restart: true, Changed: []catalog.ConfigID{cmApp}},
+				Patch: true, Restart: true, Changed: []catalog.SourceID{cmApp}},
 		},
 		{
 			name:        "change inside its grace period: wait until it is due",
 			refs:        []catalog.Reference{whole, dbPW},
 			applied:     ann(map[string]string{"configmap/shop/app": app1, "secret/shop/db": db1}),
 			appliedHash: tmplNow,
-			configs:     configMap{cmApp: appV2, secDB: dbV1},
+			sources:     sourceMap{cmApp: appV2, secDB: dbV1},
 			windows:     dueAt{cmApp: decideNow.Add(3*time.Second + 250*time.Millisecond)},
 			want: Plan{Applied: map[string]string{"configmap/shop/app": app1, "secret/shop/db": db1},
 				Wait: 3*time.Second + 250*time.Millisecond},
@@ -96,46 +96,46 @@ func TestDecide(t *testing.T) {
 			refs:        []catalog.Reference{whole},
 			applied:     ann(map[string]string{"configmap/shop/app": app1}),
 			appliedHash: tmplNow,
-			configs:     configMap{cmApp: appV2},
+			sources:     sourceMap{cmApp: appV2},
 			windows:     dueAt{cmApp: decideNow},
 			want: Plan{Applied: map[string]string{"configmap/shop/app": app2},
-				Patch: true, Restart: true, Changed: []catalog.ConfigID{cmApp}},
+				Patch: true, Restart: true, Changed: []catalog.SourceID{cmApp}},
 		},
 		{
-			name:        "two configs changed, one due, one waiting: one restart writing both",
+			name:        "two sources changed, one due, one waiting: one restart writing both",
 			refs:        []catalog.Reference{whole, dbPW},
 			applied:     ann(map[string]string{"configmap/shop/app": app1, "secret/shop/db": db1}),
 			appliedHash: tmplNow,
-			configs:     configMap{cmApp: appV2, secDB: dbV2},
+			sources:     sourceMap{cmApp: appV2, secDB: dbV2},
 			windows:     dueAt{secDB: decideNow.Add(4 * time.Second)},
 			want: Plan{Applied: map[string]string{"configmap/shop/app": app2, "secret/shop/db": db2},
-				Patch: true, Restart: true, Changed: []catalog.ConfigID{cmApp}},
+				Patch: true, Restart: true, Changed: []catalog.SourceID{cmApp}},
 		},
 		{
-			name:        "two configs changed, both waiting: wait for the earlier",
+			name:        "two sources changed, both waiting: wait for the earlier",
 			refs:        []catalog.Reference{whole, dbPW},
 			applied:     ann(map[string]string{"configmap/shop/app": app1, "secret/shop/db": db1}),
 			appliedHash: tmplNow,
-			configs:     configMap{cmApp: appV2, secDB: dbV2},
+			sources:     sourceMap{cmApp: appV2, secDB: dbV2},
 			windows:     dueAt{cmApp: decideNow.Add(7 * time.Second), secDB: decideNow.Add(2 * time.Second)},
 			want: Plan{Applied: map[string]string{"configmap/shop/app": app1, "secret/shop/db": db1},
 				Wait: 2 * time.Second},
 		},
 		{
-			name:        "two configs changed, both due: one restart, changed sorted",
+			name:        "two sources changed, both due: one restart, changed sorted",
 			refs:        []catalog.Reference{dbPW, whole},
 			applied:     ann(map[string]string{"configmap/shop/app": app1, "secret/shop/db": db1}),
 			appliedHash: tmplNow,
-			configs:     configMap{cmApp: appV2, secDB: dbV2},
+			sources:     sourceMap{cmApp: appV2, secDB: dbV2},
 			want: Plan{Applied: map[string]string{"configmap/shop/app": app2, "secret/shop/db": db2},
-				Patch: true, Restart: true, Changed: []catalog.ConfigID{cmApp, secDB}},
+				Patch: true, Restart: true, Changed: []catalog.SourceID{cmApp, secDB}},
 		},
 		{
 			name:        "key the pods do not read changed: nothing",
 			refs:        []catalog.Reference{keyA},
 			applied:     ann(map[string]string{"configmap/shop/app": keyA1}),
 			appliedHash: tmplNow,
-			configs:     configMap{cmApp: appB2},
+			sources:     sourceMap{cmApp: appB2},
 			want:        Plan{Applied: map[string]string{"configmap/shop/app": keyA1}},
 		},
 		{
@@ -143,75 +143,75 @@ func TestDecide(t *testing.T) {
 			refs:        []catalog.Reference{keyA},
 			applied:     ann(map[string]string{"configmap/shop/app": keyA1}),
 			appliedHash: tmplNow,
-			configs:     configMap{cmApp: appV2},
+			sources:     sourceMap{cmApp: appV2},
 			want: Plan{Applied: map[string]string{"configmap/shop/app": appV2.Checksum(keyA.Keys)},
-				Patch: true, Restart: true, Changed: []catalog.ConfigID{cmApp}},
+				Patch: true, Restart: true, Changed: []catalog.SourceID{cmApp}},
 		},
 		{
-			name:        "optional config appears: restart",
+			name:        "optional source appears: restart",
 			refs:        []catalog.Reference{wholeOptional},
 			applied:     ann(map[string]string{"configmap/shop/app": ""}),
 			appliedHash: tmplNow,
-			configs:     configMap{cmApp: appV1},
+			sources:     sourceMap{cmApp: appV1},
 			want: Plan{Applied: map[string]string{"configmap/shop/app": app1},
-				Patch: true, Restart: true, Changed: []catalog.ConfigID{cmApp}},
+				Patch: true, Restart: true, Changed: []catalog.SourceID{cmApp}},
 		},
 		{
-			name:        "optional config appears inside its grace period: wait",
+			name:        "optional source appears inside its grace period: wait",
 			refs:        []catalog.Reference{wholeOptional},
 			applied:     ann(map[string]string{"configmap/shop/app": ""}),
 			appliedHash: tmplNow,
-			configs:     configMap{cmApp: appV1},
+			sources:     sourceMap{cmApp: appV1},
 			windows:     dueAt{cmApp: decideNow.Add(time.Second)},
 			want:        Plan{Applied: map[string]string{"configmap/shop/app": ""}, Wait: time.Second},
 		},
 		{
-			name:        "required config appears: record only",
+			name:        "required source appears: record only",
 			refs:        []catalog.Reference{whole},
 			applied:     ann(map[string]string{"configmap/shop/app": ""}),
 			appliedHash: tmplNow,
-			configs:     configMap{cmApp: appV1},
+			sources:     sourceMap{cmApp: appV1},
 			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1}, Patch: true},
 		},
 		{
-			name:        "config deleted: nothing, entry kept",
+			name:        "source deleted: nothing, entry kept",
 			refs:        []catalog.Reference{whole, dbPW},
 			applied:     ann(map[string]string{"configmap/shop/app": app1, "secret/shop/db": db1}),
 			appliedHash: tmplNow,
-			configs:     configMap{secDB: dbV1},
+			sources:     sourceMap{secDB: dbV1},
 			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1, "secret/shop/db": db1}},
 		},
 		{
-			name:        "optional config deleted: nothing, entry kept",
+			name:        "optional source deleted: nothing, entry kept",
 			refs:        []catalog.Reference{wholeOptional},
 			applied:     ann(map[string]string{"configmap/shop/app": app1}),
 			appliedHash: tmplNow,
-			configs:     configMap{},
+			sources:     sourceMap{},
 			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1}},
 		},
 		{
-			name:         "template changed while an optional config is deleted: recorded as absent",
+			name:         "template changed while an optional source is deleted: recorded as absent",
 			refs:         []catalog.Reference{wholeOptional},
 			applied:      ann(map[string]string{"configmap/shop/app": app1}),
 			appliedHash:  tmplOld,
 			templateHash: tmplNow,
-			configs:      configMap{},
-			want:         Plan{Applied: map[string]string{"configmap/shop/app": ""}, Patch: true, Unverified: []catalog.ConfigID{cmApp}},
+			sources:      sourceMap{},
+			want:         Plan{Applied: map[string]string{"configmap/shop/app": ""}, Patch: true, Unverified: []catalog.SourceID{cmApp}},
 		},
 		{
-			name:        "referenced config never existed: recorded as absent",
+			name:        "referenced source never existed: recorded as absent",
 			refs:        []catalog.Reference{whole},
 			applied:     ann(map[string]string{}),
 			appliedHash: tmplNow,
-			configs:     configMap{},
-			want:        Plan{Applied: map[string]string{"configmap/shop/app": ""}, Patch: true, Unverified: []catalog.ConfigID{cmApp}},
+			sources:     sourceMap{},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": ""}, Patch: true, Unverified: []catalog.SourceID{cmApp}},
 		},
 		{
-			name:        "referenced config still absent: nothing",
+			name:        "referenced source still absent: nothing",
 			refs:        []catalog.Reference{wholeOptional},
 			applied:     ann(map[string]string{"configmap/shop/app": ""}),
 			appliedHash: tmplNow,
-			configs:     configMap{},
+			sources:     sourceMap{},
 			want:        Plan{Applied: map[string]string{"configmap/shop/app": ""}},
 		},
 		{
@@ -219,7 +219,7 @@ func TestDecide(t *testing.T) {
 			refs:        []catalog.Reference{whole},
 			applied:     ann(map[string]string{"configmap/shop/app": app1}),
 			appliedHash: tmplNow,
-			configs:     configMap{cmApp: configState(t, cmApp, map[string]string{"b": "1", "a": "1"})},
+			sources:     sourceMap{cmApp: sourceState(t, cmApp, map[string]string{"b": "1", "a": "1"})},
 			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1}},
 		},
 		{
@@ -227,9 +227,9 @@ func TestDecide(t *testing.T) {
 			refs:        []catalog.Reference{whole},
 			applied:     ann(map[string]string{"configmap/shop/app": app1}),
 			appliedHash: tmplNow,
-			configs:     configMap{cmApp: appV2},
+			sources:     sourceMap{cmApp: appV2},
 			want: Plan{Applied: map[string]string{"configmap/shop/app": app2},
-				Patch: true, Restart: true, Changed: []catalog.ConfigID{cmApp}},
+				Patch: true, Restart: true, Changed: []catalog.SourceID{cmApp}},
 		},
 		{
 			name:         "template changed: record only (the template change rolls the pods)",
@@ -237,7 +237,7 @@ func TestDecide(t *testing.T) {
 			applied:      ann(map[string]string{"configmap/shop/app": app1, "secret/shop/db": db1}),
 			appliedHash:  tmplOld,
 			templateHash: tmplNow,
-			configs:      configMap{cmApp: appV2, secDB: dbV1},
+			sources:      sourceMap{cmApp: appV2, secDB: dbV1},
 			want:         Plan{Applied: map[string]string{"configmap/shop/app": app2, "secret/shop/db": db1}, Patch: true},
 		},
 		{
@@ -245,17 +245,17 @@ func TestDecide(t *testing.T) {
 			refs:        []catalog.Reference{whole},
 			applied:     ann(map[string]string{"configmap/shop/app": app1}),
 			appliedHash: tmplOld,
-			configs:     configMap{cmApp: appV1},
+			sources:     sourceMap{cmApp: appV1},
 			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1}, Patch: true},
 		},
 		{
-			// The seed's second situation: pods of the new template that
+			// xing's second situation: pods of the new template that
 			// started before the change read old data.
-			name:        "template changed while its config is changing: pending, restart when due",
+			name:        "template changed while its source is changing: pending, restart when due",
 			refs:        []catalog.Reference{whole},
 			applied:     ann(map[string]string{"configmap/shop/app": app1}),
 			appliedHash: tmplOld,
-			configs:     configMap{cmApp: appV2},
+			sources:     sourceMap{cmApp: appV2},
 			windows:     dueAt{cmApp: decideNow.Add(time.Second)},
 			want:        Plan{Applied: map[string]string{"configmap/shop/app": pending}, Patch: true, Wait: time.Second},
 		},
@@ -264,31 +264,31 @@ func TestDecide(t *testing.T) {
 			refs:        []catalog.Reference{whole},
 			applied:     ann(map[string]string{"configmap/shop/app": pending}),
 			appliedHash: tmplNow,
-			configs:     configMap{cmApp: appV2},
+			sources:     sourceMap{cmApp: appV2},
 			want: Plan{Applied: map[string]string{"configmap/shop/app": app2},
-				Patch: true, Restart: true, Changed: []catalog.ConfigID{cmApp}},
+				Patch: true, Restart: true, Changed: []catalog.SourceID{cmApp}},
 		},
 		{
-			name:        "new workload whose config was just created: recorded, no restart",
+			name:        "new workload whose source was just created: recorded, no restart",
 			refs:        []catalog.Reference{whole},
-			configs:     configMap{cmApp: appV1},
+			sources:     sourceMap{cmApp: appV1},
 			windows:     dueAt{cmApp: decideNow.Add(2 * time.Second)},
 			createdOnly: true,
 			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1}, Patch: true},
 		},
 		{
-			name:    "new workload whose config is changing: pending, restart when due",
+			name:    "new workload whose source is changing: pending, restart when due",
 			refs:    []catalog.Reference{whole, dbPW},
-			configs: configMap{cmApp: appV2, secDB: dbV1},
+			sources: sourceMap{cmApp: appV2, secDB: dbV1},
 			windows: dueAt{cmApp: decideNow.Add(2 * time.Second)},
 			want:    Plan{Applied: map[string]string{"configmap/shop/app": pending, "secret/shop/db": db1}, Patch: true, Wait: 2 * time.Second},
 		},
 		{
-			name:        "newly referenced config without entry: recorded",
+			name:        "newly referenced source without entry: recorded",
 			refs:        []catalog.Reference{whole, dbPW},
 			applied:     ann(map[string]string{"configmap/shop/app": app1}),
 			appliedHash: tmplNow,
-			configs:     configMap{cmApp: appV1, secDB: dbV2},
+			sources:     sourceMap{cmApp: appV1, secDB: dbV2},
 			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1, "secret/shop/db": db2}, Patch: true},
 		},
 		{
@@ -296,7 +296,7 @@ func TestDecide(t *testing.T) {
 			refs:        []catalog.Reference{whole},
 			applied:     raw(`{"configmap/shop/app": "` + app1),
 			appliedHash: tmplNow,
-			configs:     configMap{cmApp: appV2},
+			sources:     sourceMap{cmApp: appV2},
 			want:        Plan{Applied: map[string]string{"configmap/shop/app": app2}, Patch: true},
 			wantWarning: true,
 		},
@@ -305,7 +305,7 @@ func TestDecide(t *testing.T) {
 			refs:        []catalog.Reference{whole},
 			applied:     raw(`{"configmap/shop/app": 7}`),
 			appliedHash: tmplNow,
-			configs:     configMap{cmApp: appV2},
+			sources:     sourceMap{cmApp: appV2},
 			want:        Plan{Applied: map[string]string{"configmap/shop/app": app2}, Patch: true},
 			wantWarning: true,
 		},
@@ -314,7 +314,7 @@ func TestDecide(t *testing.T) {
 			refs:        []catalog.Reference{whole},
 			applied:     raw(`["configmap/shop/app"]`),
 			appliedHash: tmplNow,
-			configs:     configMap{cmApp: appV1},
+			sources:     sourceMap{cmApp: appV1},
 			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1}, Patch: true},
 			wantWarning: true,
 		},
@@ -323,7 +323,7 @@ func TestDecide(t *testing.T) {
 			refs:        []catalog.Reference{whole},
 			applied:     raw(""),
 			appliedHash: tmplNow,
-			configs:     configMap{cmApp: appV1},
+			sources:     sourceMap{cmApp: appV1},
 			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1}, Patch: true},
 			wantWarning: true,
 		},
@@ -331,42 +331,42 @@ func TestDecide(t *testing.T) {
 			name:        "unparsable annotation, nothing referenced: warning, {} recorded",
 			applied:     raw(`{"configmap/shop/app":`),
 			appliedHash: tmplNow,
-			configs:     configMap{cmApp: appV1},
+			sources:     sourceMap{cmApp: appV1},
 			want:        Plan{Applied: map[string]string{}, Patch: true},
 			wantWarning: true,
 		},
 		{
-			name:        "annotation listing a config no longer referenced: dropped, patch without restart",
+			name:        "annotation listing a source no longer referenced: dropped, patch without restart",
 			refs:        []catalog.Reference{whole},
 			applied:     ann(map[string]string{"configmap/shop/app": app1, cmGone.String(): "abcdefabcdefabcd"}),
 			appliedHash: tmplNow,
-			configs:     configMap{cmApp: appV1, cmGone: appV2},
+			sources:     sourceMap{cmApp: appV1, cmGone: appV2},
 			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1}, Patch: true},
 		},
 		{
-			name:    "seed-format annotation without template hash: record only",
+			name:    "xing-format annotation without template hash: record only",
 			refs:    []catalog.Reference{whole, dbPW},
 			applied: ann(map[string]string{"configmap/shop/app": "0123456789abcdef", "secret/shop/db": "fedcba9876543210"}),
-			configs: configMap{cmApp: appV2, secDB: dbV2},
+			sources: sourceMap{cmApp: appV2, secDB: dbV2},
 			want:    Plan{Applied: map[string]string{"configmap/shop/app": app2, "secret/shop/db": db2}, Patch: true},
 		},
 		{
-			name:    "annotation without template hash, optional config appeared: record only",
+			name:    "annotation without template hash, optional source appeared: record only",
 			refs:    []catalog.Reference{wholeOptional},
 			applied: ann(map[string]string{"configmap/shop/app": ""}),
-			configs: configMap{cmApp: appV1},
+			sources: sourceMap{cmApp: appV1},
 			want:    Plan{Applied: map[string]string{"configmap/shop/app": app1}, Patch: true},
 		},
 		{
 			name:    "not referencing anything, first time: {} recorded",
-			configs: configMap{cmApp: appV1},
+			sources: sourceMap{cmApp: appV1},
 			want:    Plan{Applied: map[string]string{}, Patch: true},
 		},
 		{
 			name:        "not referencing anything, {} recorded: no patch",
 			applied:     raw(`{}`),
 			appliedHash: tmplNow,
-			configs:     configMap{cmApp: appV1},
+			sources:     sourceMap{cmApp: appV1},
 			want:        Plan{Applied: map[string]string{}},
 		},
 	}
@@ -389,7 +389,7 @@ func TestDecide(t *testing.T) {
 				windows = createdOnly{r.windows}
 			}
 			before := w.DeepCopyObject()
-			plan := Decide(w, r.configs, windows, decideNow)
+			plan := Decide(w, r.sources, windows, decideNow)
 
 			if (plan.Warning != "") != r.wantWarning {
 				t.Errorf("warning %q, want warning: %v", plan.Warning, r.wantWarning)
@@ -402,7 +402,7 @@ func TestDecide(t *testing.T) {
 				t.Error("Decide changed the workload state")
 			}
 			// Same inputs, same plan.
-			again := Decide(w, r.configs, windows, decideNow)
+			again := Decide(w, r.sources, windows, decideNow)
 			again.Warning = ""
 			if !reflect.DeepEqual(again, plan) {
 				t.Errorf("second Decide differs: %+v", again)
@@ -419,10 +419,10 @@ func TestDecide(t *testing.T) {
 					w.HasApplied, w.Applied, w.AppliedTemplateHash = true, string(b), w.TemplateHash
 				}
 				write(plan)
-				next := Decide(w, r.configs, dueAt{}, decideNow.Add(time.Hour))
+				next := Decide(w, r.sources, dueAt{}, decideNow.Add(time.Hour))
 				if plan.Wait > 0 && next.Restart {
 					write(next)
-					next = Decide(w, r.configs, dueAt{}, decideNow.Add(time.Hour))
+					next = Decide(w, r.sources, dueAt{}, decideNow.Add(time.Hour))
 				}
 				if next.Patch || next.Restart || next.Warning != "" {
 					t.Errorf("after writing the plan, Decide still wants %+v", next)
@@ -444,15 +444,15 @@ func FuzzDecideHostileAnnotation(f *testing.F) {
 		f.Add(seed, "")
 		f.Add(seed, tmplNow)
 	}
-	app := configState(f, cmApp, map[string]string{"a": "1"})
-	db := configState(f, secDB, map[string]string{"pw": "x"})
-	configs := configMap{cmApp: app, secDB: db}
+	app := sourceState(f, cmApp, map[string]string{"a": "1"})
+	db := sourceState(f, secDB, map[string]string{"pw": "x"})
+	sources := sourceMap{cmApp: app, secDB: db}
 	refs := []catalog.Reference{{ID: cmApp, Optional: true}, {ID: secDB, Keys: []string{"pw"}}, {ID: cmGone, Optional: true}}
 
 	f.Fuzz(func(t *testing.T, applied, appliedHash string) {
 		w := &catalog.WorkloadState{References: refs, HasApplied: true, Applied: applied,
 			AppliedTemplateHash: appliedHash, TemplateHash: tmplNow}
-		plan := Decide(w, configs, dueAt{cmApp: decideNow.Add(time.Second)}, decideNow)
+		plan := Decide(w, sources, dueAt{cmApp: decideNow.Add(time.Second)}, decideNow)
 
 		if len(plan.Applied) != len(refs) {
 			t.Fatalf("applied %v: want exactly one entry per reference", plan.Applied)
@@ -480,7 +480,7 @@ func FuzzDecideHostileAnnotation(f *testing.F) {
 			}
 		}
 		if plan.Restart && len(plan.Changed) == 0 {
-			t.Fatalf("restart without a changed config: %+v", plan)
+			t.Fatalf("restart without a changed source: %+v", plan)
 		}
 	})
 }

@@ -14,17 +14,17 @@ import (
 )
 
 // APIExists confirms existence with a metadata-only LIST by name: it needs
-// only the list permission the informers already have, and no config data
+// only the list permission the informers already have, and no source data
 // (no Secret value) crosses the wire.
-func APIExists(client metadata.Interface, kinds []config.ConfigKind) ExistsFunc {
+func APIExists(client metadata.Interface, kinds []config.SourceKind) ExistsFunc {
 	resources := make(map[string]schema.GroupVersionResource, len(kinds))
 	for _, k := range kinds {
 		resources[k.Name] = k.GVR
 	}
-	return func(ctx context.Context, id catalog.ConfigID) (bool, error) {
+	return func(ctx context.Context, id catalog.SourceID) (bool, error) {
 		gvr, ok := resources[id.Kind]
 		if !ok {
-			return false, fmt.Errorf("unknown config kind %q", id.Kind)
+			return false, fmt.Errorf("unknown source kind %q", id.Kind)
 		}
 		list, err := client.Resource(gvr).Namespace(id.Namespace).List(ctx, metav1.ListOptions{
 			FieldSelector: fields.OneTermEqualSelector("metadata.name", id.Name).String(),

@@ -15,7 +15,7 @@ import (
 
 const examplePath = "../../examples/config.yaml"
 
-// Annotation keys of the example config, spelled out so that a silent change
+// Annotation keys of the example source, spelled out so that a silent change
 // of the defaults shows up here.
 const (
 	optInKey        = "com.xing.deployment-restart"
@@ -54,8 +54,8 @@ func fromYAML(t testing.TB, s string) *unstructured.Unstructured {
 	return u
 }
 
-// configState reduces a config object holding data, as the informer does.
-func configState(t testing.TB, id catalog.ConfigID, data map[string]string) *catalog.ConfigState {
+// sourceState reduces a source object holding data, as the informer does.
+func sourceState(t testing.TB, id catalog.SourceID, data map[string]string) *catalog.SourceState {
 	t.Helper()
 	u := &unstructured.Unstructured{Object: map[string]interface{}{}}
 	u.SetAPIVersion("v1")
@@ -65,11 +65,11 @@ func configState(t testing.TB, id catalog.ConfigID, data map[string]string) *cat
 	if err := unstructured.SetNestedStringMap(u.Object, data, "data"); err != nil {
 		t.Fatal(err)
 	}
-	out, err := catalog.ReduceConfig([]string{"data", "binaryData"})(u)
+	out, err := catalog.ReduceSource([]string{"data", "binaryData"})(u)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return out.(*catalog.ConfigState)
+	return out.(*catalog.SourceState)
 }
 
 // annotation encodes an applied-checksums annotation.
@@ -82,29 +82,29 @@ func annotation(t testing.TB, m map[string]string) string {
 	return string(b)
 }
 
-// configMap is a ConfigLookup over a map.
-type configMap map[catalog.ConfigID]*catalog.ConfigState
+// sourceMap is a SourceLookup over a map.
+type sourceMap map[catalog.SourceID]*catalog.SourceState
 
-func (m configMap) Config(id catalog.ConfigID) (*catalog.ConfigState, bool) {
+func (m sourceMap) Source(id catalog.SourceID) (*catalog.SourceState, bool) {
 	s, ok := m[id]
 	return s, ok
 }
 
-// dueAt is a WindowLookup: the end of each config's open window.
-type dueAt map[catalog.ConfigID]time.Time
+// dueAt is a WindowLookup: the end of each source's open window.
+type dueAt map[catalog.SourceID]time.Time
 
 // Updating: the windows of a dueAt hold updates; see createdOnly.
-func (d dueAt) Updating(id catalog.ConfigID, now time.Time) bool {
+func (d dueAt) Updating(id catalog.SourceID, now time.Time) bool {
 	_, open := d.Due(id, now)
 	return open
 }
 
-// createdOnly holds windows opened by configs' creation alone.
+// createdOnly holds windows opened by sources' creation alone.
 type createdOnly struct{ dueAt }
 
-func (createdOnly) Updating(catalog.ConfigID, time.Time) bool { return false }
+func (createdOnly) Updating(catalog.SourceID, time.Time) bool { return false }
 
-func (d dueAt) Due(id catalog.ConfigID, now time.Time) (time.Time, bool) {
+func (d dueAt) Due(id catalog.SourceID, now time.Time) (time.Time, bool) {
 	due, ok := d[id]
 	if !ok || !now.Before(due) {
 		return time.Time{}, false

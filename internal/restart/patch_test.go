@@ -42,12 +42,12 @@ func TestBuildPatch(t *testing.T) {
 			`{"metadata":{"annotations":{"com.xing.deployment-restart.applied-config-checksums":"{}",` +
 				`"com.xing.deployment-restart.applied-template-hash":"abcdefabcdefabcd"},"resourceVersion":"42"}}`},
 		{"restart, Deployment", []string{"spec", "template"},
-			Plan{Applied: two, Patch: true, Restart: true, Changed: []catalog.ConfigID{cmApp}},
+			Plan{Applied: two, Patch: true, Restart: true, Changed: []catalog.SourceID{cmApp}},
 			`{` + metadata + `,"spec":{"template":{` + stamp + `}}}`},
 		{"restart, CronJob", []string{"spec", "jobTemplate", "spec", "template"},
-			Plan{Applied: two, Patch: true, Restart: true, Changed: []catalog.ConfigID{cmApp}},
+			Plan{Applied: two, Patch: true, Restart: true, Changed: []catalog.SourceID{cmApp}},
 			`{` + metadata + `,"spec":{"jobTemplate":{"spec":{"template":{` + stamp + `}}}}}`},
-		{"restart, absent config recorded", []string{"spec", "template"},
+		{"restart, absent source recorded", []string{"spec", "template"},
 			Plan{Applied: map[string]string{"configmap/shop/app": ""}, Patch: true, Restart: true},
 			`{"metadata":{"annotations":{"com.xing.deployment-restart.applied-config-checksums":"{\"configmap/shop/app\":\"\"}",` +
 				`"com.xing.deployment-restart.applied-template-hash":"abcdefabcdefabcd"},"resourceVersion":"42"},` +

@@ -7,9 +7,9 @@ import (
 	"github.com/restart-controller/restart-controller/internal/catalog"
 )
 
-// Windows tracks, per config, the grace period that its first unsettled data
+// Windows tracks, per source, the grace period that its first unsettled data
 // change opened. Further changes inside a window are merged into it rather
-// than extending it, so a config that changes without pause still restarts its
+// than extending it, so a source that changes without pause still restarts its
 // workloads once per grace period instead of never.
 //
 // Nothing here needs to survive a crash: the applied checksums on the workload
@@ -18,21 +18,21 @@ type Windows struct {
 	grace time.Duration
 
 	mu    sync.Mutex
-	start map[catalog.ConfigID]time.Time
+	start map[catalog.SourceID]time.Time
 	// updated marks windows holding a change of data that existed before,
 	// which pods may have read; a window opened by a creation holds none.
-	updated map[catalog.ConfigID]bool
+	updated map[catalog.SourceID]bool
 }
 
 // NewWindows returns a tracker for the given grace period.
 func NewWindows(grace time.Duration) *Windows {
-	return &Windows{grace: grace, start: map[catalog.ConfigID]time.Time{}, updated: map[catalog.ConfigID]bool{}}
+	return &Windows{grace: grace, start: map[catalog.SourceID]time.Time{}, updated: map[catalog.SourceID]bool{}}
 }
 
-// Observe records a change of the config seen at now (a data update, or a
+// Observe records a change of the source seen at now (a data update, or a
 // creation when created is true) and returns when its window ends and
 // whether the change was merged into an open window.
-func (w *Windows) Observe(id catalog.ConfigID, now time.Time, created bool) (due time.Time, merged bool) {
+func (w *Windows) Observe(id catalog.SourceID, now time.Time, created bool) (due time.Time, merged bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if start, open := w.start[id]; open && now.Before(start.Add(w.grace)) {
@@ -44,18 +44,18 @@ func (w *Windows) Observe(id catalog.ConfigID, now time.Time, created bool) (due
 	return now.Add(w.grace), false
 }
 
-// Updating reports whether the config's open window holds an update of data
+// Updating reports whether the source's open window holds an update of data
 // that existed before it.
-func (w *Windows) Updating(id catalog.ConfigID, now time.Time) bool {
+func (w *Windows) Updating(id catalog.SourceID, now time.Time) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	start, open := w.start[id]
 	return open && now.Before(start.Add(w.grace)) && w.updated[id]
 }
 
-// Due returns when the config's open window ends; ok is false when no window
+// Due returns when the source's open window ends; ok is false when no window
 // is open, in which case any difference is due at once.
-func (w *Windows) Due(id catalog.ConfigID, now time.Time) (due time.Time, ok bool) {
+func (w *Windows) Due(id catalog.SourceID, now time.Time) (due time.Time, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	start, open := w.start[id]
@@ -65,8 +65,8 @@ func (w *Windows) Due(id catalog.ConfigID, now time.Time) (due time.Time, ok boo
 	return start.Add(w.grace), true
 }
 
-// Opened returns when the config's latest window opened, for latency metrics.
-func (w *Windows) Opened(id catalog.ConfigID) (time.Time, bool) {
+// Opened returns when the source's latest window opened, for latency metrics.
+func (w *Windows) Opened(id catalog.SourceID) (time.Time, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	start, ok := w.start[id]

@@ -31,15 +31,15 @@ func TestWindowsObserve(t *testing.T) {
 			t.Errorf("%s: Observe = %v, %v; want %v, %v", s.name, due.Sub(t0), merged, s.wantDue, s.wantMerged)
 		}
 	}
-	// Other configs have their own windows.
+	// Other sources have their own windows.
 	if due, merged := w.Observe(secDB, t0.Add(time.Hour+5*time.Second), false); merged || !due.Equal(t0.Add(time.Hour+15*time.Second)) {
-		t.Errorf("second config: %v, %v", due.Sub(t0), merged)
+		t.Errorf("second source: %v, %v", due.Sub(t0), merged)
 	}
 	if opened, ok := w.Opened(cmApp); !ok || !opened.Equal(t0.Add(time.Hour)) {
 		t.Errorf("Opened = %v, %v; want the latest window's start", opened, ok)
 	}
 	if _, ok := w.Opened(cmGone); ok {
-		t.Error("Opened reports a config that never changed")
+		t.Error("Opened reports a source that never changed")
 	}
 }
 
@@ -49,7 +49,7 @@ func TestWindowsDue(t *testing.T) {
 	w.Observe(cmApp, t0, false)
 	cases := []struct {
 		name    string
-		id      catalog.ConfigID
+		id      catalog.SourceID
 		at      time.Duration
 		wantDue time.Duration
 		wantOK  bool
@@ -58,7 +58,7 @@ func TestWindowsDue(t *testing.T) {
 		{"inside", cmApp, 9 * time.Second, 10 * time.Second, true},
 		{"at the end", cmApp, 10 * time.Second, 0, false},
 		{"after the end", cmApp, time.Minute, 0, false},
-		{"config without window", secDB, 0, 0, false},
+		{"source without window", secDB, 0, 0, false},
 	}
 	for _, tc := range cases {
 		due, ok := w.Due(tc.id, t0.Add(tc.at))
@@ -82,10 +82,10 @@ func TestWindowsSweep(t *testing.T) {
 	const grace = 10 * time.Second
 	t0 := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	w := NewWindows(grace)
-	open1 := catalog.ConfigID{Kind: "configmap", Namespace: "shop", Name: "open1"}
-	open2 := catalog.ConfigID{Kind: "configmap", Namespace: "shop", Name: "open2"}
-	ended := catalog.ConfigID{Kind: "configmap", Namespace: "shop", Name: "ended"}
-	old := catalog.ConfigID{Kind: "configmap", Namespace: "shop", Name: "old"}
+	open1 := catalog.SourceID{Kind: "configmap", Namespace: "shop", Name: "open1"}
+	open2 := catalog.SourceID{Kind: "configmap", Namespace: "shop", Name: "open2"}
+	ended := catalog.SourceID{Kind: "configmap", Namespace: "shop", Name: "ended"}
+	old := catalog.SourceID{Kind: "configmap", Namespace: "shop", Name: "old"}
 
 	now := t0.Add(2 * time.Minute)
 	w.Observe(open1, now.Add(-time.Second), false)
@@ -113,7 +113,7 @@ func TestWindowsSweep(t *testing.T) {
 	if got := w.Sweep(now.Add(time.Hour)); got != 0 {
 		t.Errorf("Sweep much later = %d, want 0", got)
 	}
-	for _, id := range []catalog.ConfigID{open1, open2, ended, old} {
+	for _, id := range []catalog.SourceID{open1, open2, ended, old} {
 		if _, ok := w.Opened(id); ok {
 			t.Errorf("%s kept after a long time", id)
 		}

@@ -12,16 +12,16 @@ import (
 )
 
 type recorder struct {
-	configs   []catalog.ConfigID
+	sources   []catalog.SourceID
 	workloads []catalog.WorkloadKey
 }
 
-func (r *recorder) ConfigChanged(id catalog.ConfigID)       { r.configs = append(r.configs, id) }
-func (r *recorder) ConfigCreated(id catalog.ConfigID)       { r.configs = append(r.configs, id) }
+func (r *recorder) SourceChanged(id catalog.SourceID)       { r.sources = append(r.sources, id) }
+func (r *recorder) SourceCreated(id catalog.SourceID)       { r.sources = append(r.sources, id) }
 func (r *recorder) WorkloadChanged(key catalog.WorkloadKey) { r.workloads = append(r.workloads, key) }
 
-func configState(rv string, digests map[string]byte) *catalog.ConfigState {
-	s := &catalog.ConfigState{Digests: map[string]catalog.Digest{}}
+func sourceState(rv string, digests map[string]byte) *catalog.SourceState {
+	s := &catalog.SourceState{Digests: map[string]catalog.Digest{}}
 	s.Name, s.Namespace, s.ResourceVersion = "app", "shop", rv
 	for k, b := range digests {
 		s.Digests[k] = catalog.Digest{b}
@@ -29,11 +29,11 @@ func configState(rv string, digests map[string]byte) *catalog.ConfigState {
 	return s
 }
 
-func TestConfigHandlerComputesKeysOnlyForDataChanges(t *testing.T) {
-	id := catalog.ConfigID{Kind: "configmap", Namespace: "shop", Name: "app"}
-	v1 := configState("1", map[string]byte{"a": 1})
-	v1Relabelled := configState("2", map[string]byte{"a": 1})
-	v2 := configState("3", map[string]byte{"a": 2})
+func TestSourceHandlerComputesKeysOnlyForDataChanges(t *testing.T) {
+	id := catalog.SourceID{Kind: "configmap", Namespace: "shop", Name: "app"}
+	v1 := sourceState("1", map[string]byte{"a": 1})
+	v1Relabelled := sourceState("2", map[string]byte{"a": 1})
+	v2 := sourceState("3", map[string]byte{"a": 2})
 	cases := []struct {
 		name  string
 		event func(h cache.ResourceEventHandler)
@@ -52,11 +52,11 @@ func TestConfigHandlerComputesKeysOnlyForDataChanges(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			rec := &recorder{}
 			m := metrics.New(func() (int, int) { return 0, 0 })
-			c.event(configHandler{kind: "configmap", handler: rec, metrics: m})
-			if len(rec.configs) != c.want {
-				t.Fatalf("got %v, want %d change(s)", rec.configs, c.want)
+			c.event(sourceHandler{kind: "configmap", handler: rec, metrics: m})
+			if len(rec.sources) != c.want {
+				t.Fatalf("got %v, want %d change(s)", rec.sources, c.want)
 			}
-			for _, got := range rec.configs {
+			for _, got := range rec.sources {
 				if got != id {
 					t.Fatalf("got %v, want %v", got, id)
 				}
@@ -69,7 +69,7 @@ func TestWorkloadHandlerSkipsUpdatesDecisionsDoNotSee(t *testing.T) {
 	deployments := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
 	base := func(rv string) *catalog.WorkloadState {
 		w := &catalog.WorkloadState{OptedIn: true, TemplateHash: "t1",
-			References: []catalog.Reference{{ID: catalog.ConfigID{Kind: "configmap", Namespace: "shop", Name: "app"}}}}
+			References: []catalog.Reference{{ID: catalog.SourceID{Kind: "configmap", Namespace: "shop", Name: "app"}}}}
 		w.Name, w.Namespace, w.ResourceVersion = "web", "shop", rv
 		return w
 	}
@@ -77,7 +77,7 @@ func TestWorkloadHandlerSkipsUpdatesDecisionsDoNotSee(t *testing.T) {
 	optedOut := base("3")
 	optedOut.OptedIn = false
 	newRef := base("4")
-	newRef.References = append(newRef.References, catalog.Reference{ID: catalog.ConfigID{Kind: "secret", Namespace: "shop", Name: "db"}})
+	newRef.References = append(newRef.References, catalog.Reference{ID: catalog.SourceID{Kind: "secret", Namespace: "shop", Name: "db"}})
 	keyNarrowed := base("5")
 	keyNarrowed.References[0].Keys = []string{"a"}
 

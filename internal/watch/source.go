@@ -13,13 +13,13 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// configSource prefers protobuf: config data is the bulk of what the
+// sourceInformer prefers protobuf: source data is the bulk of what the
 // controller receives, and JSON makes it parse every byte as text (a 100 kB
 // ConfigMap is a 100 kB JSON string to unescape). Kinds that client-go's
 // scheme knows, ConfigMaps and Secrets among them, are therefore fetched
 // through a typed REST client speaking protobuf; any other kind through the
 // dynamic client. Both are reduced to the same digests by the transform.
-func configInformer(rc *rest.Config, client dynamic.Interface, gvr schema.GroupVersionResource, kind, namespace string) (cache.SharedIndexInformer, error) {
+func sourceInformer(rc *rest.Config, client dynamic.Interface, gvr schema.GroupVersionResource, kind, namespace string) (cache.SharedIndexInformer, error) {
 	gvk := gvr.GroupVersion().WithKind(kind)
 	if rc == nil || !scheme.Scheme.Recognizes(gvk) {
 		return dynamicinformer.NewFilteredDynamicInformer(client, gvr, namespace, 0, cache.Indexers{}, nil).Informer(), nil

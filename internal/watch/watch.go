@@ -1,4 +1,4 @@
-// Package watch runs the dynamic informers of every configured config and
+// Package watch runs the dynamic informers of every configured source and
 // workload kind, reduces objects as they enter the caches, and turns events
 // into keys for the restart controller. It never decides anything itself.
 package watch
@@ -28,10 +28,10 @@ import (
 
 // Handler receives keys computed from events.
 type Handler interface {
-	// ConfigChanged reports a data change of an existing config.
-	ConfigChanged(id catalog.ConfigID)
-	// ConfigCreated reports a config created after start-up.
-	ConfigCreated(id catalog.ConfigID)
+	// SourceChanged reports a data change of an existing config.
+	SourceChanged(id catalog.SourceID)
+	// SourceCreated reports a source created after start-up.
+	SourceCreated(id catalog.SourceID)
 	// WorkloadChanged reports a workload that appeared or changed in a way decisions see.
 	WorkloadChanged(key catalog.WorkloadKey)
 }
@@ -39,7 +39,7 @@ type Handler interface {
 // Watcher owns the informers.
 type Watcher struct {
 	cfg *config.Config
-	// rest configures the protobuf clients of config kinds; nil keeps every
+	// rest configures the protobuf clients of source kinds; nil keeps every
 	// kind on the dynamic client.
 	rest      *rest.Config
 	client    dynamic.Interface
@@ -68,19 +68,19 @@ func New(cfg *config.Config, rc *rest.Config, client dynamic.Interface, disc dis
 	}
 }
 
-// Start starts the informers of every config kind and of every workload kind
+// Start starts the informers of every source kind and of every workload kind
 // the API server serves now; kinds not served yet are looked for by Run.
 func (w *Watcher) Start(ctx context.Context) error {
-	for i, kind := range w.cfg.Configs {
+	for i, kind := range w.cfg.Sources {
 		resource, err := w.served(kind.GVR)
 		if err != nil {
-			return fmt.Errorf("configs[%d]: looking up %s: %w", i, kind.GVR, err)
+			return fmt.Errorf("sources[%d]: looking up %s: %w", i, kind.GVR, err)
 		}
 		if resource == nil {
-			return fmt.Errorf("configs[%d]: %s is not served by the API server", i, kind.GVR)
+			return fmt.Errorf("sources[%d]: %s is not served by the API server", i, kind.GVR)
 		}
-		if err := w.startConfigInformers(ctx, kind, resource.Kind); err != nil {
-			return fmt.Errorf("configs[%d]: %w", i, err)
+		if err := w.startSourceInformers(ctx, kind, resource.Kind); err != nil {
+			return fmt.Errorf("sources[%d]: %w", i, err)
 		}
 	}
 	for i, kind := range w.cfg.Workloads {
@@ -198,17 +198,17 @@ func (w *Watcher) namespaces() []string {
 	return w.cfg.Namespaces
 }
 
-func (w *Watcher) startConfigInformers(ctx context.Context, kind config.ConfigKind, objectKind string) error {
+func (w *Watcher) startSourceInformers(ctx context.Context, kind config.SourceKind, objectKind string) error {
 	for _, ns := range w.namespaces() {
-		informer, err := configInformer(w.rest, w.client, kind.GVR, objectKind, ns)
+		informer, err := sourceInformer(w.rest, w.client, kind.GVR, objectKind, ns)
 		if err != nil {
 			return err
 		}
-		handler := configHandler{kind: kind.Name, handler: w.handler, metrics: w.metrics}
+		handler := sourceHandler{kind: kind.Name, handler: w.handler, metrics: w.metrics}
 		// The store joins the catalog before the informer runs, so no key it
 		// yields can be looked up before its store is known.
-		w.catalog.AddConfigStore(kind.Name, informer.GetIndexer())
-		if err := w.start(ctx, informer, catalog.ReduceConfig(kind.DataFields), handler); err != nil {
+		w.catalog.AddSourceStore(kind.Name, informer.GetIndexer())
+		if err := w.start(ctx, informer, catalog.ReduceSource(kind.DataFields), handler); err != nil {
 			return fmt.Errorf("watching %s: %w", kind.GVR, err)
 		}
 	}
@@ -245,33 +245,33 @@ func (w *Watcher) start(ctx context.Context, informer cache.SharedIndexInformer,
 	return nil
 }
 
-// configHandler turns config events into config IDs. Objects in the initial
+// sourceHandler turns source events into source IDs. Objects in the initial
 // list are not changes: start-up compares every workload anyway.
-type configHandler struct {
+type sourceHandler struct {
 	kind    string
 	handler Handler
 	metrics *metrics.Metrics
 }
 
-func (h configHandler) OnAdd(obj interface{}, isInInitialList bool) {
+func (h sourceHandler) OnAdd(obj interface{}, isInInitialList bool) {
 	h.metrics.ResourceVersions.Inc()
-	if state, ok := obj.(*catalog.ConfigState); ok && !isInInitialList {
-		h.handler.ConfigCreated(catalog.ConfigID{Kind: h.kind, Namespace: state.Namespace, Name: state.Name})
+	if state, ok := obj.(*catalog.SourceState); ok && !isInInitialList {
+		h.handler.SourceCreated(catalog.SourceID{Kind: h.kind, Namespace: state.Namespace, Name: state.Name})
 	}
 }
 
-func (h configHandler) OnUpdate(oldObj, newObj interface{}) {
+func (h sourceHandler) OnUpdate(oldObj, newObj interface{}) {
 	h.metrics.ResourceVersions.Inc()
-	oldState, ok1 := oldObj.(*catalog.ConfigState)
-	newState, ok2 := newObj.(*catalog.ConfigState)
+	oldState, ok1 := oldObj.(*catalog.SourceState)
+	newState, ok2 := newObj.(*catalog.SourceState)
 	if ok1 && ok2 && !oldState.SameData(newState) {
-		h.handler.ConfigChanged(catalog.ConfigID{Kind: h.kind, Namespace: newState.Namespace, Name: newState.Name})
+		h.handler.SourceChanged(catalog.SourceID{Kind: h.kind, Namespace: newState.Namespace, Name: newState.Name})
 	}
 }
 
-// OnDelete counts the event only: a deleted config restarts nothing, and its
+// OnDelete counts the event only: a deleted source restarts nothing, and its
 // applied checksum stays on the workloads for when it comes back.
-func (h configHandler) OnDelete(interface{}) { h.metrics.ResourceVersions.Inc() }
+func (h sourceHandler) OnDelete(interface{}) { h.metrics.ResourceVersions.Inc() }
 
 // workloadHandler turns workload events into keys, skipping updates that only
 // touch what decisions do not read (status, replicas).

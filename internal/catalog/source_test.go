@@ -27,15 +27,15 @@ binaryData:
   bin: AAEC
 `
 
-func reduce(t *testing.T, yamlText string) *ConfigState {
+func reduce(t *testing.T, yamlText string) *SourceState {
 	t.Helper()
-	out, err := ReduceConfig(configDataFields)(fromYAML(t, yamlText))
+	out, err := ReduceSource(configDataFields)(fromYAML(t, yamlText))
 	if err != nil {
 		t.Fatal(err)
 	}
-	state, ok := out.(*ConfigState)
+	state, ok := out.(*SourceState)
 	if !ok {
-		t.Fatalf("ReduceConfig returned %T, want *ConfigState", out)
+		t.Fatalf("ReduceSource returned %T, want *SourceState", out)
 	}
 	return state
 }
@@ -135,7 +135,7 @@ binaryData: {bin: AAEC}
 
 func TestReduceConfigIgnoresFieldsNotConfigured(t *testing.T) {
 	// A Secret kind configured with dataFields [data] only: stringData and
-	// type are not data the pods read through this config kind.
+	// type are not data the pods read through this source kind.
 	secretA := fromYAML(t, `
 apiVersion: v1
 kind: Secret
@@ -151,22 +151,22 @@ metadata: {name: s, namespace: shop}
 type: kubernetes.io/tls
 data: {pw: c2VjcmV0}
 `)
-	transform := ReduceConfig([]string{"data"})
+	transform := ReduceSource([]string{"data"})
 	a, _ := transform(secretA)
 	b, _ := transform(secretB)
-	if !a.(*ConfigState).SameData(b.(*ConfigState)) {
+	if !a.(*SourceState).SameData(b.(*SourceState)) {
 		t.Error("fields outside dataFields changed the data")
 	}
 }
 
 func TestReduceConfigNonStringValues(t *testing.T) {
-	// Config kinds declared by configuration may hold any JSON under their data fields.
-	mk := func(spec string) *ConfigState {
-		out, err := ReduceConfig([]string{"spec"})(fromYAML(t, "apiVersion: example.com/v1\nkind: Settings\nmetadata: {name: s, namespace: shop}\nspec: "+spec))
+	// Source kinds declared by configuration may hold any JSON under their data fields.
+	mk := func(spec string) *SourceState {
+		out, err := ReduceSource([]string{"spec"})(fromYAML(t, "apiVersion: example.com/v1\nkind: Settings\nmetadata: {name: s, namespace: shop}\nspec: "+spec))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return out.(*ConfigState)
+		return out.(*SourceState)
 	}
 	a := mk("{n: 5, m: {x: 1, y: [1, 2]}}")
 	b := mk("{m: {y: [1, 2], x: 1}, n: 5}")
@@ -185,7 +185,7 @@ func TestReduceConfigNonStringValues(t *testing.T) {
 }
 
 func TestReduceConfigPassesThrough(t *testing.T) {
-	transform := ReduceConfig(configDataFields)
+	transform := ReduceSource(configDataFields)
 	reduced := reduce(t, baseConfigMap)
 	tombstone := cache.DeletedFinalStateUnknown{Key: "shop/app", Obj: reduced}
 	cases := []struct {
@@ -230,8 +230,8 @@ data: {a: alpha, b: beta}
 
 	cases := []struct {
 		name   string
-		before *ConfigState
-		after  *ConfigState
+		before *SourceState
+		after  *SourceState
 		keys   []string
 		same   bool
 	}{
@@ -279,9 +279,9 @@ data: {a: alpha, b: beta}
 	}
 }
 
-func TestConfigStateDeepCopy(t *testing.T) {
+func TestSourceStateDeepCopy(t *testing.T) {
 	s := reduce(t, baseConfigMap)
-	c := s.DeepCopyObject().(*ConfigState)
+	c := s.DeepCopyObject().(*SourceState)
 	if !reflect.DeepEqual(s, c) {
 		t.Fatalf("copy differs: %+v", c)
 	}

@@ -1,4 +1,4 @@
-package config
+package cli
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/spf13/pflag"
 )
 
@@ -30,7 +31,7 @@ func writeFile(t *testing.T, content string) string {
 }
 
 // load runs Load with a config file holding file, the environment env and args.
-func load(t *testing.T, file string, env map[string]string, args ...string) (*Config, error) {
+func load(t *testing.T, file string, env map[string]string, args ...string) (*config.Config, error) {
 	t.Helper()
 	path := writeFile(t, file)
 	lookup := func(name string) (string, bool) {
@@ -59,12 +60,12 @@ ignoredErrors: [from-file]
 		file  string
 		env   map[string]string
 		args  []string
-		check func(t *testing.T, s Settings)
+		check func(t *testing.T, s config.Settings)
 	}{
 		{
 			name: "defaults",
 			file: "{}",
-			check: func(t *testing.T, s Settings) {
+			check: func(t *testing.T, s config.Settings) {
 				if s.Workers != 16 || s.LogFormat != "text" || s.GracePeriod != 5*time.Second || s.LeaseNamespace != "default" {
 					t.Errorf("got %+v", s)
 				}
@@ -73,7 +74,7 @@ ignoredErrors: [from-file]
 		{
 			name: "file over defaults",
 			file: file,
-			check: func(t *testing.T, s Settings) {
+			check: func(t *testing.T, s config.Settings) {
 				if s.Workers != 6 || s.LogFormat != "json" || s.GracePeriod != 7*time.Second || s.LeaseNamespace != "file-ns" ||
 					s.LeaseName != "file-lease" || !reflect.DeepEqual(s.IgnoredErrors, []string{"from-file"}) || s.KubeAPIBurst != 400 {
 					t.Errorf("got %+v", s)
@@ -84,7 +85,7 @@ ignoredErrors: [from-file]
 			name: "env over file",
 			file: file,
 			env:  map[string]string{"WORKERS": "7", "POD_NAMESPACE": "env-ns", "IGNORED_ERRORS": "a;b;;c", "VERBOSE": "true", "KUBE_API_QPS": "2.5", "LOG_FORMAT": ""},
-			check: func(t *testing.T, s Settings) {
+			check: func(t *testing.T, s config.Settings) {
 				if s.Workers != 7 || s.LeaseNamespace != "env-ns" || !reflect.DeepEqual(s.IgnoredErrors, []string{"a", "b", "c"}) ||
 					!s.Verbose || s.KubeAPIQPS != 2.5 || s.LogFormat != "json" || s.GracePeriod != 7*time.Second {
 					t.Errorf("got %+v", s)
@@ -96,7 +97,7 @@ ignoredErrors: [from-file]
 			file: file,
 			env:  map[string]string{"WORKERS": "7", "POD_NAMESPACE": "env-ns", "RESTART_GRACE_PERIOD": "9"},
 			args: []string{"--workers=8", "-r", "500ms", "--leader-election-id", "flag-lease", "--log-format=text", "--ignored-errors", "x;;y", "-v"},
-			check: func(t *testing.T, s Settings) {
+			check: func(t *testing.T, s config.Settings) {
 				if s.Workers != 8 || s.LeaseNamespace != "env-ns" || s.GracePeriod != 500*time.Millisecond || s.LeaseName != "flag-lease" ||
 					s.LogFormat != "text" || !reflect.DeepEqual(s.IgnoredErrors, []string{"x", "y"}) || !s.Verbose {
 					t.Errorf("got %+v", s)
@@ -107,7 +108,7 @@ ignoredErrors: [from-file]
 			name: "unset flags keep lower layers",
 			file: file,
 			args: []string{"--kube-api-burst=7"},
-			check: func(t *testing.T, s Settings) {
+			check: func(t *testing.T, s config.Settings) {
 				if s.Workers != 6 || s.KubeAPIBurst != 7 || s.LogFormat != "json" {
 					t.Errorf("got %+v", s)
 				}
@@ -117,7 +118,7 @@ ignoredErrors: [from-file]
 			name: "check period",
 			file: "{}",
 			env:  map[string]string{"RESTART_CHECK_PERIOD": "250ms"},
-			check: func(t *testing.T, s Settings) {
+			check: func(t *testing.T, s config.Settings) {
 				if s.CheckPeriod != 250*time.Millisecond {
 					t.Errorf("check period %v", s.CheckPeriod)
 				}
@@ -127,7 +128,7 @@ ignoredErrors: [from-file]
 			name: "check period flag",
 			file: "{}",
 			args: []string{"-c", "100"},
-			check: func(t *testing.T, s Settings) {
+			check: func(t *testing.T, s config.Settings) {
 				if s.CheckPeriod != 100*time.Millisecond {
 					t.Errorf("check period %v", s.CheckPeriod)
 				}
@@ -137,7 +138,7 @@ ignoredErrors: [from-file]
 			name: "grace period zero",
 			file: "{}",
 			args: []string{"--restart-grace-period=0"},
-			check: func(t *testing.T, s Settings) {
+			check: func(t *testing.T, s config.Settings) {
 				if s.GracePeriod != 0 {
 					t.Errorf("grace period %v", s.GracePeriod)
 				}
@@ -147,7 +148,7 @@ ignoredErrors: [from-file]
 			name: "leader election",
 			file: "{}",
 			env:  map[string]string{"LEADER_ELECT": "true", "POD_NAME": "pod-1", "KUBECONFIG": "/kube/config"},
-			check: func(t *testing.T, s Settings) {
+			check: func(t *testing.T, s config.Settings) {
 				if !s.LeaderElect || s.LeaderIdentity != "pod-1" || s.Kubeconfig != "/kube/config" {
 					t.Errorf("got %+v", s)
 				}
@@ -158,7 +159,7 @@ ignoredErrors: [from-file]
 			file: "{}",
 			env:  map[string]string{"POD_NAME": "pod-1", "KUBECONFIG": "/kube/config"},
 			args: []string{"--leader-elect", "--leader-election-identity=me", "--kubeconfig", "/my/config"},
-			check: func(t *testing.T, s Settings) {
+			check: func(t *testing.T, s config.Settings) {
 				if !s.LeaderElect || s.LeaderIdentity != "me" || s.Kubeconfig != "/my/config" {
 					t.Errorf("got %+v", s)
 				}
@@ -167,7 +168,7 @@ ignoredErrors: [from-file]
 		{
 			name: "identity defaults to the host name",
 			file: "{}",
-			check: func(t *testing.T, s Settings) {
+			check: func(t *testing.T, s config.Settings) {
 				host, err := os.Hostname()
 				if err != nil || s.LeaderIdentity != host || s.Kubeconfig != "" {
 					t.Errorf("got %+v, host name %q (%v)", s, host, err)

@@ -1,31 +1,27 @@
-// Package config builds the controller's immutable configuration from layers:
-// built-in defaults < config file < environment < command-line flags.
-package config
+// Package cli turns the command line and the environment into the
+// controller's configuration: it defines the flags and their environment
+// variables, reads the config file they name, and layers built-in defaults <
+// config file < environment < flags into one tree with koanf, which package
+// config then decodes strictly.
+package cli
 
 import (
-	_ "embed"
 	"errors"
 	"fmt"
 	"os"
-	"reflect"
 	"strconv"
 	"strings"
 
-	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/confmap"
 	"github.com/knadh/koanf/providers/posflag"
-	"github.com/knadh/koanf/providers/rawbytes"
 	"github.com/knadh/koanf/v2"
 	"github.com/spf13/pflag"
+
+	"github.com/restart-controller/restart-controller/internal/config"
 )
 
 // ErrVersion is returned by Load when --version was given.
 var ErrVersion = errors.New("version requested")
-
-// defaultsYAML is a string, not []byte, so that nothing can change it.
-//
-//go:embed defaults.yaml
-var defaultsYAML string
 
 const defaultConfigFile = "/etc/restart-controller/config.yaml"
 
@@ -94,9 +90,9 @@ func settings() []setting {
 // Flags registers the command-line flags on fs. Their defaults, shown by
 // --help, are read from the built-in defaults so the two cannot disagree.
 func Flags(fs *pflag.FlagSet) {
-	defaults := koanf.New(".")
-	if err := defaults.Load(rawbytes.Provider([]byte(defaultsYAML)), yaml.Parser()); err != nil {
-		panic(fmt.Sprintf("config: embedded defaults.yaml: %v", err)) // tests catch this
+	defaults, err := config.FileLayers(nil)
+	if err != nil {
+		panic(fmt.Sprintf("cli: embedded defaults.yaml: %v", err)) // tests catch this
 	}
 	for _, s := range settings() {
 		usage := s.usage
@@ -123,7 +119,7 @@ func Flags(fs *pflag.FlagSet) {
 		if def != "" {
 			f := fs.Lookup(s.flag)
 			if err := f.Value.Set(def); err != nil {
-				panic(fmt.Sprintf("config: default %q of --%s: %v", def, s.flag, err))
+				panic(fmt.Sprintf("cli: default %q of --%s: %v", def, s.flag, err))
 			}
 			f.DefValue = f.Value.String()
 		}
@@ -149,7 +145,7 @@ func flagString(v interface{}) string {
 // called, reads the config file named by --config, and layers the environment
 // (looked up with lookupEnv) and the flags the user set over it. An empty
 // environment variable counts as unset. -h/--help returns pflag.ErrHelp.
-func Load(fs *pflag.FlagSet, args []string, lookupEnv func(string) (string, bool)) (*Config, error) {
+func Load(fs *pflag.FlagSet, args []string, lookupEnv func(string) (string, bool)) (*config.Config, error) {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return nil, err
@@ -179,9 +175,7 @@ func Load(fs *pflag.FlagSet, args []string, lookupEnv func(string) (string, bool
 	if err != nil {
 		return nil, fmt.Errorf("reading config file: %w", err)
 	}
-	c, err := parse(data, func(k *koanf.Koanf, p *problems) error {
-		return layerEnvAndFlags(k, p, fs, getenv)
-	})
+	c, err := layerAndDecode(data, fs, getenv)
 	if err != nil {
 		return nil, fmt.Errorf("loading config from %s: %w", path, err)
 	}
@@ -196,45 +190,31 @@ func Load(fs *pflag.FlagSet, args []string, lookupEnv func(string) (string, bool
 	return c, nil
 }
 
-// Parse compiles a config file's bytes layered over the built-in defaults.
-// The flag/env-only settings stay empty.
-func Parse(data []byte) (*Config, error) {
-	c, err := parse(data, nil)
+// layerAndDecode layers the environment and the flags the user set over the
+// file, then decodes the result once.
+func layerAndDecode(data []byte, fs *pflag.FlagSet, getenv func(string) (string, bool)) (*config.Config, error) {
+	k, err := config.FileLayers(data)
 	if err != nil {
-		return nil, fmt.Errorf("parsing config: %w", err)
-	}
-	return c, nil
-}
-
-// parse layers defaults < data < whatever upper loads, then decodes and
-// compiles the result, reporting every problem at once.
-func parse(data []byte, upper func(*koanf.Koanf, *problems) error) (*Config, error) {
-	k := koanf.New(".")
-	if err := k.Load(rawbytes.Provider([]byte(defaultsYAML)), yaml.Parser()); err != nil {
-		return nil, fmt.Errorf("loading built-in defaults: %w", err)
-	}
-	if err := k.Load(rawbytes.Provider(data), yaml.Parser()); err != nil {
-		return nil, fmt.Errorf("parsing YAML: %w", err)
-	}
-	p := newProblems()
-	if upper != nil {
-		if err := upper(k, p); err != nil {
-			return nil, err
-		}
-	}
-	var f File
-	decodeInto(p, "", k.Raw(), reflect.ValueOf(&f).Elem())
-	c := compile(&f, p)
-	if err := p.err(); err != nil {
 		return nil, err
 	}
-	return c, nil
+	l := layering{origins: map[string]string{}}
+	if err := l.envAndFlags(k, fs, getenv); err != nil {
+		return nil, err
+	}
+	return config.Decode(k.Raw(), l.origins, l.problems)
 }
 
-// layerEnvAndFlags loads the environment, then the flags the user set, over
-// the file. A value that does not convert is reported under its file key and
-// source, and leaves the lower layer's value in place.
-func layerEnvAndFlags(k *koanf.Koanf, p *problems, fs *pflag.FlagSet, getenv func(string) (string, bool)) error {
+// layering records, while upper layers are loaded, where each key's value came
+// from and which values could not be converted.
+type layering struct {
+	origins  map[string]string
+	problems []config.Problem
+}
+
+// envAndFlags loads the environment, then the flags the user set, over the
+// file. A value that does not convert is reported under its file key and
+// origin, and leaves the lower layer's value in place.
+func (l *layering) envAndFlags(k *koanf.Koanf, fs *pflag.FlagSet, getenv func(string) (string, bool)) error {
 	byFlag := map[string]setting{}
 	env := map[string]interface{}{}
 	for _, s := range settings() {
@@ -249,7 +229,7 @@ func layerEnvAndFlags(k *koanf.Koanf, p *problems, fs *pflag.FlagSet, getenv fun
 		if !ok {
 			continue
 		}
-		if v, ok := convert(p, s, raw, "env "+s.env); ok {
+		if v, ok := l.convert(s, raw, "env "+s.env); ok {
 			env[s.key] = v
 		}
 	}
@@ -264,7 +244,7 @@ func layerEnvAndFlags(k *koanf.Koanf, p *problems, fs *pflag.FlagSet, getenv fun
 		if !ok || !fs.Lookup(flag).Changed {
 			return "", nil
 		}
-		v, ok := convert(p, s, raw, "flag --"+flag)
+		v, ok := l.convert(s, raw, "flag --"+flag)
 		if !ok {
 			return "", nil
 		}
@@ -277,8 +257,8 @@ func layerEnvAndFlags(k *koanf.Koanf, p *problems, fs *pflag.FlagSet, getenv fun
 }
 
 // convert turns a flag or environment string into the type the file uses,
-// recording source so errors about the key say where its value came from.
-func convert(p *problems, s setting, raw, source string) (interface{}, bool) {
+// recording its origin so errors about the key say where its value came from.
+func (l *layering) convert(s setting, raw, origin string) (interface{}, bool) {
 	var (
 		v   interface{}
 		err error
@@ -302,9 +282,10 @@ func convert(p *problems, s setting, raw, source string) (interface{}, bool) {
 		v = list
 	}
 	if err != nil {
-		p.addFrom(s.key, source, fmt.Errorf("cannot parse %q: %w", raw, errors.Unwrap(err)))
+		l.problems = append(l.problems, config.Problem{Path: s.key, Origin: origin,
+			Err: fmt.Errorf("cannot parse %q: %w", raw, errors.Unwrap(err))})
 		return nil, false
 	}
-	p.sources[s.key] = source
+	l.origins[s.key] = origin
 	return v, true
 }

@@ -1,7 +1,7 @@
-// Package catalog holds what the controller knows about configs and workloads:
+// Package catalog holds what the controller knows about sources and workloads:
 // reduced objects kept by the informers' caches, and the lookups decisions need.
 // Objects are reduced when they enter the cache, so memory follows the number of
-// objects, not the bytes of config data they carry.
+// objects, not the bytes of source data they carry.
 package catalog
 
 import (
@@ -21,22 +21,22 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// Digest identifies one value of a config key without holding the value.
+// Digest identifies one value of a source key without holding the value.
 type Digest [16]byte
 
-// ConfigID names a config object the way the applied-checksums annotation does:
+// SourceID names a source object the way the applied-checksums annotation does:
 // "configmap/NS/NAME".
-type ConfigID struct {
+type SourceID struct {
 	Kind      string
 	Namespace string
 	Name      string
 }
 
-func (id ConfigID) String() string { return id.Kind + "/" + id.Namespace + "/" + id.Name }
+func (id SourceID) String() string { return id.Kind + "/" + id.Namespace + "/" + id.Name }
 
-// ConfigState is what the cache keeps of a config object: identity and one
+// SourceState is what the cache keeps of a source object: identity and one
 // digest per key, never the data itself.
-type ConfigState struct {
+type SourceState struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata"`
 	Digests           map[string]Digest `json:"digests"`
@@ -44,8 +44,8 @@ type ConfigState struct {
 
 // DeepCopyObject is required of cached objects; digests are never mutated in
 // place, but the mutation detector of client-go may compare copies.
-func (c *ConfigState) DeepCopyObject() runtime.Object {
-	out := &ConfigState{TypeMeta: c.TypeMeta}
+func (c *SourceState) DeepCopyObject() runtime.Object {
+	out := &SourceState{TypeMeta: c.TypeMeta}
 	c.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	out.Digests = make(map[string]Digest, len(c.Digests))
 	for k, v := range c.Digests {
@@ -56,7 +56,7 @@ func (c *ConfigState) DeepCopyObject() runtime.Object {
 
 // SameData reports whether two states carry identical data; metadata-only
 // changes (labels, annotations) compare equal.
-func (c *ConfigState) SameData(other *ConfigState) bool {
+func (c *SourceState) SameData(other *SourceState) bool {
 	if len(c.Digests) != len(other.Digests) {
 		return false
 	}
@@ -70,8 +70,8 @@ func (c *ConfigState) SameData(other *ConfigState) bool {
 
 // Checksum is the digest of exactly the data a reference reads: the given keys
 // (present or absent), or every key when keys is nil. Sixteen hex characters,
-// the seed design's annotation format.
-func (c *ConfigState) Checksum(keys []string) string {
+// the annotation format of xing's controller.
+func (c *SourceState) Checksum(keys []string) string {
 	h := sha256.New()
 	var lenBuf [8]byte
 	writeKey := func(k string) {
@@ -113,19 +113,19 @@ func sortedKeys(m map[string]Digest) []string {
 	return keys
 }
 
-// ReduceConfig returns an informer transform that replaces a config object by
-// its ConfigState. dataFields are the top-level maps whose entries are hashed.
+// ReduceSource returns an informer transform that replaces a source object by
+// its SourceState. dataFields are the top-level maps whose entries are hashed.
 // Objects come as unstructured (dynamic client, JSON) or typed (protobuf
 // client, for kinds client-go knows); both give the same digests, because
 // applied checksums outlive any one way of fetching. Tombstones and already
 // reduced objects pass through: client-go may hand an object over twice.
-func ReduceConfig(dataFields []string) cache.TransformFunc {
+func ReduceSource(dataFields []string) cache.TransformFunc {
 	return func(obj interface{}) (interface{}, error) {
 		switch o := obj.(type) {
 		case *unstructured.Unstructured:
-			return reduceUnstructuredConfig(o, dataFields), nil
+			return reduceUnstructuredSource(o, dataFields), nil
 		case *corev1.ConfigMap:
-			state := newConfigState(o)
+			state := newSourceState(o)
 			for _, field := range dataFields {
 				switch field {
 				case "data":
@@ -136,7 +136,7 @@ func ReduceConfig(dataFields []string) cache.TransformFunc {
 			}
 			return state, nil
 		case *corev1.Secret:
-			state := newConfigState(o)
+			state := newSourceState(o)
 			for _, field := range dataFields {
 				switch field {
 				case "data":
@@ -146,7 +146,7 @@ func ReduceConfig(dataFields []string) cache.TransformFunc {
 				}
 			}
 			return state, nil
-		case *ConfigState:
+		case *SourceState:
 			return obj, nil
 		case runtime.Object:
 			// Another typed kind: convert, which is what the JSON path sees.
@@ -154,15 +154,15 @@ func ReduceConfig(dataFields []string) cache.TransformFunc {
 			if err != nil {
 				return nil, fmt.Errorf("reducing %T: %w", o, err)
 			}
-			return reduceUnstructuredConfig(&unstructured.Unstructured{Object: content}, dataFields), nil
+			return reduceUnstructuredSource(&unstructured.Unstructured{Object: content}, dataFields), nil
 		default:
 			return obj, nil
 		}
 	}
 }
 
-func newConfigState(o metav1.Object) *ConfigState {
-	return &ConfigState{
+func newSourceState(o metav1.Object) *SourceState {
+	return &SourceState{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            o.GetName(),
 			Namespace:       o.GetNamespace(),
@@ -173,8 +173,8 @@ func newConfigState(o metav1.Object) *ConfigState {
 	}
 }
 
-func reduceUnstructuredConfig(u *unstructured.Unstructured, dataFields []string) *ConfigState {
-	state := newConfigState(u)
+func reduceUnstructuredSource(u *unstructured.Unstructured, dataFields []string) *SourceState {
+	state := newSourceState(u)
 	state.TypeMeta = metav1.TypeMeta{APIVersion: u.GetAPIVersion(), Kind: u.GetKind()}
 	for _, field := range dataFields {
 		values, ok := u.Object[field].(map[string]interface{})
@@ -188,7 +188,7 @@ func reduceUnstructuredConfig(u *unstructured.Unstructured, dataFields []string)
 	return state
 }
 
-func digestStrings(state *ConfigState, values map[string]string) {
+func digestStrings(state *SourceState, values map[string]string) {
 	for key, value := range values {
 		state.Digests[key] = digestValue(value)
 	}
@@ -197,7 +197,7 @@ func digestStrings(state *ConfigState, values map[string]string) {
 // digestBytes hashes byte values as their base64 text, which is what JSON
 // carries for them, so both ways of fetching agree; the encoding streams into
 // the hash, so no copy of the value is made.
-func digestBytes(state *ConfigState, values map[string][]byte) {
+func digestBytes(state *SourceState, values map[string][]byte) {
 	for key, value := range values {
 		h := sha256.New()
 		enc := base64.NewEncoder(base64.StdEncoding, h)
@@ -215,10 +215,10 @@ func digestValue(value interface{}) Digest {
 	case string:
 		// A view, not a copy: values are up to 1 MiB and the hash neither
 		// keeps nor changes its input. Copying was a fifth transient copy of
-		// all config data during sync (see BENCHMARKS.md).
+		// all source data during sync (see BENCHMARKS.md).
 		raw = unsafe.Slice(unsafe.StringData(v), len(v))
 	default:
-		// Config kinds declared by configuration may hold non-string values;
+		// Source kinds declared by configuration may hold non-string values;
 		// encoding/json sorts map keys, so the encoding is stable.
 		raw, _ = json.Marshal(v)
 	}

@@ -1,0 +1,64 @@
+// Package config is the controller's config file: its documented schema
+// (schema.go), strict decoding that names the path of every problem
+// (decode.go), and compilation into the immutable Config the rest of the
+// program reads (compile.go). Where values come from (the file, the
+// environment, flags) is package cli's concern; this package decodes the one
+// tree they are layered into.
+package config
+
+import (
+	_ "embed"
+	"fmt"
+	"reflect"
+
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/rawbytes"
+	"github.com/knadh/koanf/v2"
+)
+
+// defaultsYAML is a string, not []byte, so that nothing can change it.
+//
+//go:embed defaults.yaml
+var defaultsYAML string
+
+// FileLayers returns the lower layers of every configuration: the built-in
+// defaults, and over them the config file's bytes. Callers add upper layers
+// (environment, flags) to the result before decoding it.
+func FileLayers(data []byte) (*koanf.Koanf, error) {
+	k := koanf.New(".")
+	if err := k.Load(rawbytes.Provider([]byte(defaultsYAML)), yaml.Parser()); err != nil {
+		return nil, fmt.Errorf("loading built-in defaults: %w", err)
+	}
+	if err := k.Load(rawbytes.Provider(data), yaml.Parser()); err != nil {
+		return nil, fmt.Errorf("parsing YAML: %w", err)
+	}
+	return k, nil
+}
+
+// Decode decodes a layered tree strictly into the schema and compiles it,
+// reporting every problem at once. origins maps the keys whose value came
+// from an upper layer to where it came from (e.g. "env WORKERS"), and earlier
+// holds problems already found while layering; both end up in the error.
+func Decode(tree map[string]interface{}, origins map[string]string, earlier []Problem) (*Config, error) {
+	p := newProblems(origins, earlier)
+	var f File
+	decodeInto(p, "", tree, reflect.ValueOf(&f).Elem())
+	c := compile(&f, p)
+	if err := p.err(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Parse compiles a config file's bytes layered over the built-in defaults.
+// The settings that only flags and the environment set stay empty.
+func Parse(data []byte) (*Config, error) {
+	k, err := FileLayers(data)
+	if err == nil {
+		var c *Config
+		if c, err = Decode(k.Raw(), nil, nil); err == nil {
+			return c, nil
+		}
+	}
+	return nil, fmt.Errorf("parsing config: %w", err)
+}
