@@ -1,8 +1,8 @@
 // Command bench measures the restart controller, run as a real process, on a
 // local control plane (internal/testcluster): time to ready, peak RSS, CPU
-// seconds, latency from a config update to the pod-template change for one
+// seconds, latency from a source update to the pod-template change for one
 // change and for N simultaneous changes, restarts against changes, and API
-// writes per restart. It runs the whole scenario once per scale, the config
+// writes per restart. It runs the whole scenario once per scale, the source
 // sizes multiplied by the scale, and prints one Markdown table.
 //
 //	go run ./hack/bench --controller bin/restart-controller [--scales 1,4] [--out FILE]
@@ -33,7 +33,6 @@ type options struct {
 	controllerEnv  []string
 	apiserverArgs  []string
 	cpuProfileSync time.Duration
-	compareDecode  bool
 	update         string
 	scales         []int
 	configMaps     int
@@ -51,24 +50,62 @@ type options struct {
 	out            string
 }
 
+// listFlags are the flags given as one string that options holds as a list.
+type listFlags struct {
+	scales, changes, controllerArgs, controllerEnv, apiserverArgs string
+}
+
 func main() {
+	o := parseOptions()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	prepareWorkDir(&o)
+
+	began := time.Now()
+	logf("work folder %s; load average %s; controller %s (%s)", o.workDir, loadAverage(), o.controllerPath, o.version)
+	results := runScales(ctx, o)
+	report := renderReport(o, results, began)
+	fmt.Println()
+	fmt.Print(report)
+	if o.out != "" {
+		if err := os.WriteFile(o.out, []byte(report), 0o644); err != nil {
+			fail("%v", err)
+		}
+		logf("report written to %s", o.out)
+	}
+}
+
+// parseOptions reads the command line and exits on anything the scenario
+// cannot run with.
+func parseOptions() options {
 	var o options
-	var scales, changes, ctrlArgs, ctrlEnv, apiArgs string
+	var l listFlags
+	defineFlags(&o, &l)
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fail("unexpected arguments: %v", flag.Args())
+	}
+	o.setLists(l)
+	o.validate()
+	o.resolvePaths()
+	return o
+}
+
+func defineFlags(o *options, l *listFlags) {
 	flag.StringVar(&o.controller, "controller", "bin/restart-controller", "controller binary to measure")
 	flag.StringVar(&o.configFile, "config", "examples/config.yaml", "controller config file")
-	flag.StringVar(&ctrlArgs, "controller-args", "", "extra controller flags, space separated (e.g. \"--workers 16 --kube-api-qps 200 --kube-api-burst 400\")")
-	flag.StringVar(&ctrlEnv, "controller-env", "", "extra controller environment, space separated NAME=VALUE")
-	flag.StringVar(&apiArgs, "apiserver-args", "", "extra kube-apiserver flags, space separated")
+	flag.StringVar(&l.controllerArgs, "controller-args", "", "extra controller flags, space separated (e.g. \"--workers 16 --kube-api-qps 200 --kube-api-burst 400\")")
+	flag.StringVar(&l.controllerEnv, "controller-env", "", "extra controller environment, space separated NAME=VALUE")
+	flag.StringVar(&l.apiserverArgs, "apiserver-args", "", "extra kube-apiserver flags, space separated")
 	flag.DurationVar(&o.cpuProfileSync, "cpu-profile-sync", 0, "if set, take a CPU profile of this length from the first controller's start (its sync) and add its top functions to the report; it slows the sync it measures")
-	flag.BoolVar(&o.compareDecode, "compare-decoding", false, "before starting the controller, time a sync of the same configs by protobuf typed informers in this process (what JSON decoding costs the controller)")
 	flag.StringVar(&o.update, "update", "put", "how configs are changed: put (whole object, new data in every key, protobuf) or merge-patch (JSON merge patch of one key)")
-	flag.StringVar(&scales, "scales", "1,4", "config size multipliers, one full run each")
+	flag.StringVar(&l.scales, "scales", "1,4", "config size multipliers, one full run each")
 	flag.IntVar(&o.configMaps, "configmaps", 2000, "ConfigMaps")
 	flag.IntVar(&o.configMapKB, "configmap-kb", 100, "kB (1000 bytes) of data per ConfigMap at scale 1, over 10 keys")
 	flag.IntVar(&o.secrets, "secrets", 2000, "Secrets")
 	flag.IntVar(&o.secretKB, "secret-kb", 10, "kB of data per Secret at scale 1, over 10 keys")
 	flag.IntVar(&o.deployments, "deployments", 500, "Deployments; each reads 2 ConfigMaps and 2 Secrets")
-	flag.StringVar(&changes, "changes", "200,1000", "sizes N of the simultaneous-change phases (N ≤ 2 × deployments)")
+	flag.StringVar(&l.changes, "changes", "200,1000", "sizes N of the simultaneous-change phases (N ≤ 2 × deployments)")
 	flag.IntVar(&o.singles, "singles", 10, "sequential single changes per single-change phase")
 	flag.DurationVar(&o.grace, "grace", 2*time.Second, "grace period of the second controller start (single changes with a grace period)")
 	flag.IntVar(&o.creators, "creators", 16, "concurrent object creations")
@@ -76,23 +113,25 @@ func main() {
 	flag.StringVar(&o.workDir, "workdir", "", "folder for clusters, controller logs and profiles (default: a new temp folder)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the etcd data of each cluster (otherwise removed after each scale)")
 	flag.StringVar(&o.out, "out", "", "also write the Markdown report to this file")
-	flag.Parse()
-	if flag.NArg() > 0 {
-		fail("unexpected arguments: %v", flag.Args())
-	}
+}
+
+func (o *options) setLists(l listFlags) {
 	var err error
-	if o.scales, err = intList(scales); err != nil {
+	if o.scales, err = intList(l.scales); err != nil {
 		fail("--scales: %v", err)
 	}
-	if o.changes, err = intList(changes); err != nil {
+	if o.changes, err = intList(l.changes); err != nil {
 		fail("--changes: %v", err)
 	}
+	o.controllerArgs = strings.Fields(l.controllerArgs)
+	o.controllerEnv = strings.Fields(l.controllerEnv)
+	o.apiserverArgs = strings.Fields(l.apiserverArgs)
+}
+
+func (o *options) validate() {
 	if o.update != "put" && o.update != "merge-patch" {
 		fail("--update: want put or merge-patch, got %q", o.update)
 	}
-	o.controllerArgs = strings.Fields(ctrlArgs)
-	o.controllerEnv = strings.Fields(ctrlEnv)
-	o.apiserverArgs = strings.Fields(apiArgs)
 	if o.configMaps < 2*o.deployments || o.secrets < 2*o.deployments {
 		fail("need at least 2 ConfigMaps and 2 Secrets per Deployment")
 	}
@@ -101,9 +140,16 @@ func main() {
 			fail("--changes: %d is not in 1..%d", n, 2*o.deployments)
 		}
 	}
+	// Each single-change phase takes its own Deployments (see runScale).
 	if o.singles > o.deployments/2 {
 		fail("--singles: at most %d", o.deployments/2)
 	}
+}
+
+// resolvePaths makes every path absolute: the controller and the clusters run
+// in other folders.
+func (o *options) resolvePaths() {
+	var err error
 	for _, p := range []*string{&o.controller, &o.configFile} {
 		if *p, err = filepath.Abs(*p); err != nil {
 			fail("%v", err)
@@ -120,24 +166,26 @@ func main() {
 	if o.workDir, err = filepath.Abs(o.workDir); err != nil {
 		fail("%v", err)
 	}
+}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
+// prepareWorkDir creates the work folder and points o.controller at a
+// snapshot of the binary in it: the binary under bin/ may be rebuilt while
+// this runs (go build replaces the file, so a hard link keeps the old one).
+func prepareWorkDir(o *options) {
 	if err := os.MkdirAll(o.workDir, 0o755); err != nil {
 		fail("%v", err)
 	}
-	// Measure a snapshot: the binary under bin/ may be rebuilt while this runs
-	// (go build replaces the file, so a hard link keeps the old one).
 	snapshot := filepath.Join(o.workDir, "restart-controller")
 	if err := snapshotBinary(o.controller, snapshot); err != nil {
 		fail("copying the controller: %v", err)
 	}
 	o.controllerPath, o.controller = o.controller, snapshot
 	o.version = controllerVersion(snapshot)
+}
 
-	began := time.Now()
-	logf("work folder %s; load average %s; controller %s (%s)", o.workDir, loadAverage(), o.controllerPath, o.version)
+// runScales runs the whole scenario once per scale, noting for each the
+// foreign processes that competed with it for CPU.
+func runScales(ctx context.Context, o options) []*scaleResult {
 	others := watchContention(ctx, o.workDir)
 	var results []*scaleResult
 	for _, s := range o.scales {
@@ -152,15 +200,7 @@ func main() {
 		}
 		results = append(results, r)
 	}
-	report := renderReport(o, results, began)
-	fmt.Println()
-	fmt.Print(report)
-	if o.out != "" {
-		if err := os.WriteFile(o.out, []byte(report), 0o644); err != nil {
-			fail("%v", err)
-		}
-		logf("report written to %s", o.out)
-	}
+	return results
 }
 
 func intList(s string) ([]int, error) {
@@ -195,14 +235,8 @@ func fail(format string, args ...any) {
 // machine describes where the figures come from.
 func machine() string {
 	mem := "?"
-	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
-		for _, l := range strings.Split(string(data), "\n") {
-			if f := strings.Fields(l); len(f) >= 2 && f[0] == "MemTotal:" {
-				if kb, err := strconv.ParseInt(f[1], 10, 64); err == nil {
-					mem = fmt.Sprintf("%.1f GiB", float64(kb)/(1<<20))
-				}
-			}
-		}
+	if kb, err := kBFields("/proc/meminfo", "MemTotal:"); err == nil && kb[0] > 0 {
+		mem = fmt.Sprintf("%.1f GiB", float64(kb[0])/(1<<20))
 	}
 	cpu := ""
 	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {

@@ -23,7 +23,7 @@ import (
 
 const (
 	namespace     = "bench"
-	keysPerConfig = 10
+	keysPerSource = 10
 	// changedKey is the key every change rewrites: the env configMapKeyRef and
 	// the projected Secret items read it, the whole-object forms read it too.
 	changedKey = "k0"
@@ -42,13 +42,18 @@ type sizes struct{ cmKey, secretKey int }
 
 func sizesFor(o options, scale int) sizes {
 	return sizes{
-		cmKey:     o.configMapKB * 1000 * scale / keysPerConfig / 4 * 4, // base64 text: a multiple of 4
-		secretKey: o.secretKB * 1000 * scale / keysPerConfig,
+		cmKey:     o.configMapKB * 1000 * scale / keysPerSource / 4 * 4, // base64 text: a multiple of 4
+		secretKey: o.secretKB * 1000 * scale / keysPerSource,
 	}
 }
 
+// sourceBytes is the data of every ConfigMap and Secret at these sizes.
+func sourceBytes(o options, sz sizes) int64 {
+	return int64(o.configMaps)*int64(sz.cmKey)*keysPerSource + int64(o.secrets)*int64(sz.secretKey)*keysPerSource
+}
+
 // newRand returns a fast generator seeded from the OS; its output is
-// incompressible, so etcd and the API server cannot shrink the configs.
+// incompressible, so etcd and the API server cannot shrink the sources.
 func newRand() *rand.ChaCha8 {
 	var seed [32]byte
 	_, _ = crand.Read(seed[:])
@@ -71,9 +76,9 @@ func binValue(r *rand.ChaCha8, n int) []byte {
 func configMap(r *rand.ChaCha8, i int, sz sizes) *corev1.ConfigMap {
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: cmName(i), Namespace: namespace},
-		Data:       make(map[string]string, keysPerConfig),
+		Data:       make(map[string]string, keysPerSource),
 	}
-	for k := range keysPerConfig {
+	for k := range keysPerSource {
 		cm.Data[fmt.Sprintf("k%d", k)] = textValue(r, sz.cmKey)
 	}
 	return cm
@@ -83,9 +88,9 @@ func secret(r *rand.ChaCha8, i int, sz sizes) *corev1.Secret {
 	s := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: secretName(i), Namespace: namespace},
 		Type:       corev1.SecretTypeOpaque,
-		Data:       make(map[string][]byte, keysPerConfig),
+		Data:       make(map[string][]byte, keysPerSource),
 	}
-	for k := range keysPerConfig {
+	for k := range keysPerSource {
 		s.Data[fmt.Sprintf("k%d", k)] = binValue(r, sz.secretKey)
 	}
 	return s
@@ -149,75 +154,93 @@ func deployment(i int) *appsv1.Deployment {
 	}
 }
 
-// createObjects creates the namespace, the configs and the Deployments with a
+// createObjects creates the namespace, the sources and the Deployments with a
 // bounded pool of workers, retrying transient errors.
 func createObjects(ctx context.Context, cs kubernetes.Interface, o options, sz sizes, workers int) error {
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	type job struct {
-		what string
-		i    int
-	}
-	jobs := make(chan job)
-	total := o.configMaps + o.secrets + o.deployments
-	var done atomic.Int64
-	var firstErr error
-	var errOnce sync.Once
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	c := &creator{cs: cs, sz: sz, total: o.configMaps + o.secrets + o.deployments, cancel: cancel}
+	jobs := make(chan creation)
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r := newRand()
-			for j := range jobs {
-				err := retryTransient(ctx, func() error {
-					var err error
-					switch j.what {
-					case "configmap":
-						_, err = cs.CoreV1().ConfigMaps(namespace).Create(ctx, configMap(r, j.i, sz), metav1.CreateOptions{})
-					case "secret":
-						_, err = cs.CoreV1().Secrets(namespace).Create(ctx, secret(r, j.i, sz), metav1.CreateOptions{})
-					default:
-						_, err = cs.AppsV1().Deployments(namespace).Create(ctx, deployment(j.i), metav1.CreateOptions{})
-					}
-					if apierrors.IsAlreadyExists(err) {
-						return nil
-					}
-					return err
-				})
-				if err != nil {
-					errOnce.Do(func() { firstErr = fmt.Errorf("creating %s %d: %w", j.what, j.i, err); cancel() })
-					continue
-				}
-				if n := done.Add(1); n%1000 == 0 || int(n) == total {
-					logf("  created %d/%d objects", n, total)
-				}
-			}
+			c.work(ctx, jobs)
 		}()
 	}
-	send := func(what string, n int) {
-		for i := range n {
-			select {
-			case jobs <- job{what, i}:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}
-	// Interleaved per kind would not change the totals; configs go first so
+	// Interleaved per kind would not change the totals; sources go first so
 	// that no Deployment exists before what it reads.
-	send("configmap", o.configMaps)
-	send("secret", o.secrets)
-	send("deployment", o.deployments)
+	sendCreations(ctx, jobs, "configmap", o.configMaps)
+	sendCreations(ctx, jobs, "secret", o.secrets)
+	sendCreations(ctx, jobs, "deployment", o.deployments)
 	close(jobs)
 	wg.Wait()
-	if firstErr != nil {
-		return firstErr
+	if c.firstErr != nil {
+		return c.firstErr
 	}
 	return ctx.Err()
+}
+
+// creation is one object to create: cm-i, secret-i or dep-i.
+type creation struct {
+	kind string // "configmap", "secret" or "deployment"
+	i    int
+}
+
+func sendCreations(ctx context.Context, jobs chan<- creation, kind string, n int) {
+	for i := range n {
+		select {
+		case jobs <- creation{kind, i}:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// creator is what the creating workers share; the first error stops them all.
+type creator struct {
+	cs       kubernetes.Interface
+	sz       sizes
+	total    int
+	done     atomic.Int64
+	errOnce  sync.Once
+	firstErr error
+	cancel   context.CancelFunc
+}
+
+func (c *creator) work(ctx context.Context, jobs <-chan creation) {
+	r := newRand()
+	for j := range jobs {
+		if err := retryTransient(ctx, func() error { return c.create(ctx, r, j) }); err != nil {
+			c.errOnce.Do(func() { c.firstErr = fmt.Errorf("creating %s %d: %w", j.kind, j.i, err); c.cancel() })
+			continue
+		}
+		if n := c.done.Add(1); n%1000 == 0 || int(n) == c.total {
+			logf("  created %d/%d objects", n, c.total)
+		}
+	}
+}
+
+// create treats an object that exists already as created: a retry after a
+// timeout may find the first attempt's.
+func (c *creator) create(ctx context.Context, r *rand.ChaCha8, j creation) error {
+	var err error
+	switch j.kind {
+	case "configmap":
+		_, err = c.cs.CoreV1().ConfigMaps(namespace).Create(ctx, configMap(r, j.i, c.sz), metav1.CreateOptions{})
+	case "secret":
+		_, err = c.cs.CoreV1().Secrets(namespace).Create(ctx, secret(r, j.i, c.sz), metav1.CreateOptions{})
+	default:
+		_, err = c.cs.AppsV1().Deployments(namespace).Create(ctx, deployment(j.i), metav1.CreateOptions{})
+	}
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
 }
 
 func retryTransient(ctx context.Context, f func() error) error {
@@ -239,27 +262,27 @@ func retryTransient(ctx context.Context, f func() error) error {
 	return err
 }
 
-// configRef is one config a change rewrites, and the Deployment that reads it.
-type configRef struct {
+// sourceRef is one source a change rewrites, and the Deployment that reads it.
+type sourceRef struct {
 	kind  string // "configmap" or "secret", as in the applied-checksums keys
 	index int    // i of cm-i / secret-i
 	dep   int
 	form  string
 }
 
-func (c configRef) name() string {
+func (c sourceRef) name() string {
 	if c.kind == "configmap" {
 		return cmName(c.index)
 	}
 	return secretName(c.index)
 }
 
-func (c configRef) id() string { return c.kind + "/" + namespace + "/" + c.name() }
+func (c sourceRef) id() string { return c.kind + "/" + namespace + "/" + c.name() }
 
-// readBy lists the four configs Deployment d reads, in the order of the
+// readBy lists the four sources Deployment d reads, in the order of the
 // reference forms of deployment().
-func readBy(d int) [4]configRef {
-	return [4]configRef{
+func readBy(d int) [4]sourceRef {
+	return [4]sourceRef{
 		{"configmap", 2 * d, d, "ConfigMap volume"},
 		{"configmap", 2*d + 1, d, "ConfigMap env key"},
 		{"secret", 2 * d, d, "Secret envFrom"},
@@ -267,7 +290,7 @@ func readBy(d int) [4]configRef {
 	}
 }
 
-// change is one prepared config update. With --update put it is the whole
+// change is one prepared source update. With --update put it is the whole
 // object with new random data in every key, sent as an unconditional update in
 // protobuf (cheap for the API server, which shares the 2 cores with the
 // controller); with --update merge-patch it is a JSON merge patch of key k0
@@ -281,7 +304,7 @@ type change struct {
 	secret *corev1.Secret
 }
 
-func prepareChange(r *rand.ChaCha8, c configRef, index int, sz sizes, method string) change {
+func prepareChange(r *rand.ChaCha8, c sourceRef, index int, sz sizes, method string) change {
 	if method == "merge-patch" {
 		var v string
 		if c.kind == "configmap" {
@@ -298,7 +321,7 @@ func prepareChange(r *rand.ChaCha8, c configRef, index int, sz sizes, method str
 	return change{secret: secret(r, index, sz)}
 }
 
-func applyChange(ctx context.Context, cs kubernetes.Interface, c configRef, ch change) error {
+func applyChange(ctx context.Context, cs kubernetes.Interface, c sourceRef, ch change) error {
 	var err error
 	switch {
 	case ch.cm != nil:

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -116,24 +117,15 @@ func (p *controllerProc) sampledMaxRSSKB() int64 {
 // /readyz first answered 200, which may be earlier (see BENCHMARKS.md).
 func (p *controllerProc) waitReady(ctx context.Context, timeout time.Duration) (ready, readyz time.Duration, err error) {
 	deadline := time.Now().Add(timeout)
-	client := &http.Client{Timeout: time.Second}
-	get := func(path string) (int, string) {
-		resp, err := client.Get("http://" + p.addr + path)
-		if err != nil {
-			return 0, ""
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	client := &http.Client{Timeout: time.Second} // a poll must not outlast its 20 ms by much
 	for {
-		if code, _ := get("/readyz"); code == http.StatusOK {
+		if _, err := p.fetch(client, "/readyz"); err == nil {
 			at := time.Since(p.started)
 			if readyz == 0 {
 				readyz = at
 			}
-			if code, text := get("/metrics"); code == http.StatusOK {
-				if v, ok := promtext.Sum(text, "restart_controller_ready"); ok && v == 1 {
+			if text, err := p.fetch(client, "/metrics"); err == nil {
+				if v, ok := promtext.Sum(string(text), "restart_controller_ready"); ok && v == 1 {
 					return at, readyz, nil
 				}
 			}
@@ -154,47 +146,60 @@ func (p *controllerProc) waitReady(ctx context.Context, timeout time.Duration) (
 // rssParts returns the anonymous (heap, stacks) and file-backed (the mapped
 // binary) parts of the current RSS in kB.
 func (p *controllerProc) rssParts() (anon, file int64) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.pid))
+	kb, err := kBFields(fmt.Sprintf("/proc/%d/status", p.pid), "RssAnon:", "RssFile:")
 	if err != nil {
 		return 0, 0
 	}
-	for _, l := range strings.Split(string(data), "\n") {
-		f := strings.Fields(l)
-		if len(f) < 2 {
-			continue
-		}
-		switch f[0] {
-		case "RssAnon:":
-			anon, _ = strconv.ParseInt(f[1], 10, 64)
-		case "RssFile:":
-			file, _ = strconv.ParseInt(f[1], 10, 64)
-		}
-	}
-	return anon, file
+	return kb[0], kb[1]
 }
 
 // memory returns VmHWM (peak RSS) and VmRSS in kB from /proc/PID/status.
 func (p *controllerProc) memory() (hwm, rss int64, err error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.pid))
+	kb, err := kBFields(fmt.Sprintf("/proc/%d/status", p.pid), "VmHWM:", "VmRSS:")
 	if err != nil {
 		return 0, 0, err
 	}
+	if kb[0] == 0 {
+		return 0, 0, fmt.Errorf("no VmHWM in /proc/%d/status", p.pid)
+	}
+	return kb[0], kb[1], nil
+}
+
+// kBFields returns the values of the named "Name: value kB" lines of a /proc
+// file (status, meminfo), 0 for a name it lacks.
+func kBFields(path string, names ...string) ([]int64, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int64, len(names))
 	for _, l := range strings.Split(string(data), "\n") {
 		f := strings.Fields(l)
 		if len(f) < 2 {
 			continue
 		}
-		switch f[0] {
-		case "VmHWM:":
-			hwm, _ = strconv.ParseInt(f[1], 10, 64)
-		case "VmRSS:":
-			rss, _ = strconv.ParseInt(f[1], 10, 64)
+		if i := slices.Index(names, f[0]); i >= 0 {
+			out[i], _ = strconv.ParseInt(f[1], 10, 64)
 		}
 	}
-	if hwm == 0 {
-		return 0, 0, fmt.Errorf("no VmHWM in /proc/%d/status", p.pid)
-	}
-	return hwm, rss, nil
+	return out, nil
+}
+
+// procFigures are a controller process's totals.
+type procFigures struct {
+	hwm, rss   int64 // kB: VmHWM, VmRSS
+	anon, file int64 // kB: RssAnon, RssFile
+	sampled    int64 // kB: largest VmRSS sampled
+	cpu        float64
+}
+
+func (p *controllerProc) totals() procFigures {
+	var t procFigures
+	t.hwm, t.rss, _ = p.memory()
+	t.anon, t.file = p.rssParts()
+	t.cpu, _ = p.cpuSeconds()
+	t.sampled = p.sampledMaxRSSKB()
+	return t
 }
 
 // cpuSeconds returns user + system CPU time from /proc/PID/stat.
@@ -221,7 +226,12 @@ func (p *controllerProc) cpuSeconds() (float64, error) {
 }
 
 func (p *controllerProc) get(path string) ([]byte, error) {
-	resp, err := httpClient.Get("http://" + p.addr + path)
+	return p.fetch(httpClient, path)
+}
+
+// fetch GETs path from the metrics port; anything but 200 is an error.
+func (p *controllerProc) fetch(client *http.Client, path string) ([]byte, error) {
+	resp, err := client.Get("http://" + p.addr + path)
 	if err != nil {
 		return nil, err
 	}
@@ -269,33 +279,42 @@ func (p *controllerProc) logTail(n int) string {
 // cpuProfile fetches a CPU profile of the given length as soon as the metrics
 // port answers, saves it and returns its top functions.
 func (p *controllerProc) cpuProfile(file string, length time.Duration) string {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", p.addr, time.Second)
-		if err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Sprintf("CPU profile: metrics port never answered: %v\n", err)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if err := p.waitPort(30 * time.Second); err != nil {
+		return fmt.Sprintf("CPU profile: metrics port never answered: %v\n", err)
 	}
 	client := &http.Client{Timeout: length + 30*time.Second}
-	resp, err := client.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", p.addr, int(length.Seconds())))
+	b, err := p.fetch(client, fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(length.Seconds())))
 	if err != nil {
 		return fmt.Sprintf("CPU profile: %v\n", err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		return fmt.Sprintf("CPU profile: %s %v\n", resp.Status, err)
 	}
 	if err := os.WriteFile(file, b, 0o644); err != nil {
 		return err.Error() + "\n"
 	}
+	return pprofTop(file, []string{"-top", "-nodecount=25"}, []string{"-top", "-cum", "-nodecount=40"})
+}
+
+// waitPort waits until the metrics port accepts connections: polled every
+// 5 ms, so that the profile misses as little of the sync as it can.
+func (p *controllerProc) waitPort(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		c, err := net.DialTimeout("tcp", p.addr, time.Second)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// pprofTop runs go tool pprof once per argument list on a saved profile and
+// returns the outputs, each under the command that produced it.
+func pprofTop(file string, argLists ...[]string) string {
 	var out string
-	for _, args := range [][]string{{"-top", "-nodecount=25"}, {"-top", "-cum", "-nodecount=40"}} {
+	for _, args := range argLists {
 		cmd := exec.Command("go", append(append([]string{"tool", "pprof"}, args...), file)...)
 		b, err := cmd.CombinedOutput()
 		out += fmt.Sprintf("$ go tool pprof %s %s\n%s", strings.Join(args, " "), filepath.Base(file), b)

@@ -4,10 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
-	"sync"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -18,62 +15,69 @@ import (
 	"github.com/restart-controller/restart-controller/internal/promtext"
 )
 
-// etcdQuota leaves room for the ×4 scenario (about 1 GB of configs plus the
+// etcdQuota leaves room for the ×4 scenario (about 1 GB of sources plus the
 // history of every update until the API server compacts it).
 const etcdQuota = "--quota-backend-bytes=8589934592"
 
+// scaleResult holds the figures of one scale, step by step.
 type scaleResult struct {
-	scale       int
-	sz          sizes
-	configBytes int64
-	createDur   time.Duration
-	protoWall   time.Duration // --compare-decoding
-	protoCPU    float64
+	scale   int
+	sz      sizes
+	setUp   setUpFigures
+	sync    syncFigures
+	singles *phaseResult   // one change at a time, grace 0
+	fanOut  []*phaseResult // N simultaneous changes per phase, grace 0
+	first   procFigures    // the grace-0 controller when it stopped
+	second  graceStartFigures
 
-	// First controller process, grace period 0.
-	ready1       time.Duration
-	readyz1      time.Duration // first /readyz 200
-	cpuReady1    float64
-	hwmReady1    int64 // kB
-	recordDur    time.Duration
-	recorded     int
-	recordWrites float64
-	firstRestart int // restarts at first sight (must be 0)
-	heapInuse    float64
-	hwm1, rss1   int64
-	anon1, file1 int64 // RssAnon, RssFile at the end
-	sampled1     int64
-	cpu1         float64
-	phases       []*phaseResult
-
-	// Second controller process, grace period o.grace.
-	ready2       time.Duration
-	readyz2      time.Duration
-	writes2      float64 // PATCHes after the second start, before any change
-	graceSingles *phaseResult
-	hwm2         int64
-	sampled2     int64
-	cpu2         float64
-
-	others     string // foreign heavy processes seen during this scale
-	profile    string // pprof -top output when peak RSS is over target
-	cpuProfile string // pprof -top output of the sync, with --cpu-profile-sync
+	others  string // foreign heavy processes seen during this scale
+	heapTop string // pprof -top output of the heap after sync, when peak RSS is over target
 }
 
-// env is what the phases of one scale share.
+type setUpFigures struct {
+	sourceBytes int64
+	createDur   time.Duration
+}
+
+// syncFigures are the first controller's start (grace period 0): its sync
+// of every source and its recording of every Deployment's checksums.
+type syncFigures struct {
+	ready         time.Duration
+	readyz        time.Duration // first /readyz 200
+	cpu           float64
+	hwm           int64 // kB
+	recordDur     time.Duration
+	recorded      int
+	recordWrites  float64
+	firstRestarts int // restarts at first sight (must be 0)
+	heapInuse     float64
+	cpuProfile    string // pprof -top output of the sync, with --cpu-profile-sync
+}
+
+// graceStartFigures are the second controller's, started with grace period
+// o.grace.
+type graceStartFigures struct {
+	ready   time.Duration
+	readyz  time.Duration
+	writes  float64 // PATCHes after the start, before any change
+	singles *phaseResult
+	proc    procFigures
+}
+
+// env is what the steps of one scale share.
 type env struct {
-	o    options
-	sz   sizes
-	cs   kubernetes.Interface // protobuf, high QPS
-	raw  kubernetes.Interface // for the API server's /metrics
-	rec  *recorder
-	ctrl *controllerProc
-	dir  string
+	o          options
+	sz         sizes
+	cs         kubernetes.Interface // protobuf, high QPS
+	raw        kubernetes.Interface // for the API server's /metrics
+	rec        *recorder
+	ctrl       *controllerProc
+	kubeconfig string
+	dir        string
 }
 
 func runScale(ctx context.Context, o options, scale int) (_ *scaleResult, err error) {
 	res := &scaleResult{scale: scale, sz: sizesFor(o, scale)}
-	res.configBytes = int64(o.configMaps)*int64(res.sz.cmKey)*keysPerConfig + int64(o.secrets)*int64(res.sz.secretKey)*keysPerConfig
 	dir := filepath.Join(o.workDir, fmt.Sprintf("x%d", scale))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -92,192 +96,208 @@ func runScale(ctx context.Context, o options, scale int) (_ *scaleResult, err er
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if err != nil {
-			logf("cluster logs:\n%s", cl.LogTail(15))
-		}
-		cancel() // stop the watch before its server goes
-		if e := cl.Stop(); e != nil {
-			logf("stopping cluster: %v", e)
-		}
-		if !o.keep {
-			_ = os.RemoveAll(filepath.Join(dir, "cluster", "etcd"))
-		}
-	}()
+	defer func() { stopCluster(cl, cancel, dir, o.keep, err != nil) }()
+	e, err := newEnv(o, res.sz, dir, cl)
+	if err != nil {
+		return nil, err
+	}
+	defer e.stopController() // still running only when a step failed
+	if err := e.runScenario(ctx, res); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
 
-	e := &env{o: o, sz: res.sz, dir: dir}
+// runScenario runs the steps of one scale in order, each adding its figures
+// to res.
+func (e *env) runScenario(ctx context.Context, res *scaleResult) error {
+	var err error
+	if res.setUp, err = e.setUp(ctx); err != nil {
+		return err
+	}
+	if res.sync, err = e.measureSync(ctx); err != nil {
+		return err
+	}
+	// The fan-out phases change the first Deployments; the single changes use
+	// the last ones, apart for each controller start, so that no earlier
+	// change is still pending on a Deployment they measure.
+	singlesFrom := e.o.deployments - 2*e.o.singles
+	if res.singles, err = e.measureSingleChanges(ctx, "One change, grace 0", singlesFrom, 0); err != nil {
+		return err
+	}
+	if res.fanOut, err = e.measureFanOut(ctx); err != nil {
+		return err
+	}
+	res.first = e.finishController()
+	logf("first controller: peak RSS %s (sampled max %s), CPU %.2f s", kbString(res.first.hwm), kbString(res.first.sampled), res.first.cpu)
+	if res.second, err = e.measureGraceStart(ctx, singlesFrom+e.o.singles); err != nil {
+		return err
+	}
+	res.heapTop, err = e.heapTop(res.first.hwm)
+	return err
+}
+
+// stopCluster cancels ctx first so that the recorder's watch ends before its
+// server goes.
+func stopCluster(cl *testcluster.Cluster, cancel context.CancelFunc, dir string, keep, failed bool) {
+	if failed {
+		logf("cluster logs:\n%s", cl.LogTail(15))
+	}
+	cancel()
+	if err := cl.Stop(); err != nil {
+		logf("stopping cluster: %v", err)
+	}
+	if !keep {
+		_ = os.RemoveAll(filepath.Join(dir, "cluster", "etcd"))
+	}
+}
+
+func newEnv(o options, sz sizes, dir string, cl *testcluster.Cluster) (*env, error) {
+	e := &env{o: o, sz: sz, dir: dir, kubeconfig: cl.Kubeconfig}
+	// The benchmark's own writes must not be what limits the phases, and
+	// protobuf costs the API server (which shares the cores) least.
 	fast := rest.CopyConfig(cl.RESTConfig)
 	fast.QPS, fast.Burst = 1000, 2000
 	fast.ContentType = "application/vnd.kubernetes.protobuf"
 	fast.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	var err error
 	if e.cs, err = kubernetes.NewForConfig(fast); err != nil {
 		return nil, err
 	}
 	if e.raw, err = kubernetes.NewForConfig(cl.RESTConfig); err != nil {
 		return nil, err
 	}
+	return e, nil
+}
 
+// setUp creates the sources and Deployments and starts the benchmark's watch
+// of the Deployments.
+func (e *env) setUp(ctx context.Context) (setUpFigures, error) {
+	f := setUpFigures{sourceBytes: sourceBytes(e.o, e.sz)}
 	began := time.Now()
-	if err := createObjects(ctx, e.cs, o, res.sz, o.creators); err != nil {
-		return nil, err
+	if err := createObjects(ctx, e.cs, e.o, e.sz, e.o.creators); err != nil {
+		return f, err
 	}
-	res.createDur = time.Since(began)
-	logf("objects created in %s (%.0f MB of config data)", res.createDur.Round(time.Millisecond), float64(res.configBytes)/1e6)
+	f.createDur = time.Since(began)
+	logf("objects created in %s (%.0f MB of config data)", f.createDur.Round(time.Millisecond), float64(f.sourceBytes)/1e6)
+	var err error
+	e.rec, err = startRecorder(ctx, e.cs)
+	return f, err
+}
 
-	if o.compareDecode {
-		if res.protoWall, res.protoCPU, err = protobufSync(ctx, cl.RESTConfig); err != nil {
-			return nil, err
-		}
-	}
-	if e.rec, err = startRecorder(ctx, e.cs); err != nil {
-		return nil, err
-	}
-
-	// ---- First controller: grace period 0.
-	patches0, err := e.apiserverPatches(ctx)
+// measureSync starts the first controller (grace period 0) and measures its
+// start: the sync, then the recording of every Deployment's checksums.
+func (e *env) measureSync(ctx context.Context) (syncFigures, error) {
+	var f syncFigures
+	patchesBefore, err := e.apiserverPatches(ctx)
 	if err != nil {
-		return nil, err
+		return f, err
 	}
-	if e.ctrl, err = startController(o, cl.Kubeconfig, filepath.Join(dir, "controller-grace0.log"), 0); err != nil {
-		return nil, err
+	if err := e.startController("controller-grace0.log", 0); err != nil {
+		return f, err
 	}
-	defer func() {
-		if e.ctrl != nil {
-			_ = e.ctrl.stop()
-		}
-	}()
-	var cpuProf chan string
-	if o.cpuProfileSync > 0 {
-		cpuProf = make(chan string, 1)
-		go func() { cpuProf <- e.ctrl.cpuProfile(filepath.Join(dir, "cpu-sync.pb.gz"), o.cpuProfileSync) }()
-	}
-	if res.ready1, res.readyz1, err = e.ctrl.waitReady(ctx, 5*time.Minute); err != nil {
-		return nil, err
+	cpuProfile := e.profileSync()
+	if f.ready, f.readyz, err = e.ctrl.waitReady(ctx, 5*time.Minute); err != nil {
+		return f, err
 	}
 	readyAt := time.Now()
-	res.cpuReady1, _ = e.ctrl.cpuSeconds()
-	res.hwmReady1, _, _ = e.ctrl.memory()
-	logf("controller ready in %s, first /readyz 200 after %s (peak RSS so far %s, CPU %.2f s)", res.ready1.Round(time.Millisecond), res.readyz1.Round(time.Millisecond), kbString(res.hwmReady1), res.cpuReady1)
+	f.cpu, _ = e.ctrl.cpuSeconds()
+	f.hwm, _, _ = e.ctrl.memory()
+	logf("controller ready in %s, first /readyz 200 after %s (peak RSS so far %s, CPU %.2f s)", f.ready.Round(time.Millisecond), f.readyz.Round(time.Millisecond), kbString(f.hwm), f.cpu)
 
-	// Initial recording: every Deployment gets its applied checksums.
+	if f.recorded, f.recordDur, err = e.waitRecorded(readyAt); err != nil {
+		return f, err
+	}
+	e.settle(ctx)
+	f.cpuProfile = cpuProfile()
+	patchesAfter, err := e.apiserverPatches(ctx)
+	if err != nil {
+		return f, err
+	}
+	f.recordWrites = patchesAfter - patchesBefore
+	for _, n := range e.rec.restartsBetween(time.Time{}, time.Now()) {
+		f.firstRestarts += n
+	}
+	logf("initial recording: %d Deployments %s after ready, %.0f PATCHes, %d restarts",
+		f.recorded, f.recordDur.Round(time.Millisecond), f.recordWrites, f.firstRestarts)
+	f.heapInuse, err = e.heapAfterSync()
+	return f, err
+}
+
+// waitRecorded waits until every Deployment carries its applied checksums and
+// returns how many do and how long after readyAt the last one got them.
+func (e *env) waitRecorded(readyAt time.Time) (int, time.Duration, error) {
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
 		n, last := e.rec.recorded()
-		if n >= o.deployments {
-			res.recorded = n
-			res.recordDur = max(last.Sub(readyAt), 0)
-			break
+		if n >= e.o.deployments {
+			return n, max(last.Sub(readyAt), 0), nil
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("only %d/%d Deployments recorded after 5 min:\n%s", n, o.deployments, e.ctrl.logTail(20))
+			return 0, 0, fmt.Errorf("only %d/%d Deployments recorded after 5 min:\n%s", n, e.o.deployments, e.ctrl.logTail(20))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if err := e.waitQuiet(ctx); err != nil {
-		logf("warning: %v", err)
-	}
-	if cpuProf != nil {
-		res.cpuProfile = <-cpuProf
-	}
-	patches1, err := e.apiserverPatches(ctx)
-	if err != nil {
-		return nil, err
-	}
-	res.recordWrites = patches1 - patches0
-	for _, n := range e.rec.restartsBetween(time.Time{}, time.Now()) {
-		res.firstRestart += n
-	}
-	logf("initial recording: %d Deployments %s after ready, %.0f PATCHes, %d restarts",
-		res.recorded, res.recordDur.Round(time.Millisecond), res.recordWrites, res.firstRestart)
+}
 
-	heapFile := filepath.Join(dir, "heap-after-sync.pb.gz")
+// profileSync starts the CPU profile of the sync (--cpu-profile-sync) at once,
+// since the sync begins with the process, and returns what waits for its top
+// functions.
+func (e *env) profileSync() func() string {
+	if e.o.cpuProfileSync <= 0 {
+		return func() string { return "" }
+	}
+	ctrl := e.ctrl
+	top := make(chan string, 1)
+	go func() { top <- ctrl.cpuProfile(filepath.Join(e.dir, "cpu-sync.pb.gz"), e.o.cpuProfileSync) }()
+	return func() string { return <-top }
+}
+
+func (e *env) heapFile() string { return filepath.Join(e.dir, "heap-after-sync.pb.gz") }
+
+// heapAfterSync saves a heap profile for heapTop and returns the Go heap in
+// use.
+func (e *env) heapAfterSync() (float64, error) {
 	if b, err := e.ctrl.get("/debug/pprof/heap?gc=1"); err != nil {
 		logf("warning: heap profile: %v", err)
-	} else if err := os.WriteFile(heapFile, b, 0o644); err != nil {
-		return nil, err
+	} else if err := os.WriteFile(e.heapFile(), b, 0o644); err != nil {
+		return 0, err
 	}
+	var inuse float64
 	if m, err := e.ctrl.metrics(); err == nil {
-		res.heapInuse, _ = promtext.Sum(m, "go_memstats_heap_inuse_bytes")
+		inuse, _ = promtext.Sum(m, "go_memstats_heap_inuse_bytes")
 	}
+	return inuse, nil
+}
 
-	// Phases of the first controller.
-	base := o.deployments - 2*o.singles // single changes use the last Deployments
-	var singles []configRef
-	for j := range o.singles {
-		singles = append(singles, readBy(base + j)[j%4])
+// measureSingleChanges changes one source of each of o.singles Deployments
+// from the first on, one after the other, cycling through the four
+// reference forms.
+func (e *env) measureSingleChanges(ctx context.Context, name string, first int, grace time.Duration) (*phaseResult, error) {
+	changes := make([]sourceRef, 0, e.o.singles)
+	for j := range e.o.singles {
+		changes = append(changes, readBy(first + j)[j%4])
 	}
-	p, err := e.runPhase(ctx, "One change, grace 0", singles, false, 0)
-	if err != nil {
-		return nil, err
-	}
-	res.phases = append(res.phases, p)
-	for _, n := range o.changes {
-		p, err := e.runPhase(ctx, fmt.Sprintf("N=%d simultaneous changes, grace 0", n), simultaneous(n, o.deployments), true, 0)
+	return e.runPhase(ctx, name, changes, false, grace)
+}
+
+func (e *env) measureFanOut(ctx context.Context) ([]*phaseResult, error) {
+	var phases []*phaseResult
+	for _, n := range e.o.changes {
+		p, err := e.runPhase(ctx, fmt.Sprintf("N=%d simultaneous changes, grace 0", n), simultaneous(n, e.o.deployments), true, 0)
 		if err != nil {
 			return nil, err
 		}
-		res.phases = append(res.phases, p)
+		phases = append(phases, p)
 	}
-	res.hwm1, res.rss1, _ = e.ctrl.memory()
-	res.anon1, res.file1 = e.ctrl.rssParts()
-	res.cpu1, _ = e.ctrl.cpuSeconds()
-	res.sampled1 = e.ctrl.sampledMaxRSSKB()
-	if err := e.ctrl.stop(); err != nil {
-		logf("warning: %v", err)
-	}
-	e.ctrl = nil
-	logf("first controller: peak RSS %s (sampled max %s), CPU %.2f s", kbString(res.hwm1), kbString(res.sampled1), res.cpu1)
-
-	// ---- Second controller: grace period o.grace.
-	patches2, err := e.apiserverPatches(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if e.ctrl, err = startController(o, cl.Kubeconfig, filepath.Join(dir, "controller-grace.log"), o.grace); err != nil {
-		return nil, err
-	}
-	if res.ready2, res.readyz2, err = e.ctrl.waitReady(ctx, 5*time.Minute); err != nil {
-		return nil, err
-	}
-	logf("second controller (grace %s) ready in %s, first /readyz 200 after %s", o.grace, res.ready2.Round(time.Millisecond), res.readyz2.Round(time.Millisecond))
-	time.Sleep(3 * time.Second) // anything it would write at start-up, it writes now
-	if err := e.waitQuiet(ctx); err != nil {
-		logf("warning: %v", err)
-	}
-	patches3, err := e.apiserverPatches(ctx)
-	if err != nil {
-		return nil, err
-	}
-	res.writes2 = patches3 - patches2
-	singles = singles[:0]
-	for j := range o.singles {
-		singles = append(singles, readBy(base + o.singles + j)[j%4])
-	}
-	if res.graceSingles, err = e.runPhase(ctx, fmt.Sprintf("One change, grace %s", o.grace), singles, false, o.grace); err != nil {
-		return nil, err
-	}
-	res.hwm2, _, _ = e.ctrl.memory()
-	res.cpu2, _ = e.ctrl.cpuSeconds()
-	res.sampled2 = e.ctrl.sampledMaxRSSKB()
-	if err := e.ctrl.stop(); err != nil {
-		logf("warning: %v", err)
-	}
-	e.ctrl = nil
-
-	if res.hwm1 > targetRSSKB {
-		res.profile = profileTop(heapFile)
-		if err := os.WriteFile(filepath.Join(dir, "heap-top.txt"), []byte(res.profile), 0o644); err != nil {
-			return nil, err
-		}
-	}
-	return res, nil
+	return phases, nil
 }
 
-// simultaneous picks n changes: with n ≤ Deployments, one config for each of
+// simultaneous picks n changes: with n ≤ Deployments, one source for each of
 // the first n Deployments, the ConfigMap volume and env forms alternating;
 // beyond, both ConfigMaps of the first n/2 Deployments.
-func simultaneous(n, deployments int) []configRef {
-	out := make([]configRef, 0, n)
+func simultaneous(n, deployments int) []sourceRef {
+	out := make([]sourceRef, 0, n)
 	for k := range n {
 		if n <= deployments {
 			out = append(out, readBy(k)[k%2])
@@ -288,172 +308,68 @@ func simultaneous(n, deployments int) []configRef {
 	return out
 }
 
-type phaseResult struct {
-	name       string
-	changes    int
-	grace      time.Duration
-	latencies  []time.Duration // update issued → carrying restart seen
-	sinceDone  []time.Duration // update returned → carrying restart seen
-	returned   []time.Duration // update call duration
-	missing    int             // changes no restart carried in time
-	updateErrs int
-	deps       int // Deployments the changes target
-	restarts   int // restarts of those
-	once       int // of those restarted exactly once
-	maxPerDep  int
-	stray      int // restarts of Deployments no change targets
-	patches    float64
-	ctrlWrites float64
-	conflicts  float64
-	wall       time.Duration // first update issued → last carrying restart seen
-	cpu        float64       // controller CPU seconds from the first update to quiet
-	patchMean  time.Duration // mean duration of the controller's PATCH calls
-	issueSpan  time.Duration // first update issued → last update issued
+// measureGraceStart starts the second controller, with grace period o.grace,
+// on Deployments that already carry their checksums: it must not write at
+// start-up, and each single change must wait for the grace period.
+func (e *env) measureGraceStart(ctx context.Context, singlesFrom int) (graceStartFigures, error) {
+	var f graceStartFigures
+	patchesBefore, err := e.apiserverPatches(ctx)
+	if err != nil {
+		return f, err
+	}
+	if err := e.startController("controller-grace.log", e.o.grace); err != nil {
+		return f, err
+	}
+	if f.ready, f.readyz, err = e.ctrl.waitReady(ctx, 5*time.Minute); err != nil {
+		return f, err
+	}
+	logf("second controller (grace %s) ready in %s, first /readyz 200 after %s", e.o.grace, f.ready.Round(time.Millisecond), f.readyz.Round(time.Millisecond))
+	time.Sleep(3 * time.Second) // anything it would write at start-up, it writes now
+	e.settle(ctx)
+	patchesAfter, err := e.apiserverPatches(ctx)
+	if err != nil {
+		return f, err
+	}
+	f.writes = patchesAfter - patchesBefore
+	if f.singles, err = e.measureSingleChanges(ctx, fmt.Sprintf("One change, grace %s", e.o.grace), singlesFrom, e.o.grace); err != nil {
+		return f, err
+	}
+	f.proc = e.finishController()
+	return f, nil
 }
 
-// runPhase issues the changes (all at once from o.updaters goroutines, or one
-// after the other, each waiting for its restart) and measures them.
-func (e *env) runPhase(ctx context.Context, name string, changes []configRef, concurrent bool, grace time.Duration) (*phaseResult, error) {
-	logf("--- %s (%d changes)", name, len(changes))
-	r := &phaseResult{name: name, changes: len(changes), grace: grace}
-	before := make([]string, len(changes))
-	bodies := make([]change, len(changes))
-	targets := map[string]bool{}
-	rng := newRand()
-	for i, c := range changes {
-		before[i] = e.rec.applied(depName(c.dep))[c.id()]
-		if before[i] == "" {
-			return nil, fmt.Errorf("%s has no applied checksum for %s", depName(c.dep), c.id())
-		}
-		bodies[i] = prepareChange(rng, c, c.index, e.sz, e.o.update)
-		targets[depName(c.dep)] = true
+// heapTop summarises the heap profile after sync when the peak RSS is over
+// target, to show where the memory went.
+func (e *env) heapTop(peakKB int64) (string, error) {
+	if peakKB <= targetRSSKB {
+		return "", nil
 	}
-	r.deps = len(targets)
-	m0, err := e.counters(ctx)
-	if err != nil {
-		return nil, err
-	}
-	issued := make([]time.Time, len(changes))
-	returned := make([]time.Time, len(changes))
-	errs := make([]error, len(changes))
-	update := func(i int) {
-		issued[i] = time.Now()
-		errs[i] = applyChange(ctx, e.cs, changes[i], bodies[i])
-		returned[i] = time.Now()
-	}
-	waitCarried := func(idx []int, timeout time.Duration) {
-		deadline := time.Now().Add(timeout)
-		for {
-			pending := 0
-			for _, i := range idx {
-				if errs[i] != nil {
-					continue
-				}
-				if _, ok := e.rec.carried(depName(changes[i].dep), changes[i].id(), before[i], issued[i]); !ok {
-					pending++
-				}
-			}
-			if pending == 0 || time.Now().After(deadline) || ctx.Err() != nil {
-				return
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
+	top := profileTop(e.heapFile())
+	return top, os.WriteFile(filepath.Join(e.dir, "heap-top.txt"), []byte(top), 0o644)
+}
 
-	cpu0, _ := e.ctrl.cpuSeconds()
-	start := time.Now()
-	if concurrent {
-		work := make(chan int, len(changes))
-		for i := range changes {
-			work <- i
-		}
-		close(work)
-		var wg sync.WaitGroup
-		for range min(e.o.updaters, len(changes)) {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := range work {
-					update(i)
-				}
-			}()
-		}
-		wg.Wait()
-		all := make([]int, len(changes))
-		for i := range all {
-			all[i] = i
-		}
-		waitCarried(all, 3*time.Minute)
-	} else {
-		for i := range changes {
-			update(i)
-			waitCarried([]int{i}, 30*time.Second+grace)
-			time.Sleep(200 * time.Millisecond) // let the Deployment controller's own write pass
-		}
-	}
-	var lastIssued time.Time
-	for _, t := range issued {
-		if t.After(lastIssued) {
-			lastIssued = t
-		}
-	}
-	r.issueSpan = lastIssued.Sub(start)
-	var lastSeen time.Time
-	for i, c := range changes {
-		if errs[i] != nil {
-			r.updateErrs++
-			logf("  update %s: %v", c.id(), errs[i])
-			continue
-		}
-		r.returned = append(r.returned, returned[i].Sub(issued[i]))
-		seen, ok := e.rec.carried(depName(c.dep), c.id(), before[i], issued[i])
-		if !ok {
-			r.missing++
-			continue
-		}
-		r.latencies = append(r.latencies, seen.Sub(issued[i]))
-		r.sinceDone = append(r.sinceDone, seen.Sub(returned[i]))
-		if seen.After(lastSeen) {
-			lastSeen = seen
-		}
-		if !concurrent {
-			logf("  %-28s %s (%s): %s", c.id(), depName(c.dep), c.form, seen.Sub(issued[i]).Round(time.Millisecond))
-		}
-	}
-	if !lastSeen.IsZero() {
-		r.wall = lastSeen.Sub(start)
-	}
-	if err := e.waitQuiet(ctx); err != nil {
+func (e *env) startController(logName string, grace time.Duration) error {
+	var err error
+	e.ctrl, err = startController(e.o, e.kubeconfig, filepath.Join(e.dir, logName), grace)
+	return err
+}
+
+// finishController stops the controller and returns its totals, read before
+// the process goes.
+func (e *env) finishController() procFigures {
+	totals := e.ctrl.totals()
+	if err := e.ctrl.stop(); err != nil {
 		logf("warning: %v", err)
 	}
-	end := time.Now()
-	cpu1, _ := e.ctrl.cpuSeconds()
-	r.cpu = cpu1 - cpu0
-	m1, err := e.counters(ctx)
-	if err != nil {
-		return nil, err
+	e.ctrl = nil
+	return totals
+}
+
+func (e *env) stopController() {
+	if e.ctrl != nil {
+		_ = e.ctrl.stop()
+		e.ctrl = nil
 	}
-	r.patches = m1.patches - m0.patches
-	r.ctrlWrites = m1.writes - m0.writes
-	r.conflicts = m1.conflicts - m0.conflicts
-	if n := m1.patchCount - m0.patchCount; n > 0 {
-		r.patchMean = time.Duration((m1.patchSum - m0.patchSum) / n * float64(time.Second))
-	}
-	for dep, n := range e.rec.restartsBetween(start, end) {
-		if !targets[dep] {
-			r.stray += n
-			continue
-		}
-		r.restarts += n
-		r.maxPerDep = max(r.maxPerDep, n)
-		if n == 1 {
-			r.once++
-		}
-	}
-	st := stats(r.latencies)
-	logf("  latency p50 %s p90 %s p99 %s max %s; restarts %d for %d changes on %d Deployments (%d exactly once, %d stray, %d missing); %.0f PATCHes, %.0f conflicts; controller CPU %.2f s",
-		sec(st.p50), sec(st.p90), sec(st.p99), sec(st.max), r.restarts, r.changes, r.deps, r.once, r.stray, r.missing, r.patches, r.conflicts, r.cpu)
-	return r, nil
 }
 
 type counters struct{ patches, writes, conflicts, patchSum, patchCount float64 }
@@ -485,6 +401,14 @@ func (e *env) apiserverPatches(ctx context.Context) (float64, error) {
 	}
 	v, _ := promtext.Sum(string(b), "apiserver_request_total", `verb="PATCH"`, `resource="deployments"`, `subresource=""`)
 	return v, nil
+}
+
+// settle waits for the controller to be quiet; one that stays busy is worth
+// a warning in the log, not the end of the run.
+func (e *env) settle(ctx context.Context) {
+	if err := e.waitQuiet(ctx); err != nil {
+		logf("warning: %v", err)
+	}
 }
 
 // waitQuiet waits until the controller has nothing queued or under way and no
@@ -519,33 +443,5 @@ func (e *env) waitQuiet(ctx context.Context) error {
 // profileTop summarises a heap profile: where memory is held after sync and
 // where it was allocated since start (the transient decoding of the sync).
 func profileTop(file string) string {
-	var out string
-	for _, idx := range []string{"inuse_space", "alloc_space"} {
-		b, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=15", "-sample_index="+idx, file).CombinedOutput()
-		if err != nil {
-			out += fmt.Sprintf("go tool pprof (%s): %v\n%s\n", idx, err, b)
-			continue
-		}
-		out += fmt.Sprintf("$ go tool pprof -top -nodecount=15 -sample_index=%s %s\n%s\n", idx, filepath.Base(file), b)
-	}
-	return out
-}
-
-type pct struct {
-	n                  int
-	p50, p90, p99, max time.Duration
-}
-
-// stats returns nearest-rank percentiles.
-func stats(d []time.Duration) pct {
-	if len(d) == 0 {
-		return pct{p50: noData, p90: noData, p99: noData, max: noData}
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	rank := func(p float64) time.Duration {
-		i := int(p*float64(len(s))+0.999999) - 1
-		return s[min(max(i, 0), len(s)-1)]
-	}
-	return pct{n: len(s), p50: rank(0.50), p90: rank(0.90), p99: rank(0.99), max: s[len(s)-1]}
+	return pprofTop(file, []string{"-top", "-nodecount=15", "-sample_index=inuse_space"}, []string{"-top", "-nodecount=15", "-sample_index=alloc_space"})
 }
