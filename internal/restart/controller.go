@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -121,21 +122,26 @@ func (c *Controller) sourceEvent(id catalog.SourceID, created bool) {
 // in a way that matters to decisions.
 func (c *Controller) WorkloadChanged(key catalog.WorkloadKey) { c.queue.Add(key) }
 
-// Run processes the queue with the given number of workers until ctx ends,
-// then stops taking new work and waits for reconciles under way, giving them
-// at most drainTimeout. Patches use writeCtx: cancelling it (the leader lease
-// was lost) stops every write at once, while cancelling ctx alone (SIGTERM)
-// lets writes under way finish, so a restart and its checksums land together.
+// Run processes the queue with the given number of workers until ctx ends.
+// Then it stops taking items at once, even those already queued (the next
+// leader, or this process at its next start, compares every workload anyway),
+// and waits for the reconciles under way, giving them at most drainTimeout.
+// Patches use writeCtx: cancelling it (the leader lease was lost) stops every
+// write at once, while cancelling ctx alone (SIGTERM) lets writes under way
+// finish, so a restart and its checksums land together.
 func (c *Controller) Run(ctx, writeCtx context.Context, workers int, drainTimeout time.Duration) {
 	writeCtx, cancelWrites := context.WithCancel(writeCtx)
 	defer cancelWrites()
 
-	var wg sync.WaitGroup
+	var (
+		wg       sync.WaitGroup
+		stopping atomic.Bool
+	)
 	for i := 0; i < workers; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for c.processNext(writeCtx) {
+			for c.processNext(writeCtx, &stopping) {
 			}
 		}()
 	}
@@ -145,10 +151,13 @@ func (c *Controller) Run(ctx, writeCtx context.Context, workers int, drainTimeou
 	case <-ctx.Done():
 	case <-writeCtx.Done():
 	}
-	c.log.Info("stopping: draining reconciles under way")
+	c.log.Info("stopping: finishing reconciles under way; queued work is left to the next start")
+	stopping.Store(true)
+	// ShutDown wakes workers blocked in Get; items still queued are not
+	// handed out because every worker checks stopping after Get.
+	c.queue.ShutDown()
 	drained := make(chan struct{})
 	go func() {
-		c.queue.ShutDownWithDrain()
 		wg.Wait()
 		close(drained)
 	}()
@@ -157,7 +166,6 @@ func (c *Controller) Run(ctx, writeCtx context.Context, workers int, drainTimeou
 	case <-time.After(drainTimeout):
 		c.log.Warn("drain timed out; cancelling writes under way", "timeout", drainTimeout)
 		cancelWrites()
-		c.queue.ShutDown()
 		<-drained
 	}
 }
@@ -176,12 +184,17 @@ func (c *Controller) sweep(ctx context.Context) {
 	}
 }
 
-func (c *Controller) processNext(ctx context.Context) bool {
+// processNext reconciles one key; it returns false once the queue is shut
+// down or stopping is set, leaving an item taken after that unprocessed.
+func (c *Controller) processNext(ctx context.Context, stopping *atomic.Bool) bool {
 	key, shutdown := c.queue.Get()
 	if shutdown {
 		return false
 	}
 	defer c.queue.Done(key)
+	if stopping.Load() {
+		return false
+	}
 
 	c.metrics.Reconciling.Inc()
 	err := c.Reconcile(ctx, key)

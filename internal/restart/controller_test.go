@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -527,7 +528,7 @@ func TestProcessNextErrorHandling(t *testing.T) {
 
 			key := keyOf(deploymentsGVR, w)
 			h.c.queue.Add(key)
-			if !h.c.processNext(context.Background()) {
+			if !h.c.processNext(context.Background(), new(atomic.Bool)) {
 				t.Fatal("queue shut down")
 			}
 			if len(rec.events) != tc.wantEvents {
@@ -543,5 +544,60 @@ func TestProcessNextErrorHandling(t *testing.T) {
 				t.Fatalf("ignored errors metric %v, want %v", got, tc.wantIgnored)
 			}
 		})
+	}
+}
+
+// On SIGTERM, Run stops taking items at once, even queued ones, and lets the
+// reconcile under way finish its patch.
+func TestRunStopsTakingWorkAndFinishesWhatIsUnderWay(t *testing.T) {
+	h := newHarness(t, nil, nil, dataV2)
+	var settled []runtime.Object
+	var keys []catalog.WorkloadKey
+	for _, name := range []string{"a", "b", "c"} {
+		w := fromYAML(t, webDeployment)
+		w.SetName(name)
+		s := settle(h, w, dataV1) // recorded with old data: a restart is due
+		settled = append(settled, s.DeepCopy())
+		h.cache(s)
+		keys = append(keys, keyOf(deploymentsGVR, w))
+	}
+	h.client = fake.NewSimpleDynamicClient(runtime.NewScheme(), settled...)
+	h.c.client = h.client
+	inFlight, release := make(chan struct{}), make(chan struct{})
+	var patches atomic.Int32
+	h.client.PrependReactor("patch", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if patches.Add(1) == 1 {
+			close(inFlight)
+			<-release
+		}
+		return false, nil, nil // the tracker applies the patch
+	})
+	for _, k := range keys {
+		h.c.queue.Add(k)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.c.Run(ctx, context.Background(), 1, time.Minute)
+	}()
+	select {
+	case <-inFlight:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no reconcile started")
+	}
+	cancel() // SIGTERM while the first patch is under way and two keys wait
+	close(release)
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after the reconcile under way finished")
+	}
+	if n := patches.Load(); n != 1 {
+		t.Fatalf("%d patches; want 1: the one under way finishes, queued work is not taken", n)
+	}
+	if got := testutil.ToFloat64(h.c.metrics.Restarts); got != 1 {
+		t.Fatalf("restarts metric %v, want 1 (the patch under way landed)", got)
 	}
 }
