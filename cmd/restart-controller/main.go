@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	"k8s.io/klog/v2"
 
 	"github.com/restart-controller/restart-controller/internal/cli"
 	"github.com/restart-controller/restart-controller/internal/logging"
@@ -77,7 +76,10 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	log := logging.New(stderr, cfg.Settings.LogFormat, cfg.Settings.Verbose)
 	// klog is client-go's process-wide logger; routing it here is the one
 	// global this program sets, and only main may set it.
-	klog.SetLogger(logging.Logr(log.Named("client-go")))
+	if err := logging.RouteKlog(log.Named("client-go"), cfg.Settings.Verbose); err != nil {
+		fmt.Fprintf(stderr, "restart-controller: %v\n", err)
+		return 1
+	}
 	log.Info("starting", "version", version, "config", cfg.Settings.ConfigFile,
 		"grace_period", cfg.Settings.GracePeriod, "workers", cfg.Settings.Workers)
 

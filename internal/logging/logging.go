@@ -3,11 +3,13 @@
 package logging
 
 import (
+	"flag"
 	"fmt"
 	"io"
 
 	"github.com/go-logr/logr"
 	"github.com/hashicorp/go-hclog"
+	"k8s.io/klog/v2"
 )
 
 // New returns the root logger: text or JSON, debug level when verbose.
@@ -68,4 +70,27 @@ func (s *sink) WithValues(keysAndValues ...interface{}) logr.LogSink {
 
 func (s *sink) WithName(name string) logr.LogSink {
 	return &sink{log: s.log.Named(name), name: name}
+}
+
+// clientGoDebugVerbosity is the klog level shown with --verbose: client-go's
+// informer, reflector and leader-election detail, but not its per-request
+// lines (level 6 and up), which would drown everything else.
+const clientGoDebugVerbosity = "4"
+
+// RouteKlog sends client-go's klog output to log. klog filters V(n) lines by
+// its own global verbosity before any logger sees them, so that is raised to
+// clientGoDebugVerbosity when verbose. Both are process-wide: only main calls
+// this.
+func RouteKlog(log hclog.Logger, verbose bool) error {
+	klog.SetLogger(Logr(log))
+	v := "0"
+	if verbose {
+		v = clientGoDebugVerbosity
+	}
+	var fs flag.FlagSet
+	klog.InitFlags(&fs)
+	if err := fs.Set("v", v); err != nil {
+		return fmt.Errorf("setting klog verbosity: %w", err)
+	}
+	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"k8s.io/klog/v2"
 )
 
 func TestLogrRoutesKlogLevels(t *testing.T) {
@@ -40,4 +42,27 @@ func TestLogrRoutesKlogLevels(t *testing.T) {
 			}
 		})
 	}
+}
+
+// --verbose promises client-go's debug lines: klog drops V(n) lines by its own
+// verbosity before any logger sees them, so RouteKlog must raise it.
+func TestRouteKlogShowsClientGoDebugOnlyWhenVerbose(t *testing.T) {
+	for _, verbose := range []bool{false, true} {
+		var buf bytes.Buffer
+		if err := RouteKlog(New(&buf, "text", verbose), verbose); err != nil {
+			t.Fatal(err)
+		}
+		klog.V(4).Info("reflector detail")
+		klog.Background().V(2).Info("informer detail")
+		klog.V(6).Info("request line")
+		out := buf.String()
+		shown := strings.Contains(out, "reflector detail") && strings.Contains(out, "informer detail")
+		if shown != verbose {
+			t.Errorf("verbose=%v: client-go debug shown=%v, log %q", verbose, shown, out)
+		}
+		if strings.Contains(out, "request line") {
+			t.Errorf("verbose=%v: per-request lines must stay hidden: %q", verbose, out)
+		}
+	}
+	klog.ClearLogger()
 }
