@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 BIN := bin/restart-controller
 DEMO_DIR ?= $(CURDIR)/.demo
 
-.PHONY: all build test unit e2e vet fmt-check demo demo-down cluster-bins bench image clean
+.PHONY: all build test unit e2e vet fmt-check repo-check demo demo-down cluster-bins bench image clean
 
 all: build
 
@@ -13,10 +13,14 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN) ./cmd/restart-controller
 
 ## test: every test, unit and end-to-end on a local control plane (built on first run).
-test: vet fmt-check unit e2e
+test: repo-check vet fmt-check unit e2e
 
 vet:
 	$(GO) vet ./...
+
+# No binary or file over 1 MiB may be tracked (build outputs belong in .gitignore).
+repo-check:
+	@hack/check-tracked-files.sh
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
