@@ -31,81 +31,109 @@ type Metrics struct {
 	Ready            prometheus.Gauge
 	Leader           prometheus.Gauge
 	WatchedWorkloads *prometheus.GaugeVec
+
+	docs []Doc
 }
+
+// Doc describes one metric for the README, which a test writes from this list
+// so the two cannot drift.
+type Doc struct {
+	Name, Type, Help string
+	Labels           []string
+}
+
+// Docs lists every metric this package registers, in registration order.
+func (m *Metrics) Docs() []Doc { return append([]Doc(nil), m.docs...) }
 
 // New registers every metric on a new private registry. counts reports the
 // number of cached sources and workloads at scrape time.
 func New(counts func() (sources, workloads int)) *Metrics {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	f := factory{reg}
-	m := &Metrics{
-		Registry: reg,
-		ResourceVersions: f.counter(xingPrefix+"resource_versions_total",
-			"Source (ConfigMap, Secret) resource versions processed: every add, update and delete event."),
-		AnnotationUpdates: f.counter(xingPrefix+"deployment_annotation_updates_total",
-			"Workload patches written (checksum records and restarts)."),
-		Restarts: f.counter(xingPrefix+"deployment_restarts_total",
-			"Workload restarts: patches that set a new restart timestamp in the pod template."),
-		ChangesProcessed: f.counter(xingPrefix+"changes_processed_total",
-			"Config data changes observed (metadata-only updates are not changes)."),
-		changesWaiting: f.gauge(xingPrefix+"changes_waiting_total",
-			"Sources whose change is waiting for its grace period to end."),
-		ChangesMerged: f.counter("restart_controller_changes_merged_total",
-			"Config data changes merged into a grace period already open for that config."),
-		ReconcileErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "restart_controller_reconcile_errors_total",
-			Help: "Failed workload reconciles by reason (conflict, transient, persistent).",
-		}, []string{"reason"}),
-		IgnoredErrors: f.counter("restart_controller_ignored_errors_total",
-			"Errors matching --ignored-errors, warned about and skipped."),
-		ChangeToRestart: f.histogram("restart_controller_change_to_restart_seconds",
-			"Time from a source change being observed to the restart patch of a workload reading it.",
-			[]float64{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120}),
-		PatchDuration: f.histogram("restart_controller_patch_duration_seconds",
-			"Duration of workload patch requests.", prometheus.DefBuckets),
-		Reconciling: f.gauge("restart_controller_reconciles_in_flight",
-			"Workload reconciles under way."),
-		Ready: f.gauge("restart_controller_ready",
-			"1 once the caches of every watched kind have synced."),
-		Leader: f.gauge("restart_controller_leader",
-			"1 while this instance holds the leader lease (or leader election is off)."),
-		WatchedWorkloads: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "restart_controller_workload_kind_watched",
-			Help: "1 for each configured workload kind that is served and watched, 0 while its resource is missing.",
-		}, []string{"resource"}),
-	}
-	reg.MustRegister(m.ReconcileErrors, m.WatchedWorkloads)
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: xingPrefix + "configs_total",
-		Help: "Configs in the catalog.",
-	}, func() float64 { c, _ := counts(); return float64(c) }))
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: xingPrefix + "deployments_total",
-		Help: "Workloads of every watched kind in the catalog.",
-	}, func() float64 { _, w := counts(); return float64(w) }))
+	m := &Metrics{Registry: reg}
+	f := factory{reg: reg, docs: &m.docs}
+
+	m.ResourceVersions = f.counter(xingPrefix+"resource_versions_total",
+		"Source (ConfigMap, Secret) resource versions processed: every add, update and delete event.")
+	f.gaugeFunc(xingPrefix+"configs_total", "Sources (ConfigMaps, Secrets) in the catalog.",
+		func() float64 { s, _ := counts(); return float64(s) })
+	f.gaugeFunc(xingPrefix+"deployments_total", "Workloads of every watched kind in the catalog.",
+		func() float64 { _, w := counts(); return float64(w) })
+	m.AnnotationUpdates = f.counter(xingPrefix+"deployment_annotation_updates_total",
+		"Workload patches written (checksum records and restarts).")
+	m.Restarts = f.counter(xingPrefix+"deployment_restarts_total",
+		"Workload restarts: patches that set a new restart timestamp in the pod template.")
+	m.ChangesProcessed = f.counter(xingPrefix+"changes_processed_total",
+		"Source data changes observed (metadata-only updates are not changes).")
+	m.changesWaiting = f.gauge(xingPrefix+"changes_waiting_total",
+		"Sources whose change is waiting for its grace period to end.")
+
+	m.ChangesMerged = f.counter("restart_controller_changes_merged_total",
+		"Source data changes merged into a grace period already open for that source.")
+	m.ChangeToRestart = f.histogram("restart_controller_change_to_restart_seconds",
+		"Time from a source change being observed to the restart patch of a workload reading it.",
+		[]float64{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120})
+	m.PatchDuration = f.histogram("restart_controller_patch_duration_seconds",
+		"Duration of workload patch requests.", prometheus.DefBuckets)
+	m.ReconcileErrors = f.counterVec("restart_controller_reconcile_errors_total",
+		"Failed workload reconciles by reason (conflict, transient, persistent).", "reason")
+	m.IgnoredErrors = f.counter("restart_controller_ignored_errors_total",
+		"Errors matching --ignored-errors, warned about and skipped.")
+	m.Reconciling = f.gauge("restart_controller_reconciles_in_flight",
+		"Workload reconciles under way.")
+	m.Ready = f.gauge("restart_controller_ready",
+		"1 once the caches of every watched kind have synced.")
+	m.Leader = f.gauge("restart_controller_leader",
+		"1 while this instance holds the leader lease (or leader election is off).")
+	m.WatchedWorkloads = f.gaugeVec("restart_controller_workload_kind_watched",
+		"1 for each configured workload kind that is served and watched, 0 while its resource is missing.", "resource")
 	return m
 }
 
 // SetChangesWaiting publishes how many sources are inside their grace period.
 func (m *Metrics) SetChangesWaiting(n int) { m.changesWaiting.Set(float64(n)) }
 
-type factory struct{ reg *prometheus.Registry }
+// factory registers metrics and records their docs.
+type factory struct {
+	reg  *prometheus.Registry
+	docs *[]Doc
+}
+
+func (f factory) register(c prometheus.Collector, name, typ, help string, labels ...string) {
+	f.reg.MustRegister(c)
+	*f.docs = append(*f.docs, Doc{Name: name, Type: typ, Help: help, Labels: labels})
+}
 
 func (f factory) counter(name, help string) prometheus.Counter {
 	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
-	f.reg.MustRegister(c)
+	f.register(c, name, "counter", help)
+	return c
+}
+
+func (f factory) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	f.register(c, name, "counter", help, labels...)
 	return c
 }
 
 func (f factory) gauge(name, help string) prometheus.Gauge {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
-	f.reg.MustRegister(g)
+	f.register(g, name, "gauge", help)
 	return g
+}
+
+func (f factory) gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+	f.register(g, name, "gauge", help, labels...)
+	return g
+}
+
+func (f factory) gaugeFunc(name, help string, value func() float64) {
+	f.register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, value), name, "gauge", help)
 }
 
 func (f factory) histogram(name, help string, buckets []float64) prometheus.Histogram {
 	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
-	f.reg.MustRegister(h)
+	f.register(h, name, "histogram", help)
 	return h
 }

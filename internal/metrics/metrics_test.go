@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"strings"
 	"testing"
 
 	"k8s.io/client-go/util/workqueue"
@@ -51,5 +52,35 @@ func TestXingMetricNames(t *testing.T) {
 		} else if got != v {
 			t.Errorf("%s = %v, want %v", name, got, v)
 		}
+	}
+}
+
+// Docs feeds the README's metrics table: every metric the registry serves
+// must be in it.
+func TestDocsCoverTheRegistry(t *testing.T) {
+	m := New(func() (int, int) { return 0, 0 })
+	m.ReconcileErrors.WithLabelValues("conflict").Inc()
+	m.WatchedWorkloads.WithLabelValues("deployments.apps").Set(1)
+	documented := map[string]bool{}
+	for _, d := range m.Docs() {
+		documented[d.Name] = true
+	}
+	families, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours := 0
+	for _, f := range families {
+		name := f.GetName()
+		if !strings.HasPrefix(name, "restart_controller_") && !strings.HasPrefix(name, xingPrefix) {
+			continue // Go runtime and process collectors
+		}
+		ours++
+		if !documented[name] {
+			t.Errorf("%s is served but missing from Docs", name)
+		}
+	}
+	if ours != len(documented) {
+		t.Errorf("%d metrics served, %d documented", ours, len(documented))
 	}
 }

@@ -45,9 +45,11 @@ type ExistsFunc func(ctx context.Context, id catalog.SourceID) (bool, error)
 // does not hold yet exists, and deciding now would record it as absent.
 var errCacheBehind = errors.New("a referenced source exists but is not in the cache yet")
 
-// Controller reconciles one workload key at a time: the queue holds keys, the
-// decision reads caches, and the only API call is the patch that changes
-// something. Retries live in the queue.
+// Controller reconciles one workload key at a time: the queue holds keys and
+// the decision reads caches. A reconcile calls the API only to patch what
+// changed, to confirm with a metadata-only LIST that a source about to be
+// recorded as absent really is, and to report Events. Retries live in the
+// queue.
 type Controller struct {
 	cfg     *config.Config
 	catalog Catalog

@@ -1,6 +1,8 @@
-// Package watch runs the dynamic informers of every configured source and
-// workload kind, reduces objects as they enter the caches, and turns events
-// into keys for the restart controller. It never decides anything itself.
+// Package watch runs an informer for every configured source and workload
+// kind (protobuf for source kinds client-go knows, the dynamic client for the
+// rest), reduces objects as they enter the caches, watches for workload kinds
+// whose CRD appears later, and turns events into keys for the restart
+// controller. It never decides anything itself.
 package watch
 
 import (
@@ -48,7 +50,7 @@ type Watcher struct {
 	handler   Handler
 	metrics   *metrics.Metrics
 	log       hclog.Logger
-	// DiscoveryInterval is how often kinds that are not served yet are looked for.
+	// discoveryInterval is how often kinds that are not served yet are looked for.
 	discoveryInterval time.Duration
 
 	mu      sync.Mutex
