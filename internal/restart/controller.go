@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -135,15 +134,12 @@ func (c *Controller) Run(ctx, writeCtx context.Context, workers int, drainTimeou
 	writeCtx, cancelWrites := context.WithCancel(writeCtx)
 	defer cancelWrites()
 
-	var (
-		wg       sync.WaitGroup
-		stopping atomic.Bool
-	)
+	var wg sync.WaitGroup
 	for i := 0; i < workers; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for c.processNext(writeCtx, &stopping) {
+			for c.processNext(ctx, writeCtx) {
 			}
 		}()
 	}
@@ -154,9 +150,8 @@ func (c *Controller) Run(ctx, writeCtx context.Context, workers int, drainTimeou
 	case <-writeCtx.Done():
 	}
 	c.log.Info("stopping: finishing reconciles under way; queued work is left to the next start")
-	stopping.Store(true)
 	// ShutDown wakes workers blocked in Get; items still queued are not
-	// handed out because every worker checks stopping after Get.
+	// processed because every worker checks the contexts after Get.
 	c.queue.ShutDown()
 	drained := make(chan struct{})
 	go func() {
@@ -186,17 +181,19 @@ func (c *Controller) sweep(ctx context.Context) {
 	}
 }
 
-// processNext reconciles one key; it returns false once the queue is shut
-// down or stopping is set, leaving an item taken after that unprocessed.
-func (c *Controller) processNext(ctx context.Context, stopping *atomic.Bool) bool {
+// processNext reconciles one key, writing with writeCtx. It returns false
+// once the queue is shut down or either context has ended, leaving an item
+// taken after that unprocessed.
+func (c *Controller) processNext(runCtx, writeCtx context.Context) bool {
 	key, shutdown := c.queue.Get()
 	if shutdown {
 		return false
 	}
 	defer c.queue.Done(key)
-	if stopping.Load() {
+	if runCtx.Err() != nil || writeCtx.Err() != nil {
 		return false
 	}
+	ctx := writeCtx
 
 	c.metrics.Reconciling.Inc()
 	err := c.Reconcile(ctx, key)

@@ -528,7 +528,7 @@ func TestProcessNextErrorHandling(t *testing.T) {
 
 			key := keyOf(deploymentsGVR, w)
 			h.c.queue.Add(key)
-			if !h.c.processNext(context.Background(), new(atomic.Bool)) {
+			if !h.c.processNext(context.Background(), context.Background()) {
 				t.Fatal("queue shut down")
 			}
 			if len(rec.events) != tc.wantEvents {
