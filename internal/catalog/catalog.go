@@ -63,15 +63,7 @@ func (c *Catalog) Source(id SourceID) (*SourceState, bool) {
 	c.mu.RLock()
 	stores := c.sources[id.Kind]
 	c.mu.RUnlock()
-	key := id.Namespace + "/" + id.Name
-	for _, store := range stores {
-		if obj, exists, err := store.GetByKey(key); err == nil && exists {
-			if state, ok := obj.(*SourceState); ok {
-				return state, true
-			}
-		}
-	}
-	return nil, false
+	return lookup[*SourceState](stores, id.Namespace+"/"+id.Name)
 }
 
 // Workload returns the cached state of a workload, or false when it is gone.
@@ -79,15 +71,21 @@ func (c *Catalog) Workload(key WorkloadKey) (*WorkloadState, bool) {
 	c.mu.RLock()
 	stores := c.workloads[key.Resource]
 	c.mu.RUnlock()
-	cacheKey := key.Namespace + "/" + key.Name
+	return lookup[*WorkloadState](stores, key.Namespace+"/"+key.Name)
+}
+
+// lookup finds the object with the cache key in the first store holding it:
+// a kind has one store per watched namespace.
+func lookup[T any](stores []cache.Indexer, key string) (T, bool) {
 	for _, store := range stores {
-		if obj, exists, err := store.GetByKey(cacheKey); err == nil && exists {
-			if state, ok := obj.(*WorkloadState); ok {
+		if obj, exists, err := store.GetByKey(key); err == nil && exists {
+			if state, ok := obj.(T); ok {
 				return state, true
 			}
 		}
 	}
-	return nil, false
+	var zero T
+	return zero, false
 }
 
 // WorkloadsReading returns the keys of every cached workload whose pod
