@@ -119,6 +119,11 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, on
 		defer wg.Done()
 		watcher.Run(ctx)
 	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		ctrl.Sweep(ctx)
+	}()
 	if err := watcher.WaitForSync(ctx); err != nil {
 		return err
 	}

@@ -215,13 +215,13 @@ func TestLoadErrors(t *testing.T) {
 		{
 			name: "invalid flag value names the flag",
 			args: []string{"-r", "-1s", "--log-format=xml"},
-			want: "logFormat (flag --log-format): must be text or json, got \"xml\"\nrestartGracePeriod (flag --restart-grace-period): must not be negative",
+			want: "logFormat (flag --log-format): must be text or json, got \"xml\"\nrestartGracePeriod (flag --restart-grace-period): must be between 0s and 24h0m0s, got -1s",
 		},
 		{
 			name: "invalid env values name the variable",
 			env:  map[string]string{"WORKERS": "many", "LEADER_ELECT": "sure", "RESTART_CHECK_PERIOD": "-5"},
 			want: "leaderElection.enabled (env LEADER_ELECT): cannot parse \"sure\": invalid syntax\n" +
-				"restartCheckPeriod (env RESTART_CHECK_PERIOD): must be positive\n" +
+				"restartCheckPeriod (env RESTART_CHECK_PERIOD): must be between 10ms and 1h0m0s, got -5ms\n" +
 				"workers (env WORKERS): cannot parse \"many\": invalid syntax",
 		},
 		{
@@ -235,7 +235,7 @@ func TestLoadErrors(t *testing.T) {
 			name: "flags win over bad env",
 			env:  map[string]string{"WORKERS": "0"},
 			args: []string{"--workers", "-2"},
-			want: "workers (flag --workers): must be at least 1",
+			want: "workers (flag --workers): must be between 1 and 1000, got -2",
 		},
 	}
 	for _, tt := range tests {
@@ -262,7 +262,7 @@ func TestLoadErrors(t *testing.T) {
 func TestLoadNamesTheFileInErrors(t *testing.T) {
 	path := writeFile(t, "workers: 0")
 	_, err := Load(newFlagSet(), []string{"--config", path}, func(string) (string, bool) { return "", false })
-	if want := "loading config from " + path + ": workers: must be at least 1"; err == nil || err.Error() != want {
+	if want := "loading config from " + path + ": workers: must be between 1 and 1000, got 0"; err == nil || err.Error() != want {
 		t.Fatalf("error = %v, want %q", err, want)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,6 +19,22 @@ import (
 // client-go's leader election refuses a renew deadline within this factor of
 // the retry period; checking it here names the file keys instead.
 const leaderElectionJitter = 1.2
+
+// Bounds of the settings. Values outside them are never intended and would
+// hurt: a check period of nanoseconds spins a core, a hundred million workers
+// exhaust memory, unbounded QPS floods the API server, lease timings below a
+// second make leadership flap. examples/config.yaml documents them.
+const (
+	minCheckPeriod   = 10 * time.Millisecond
+	maxCheckPeriod   = time.Hour
+	maxGracePeriod   = 24 * time.Hour
+	maxWorkers       = 1000
+	maxKubeAPIQPS    = 10000
+	maxKubeAPIBurst  = 100000
+	minLeaseDuration = time.Second
+	maxLeaseDuration = 10 * time.Minute
+	minRetryPeriod   = 100 * time.Millisecond
+)
 
 var errRequired = errors.New("required")
 
@@ -63,48 +80,67 @@ func compileSettings(f *File, p *problems) Settings {
 		LeaseRenewDeadline: time.Duration(f.LeaderElection.RenewDeadline),
 		LeaseRetryPeriod:   time.Duration(f.LeaderElection.RetryPeriod),
 	}
-	if s.CheckPeriod <= 0 {
-		p.addf("restartCheckPeriod", "must be positive")
-	}
-	if s.GracePeriod < 0 {
-		p.addf("restartGracePeriod", "must not be negative")
-	}
+	checkDuration(p, "restartCheckPeriod", s.CheckPeriod, minCheckPeriod, maxCheckPeriod)
+	checkDuration(p, "restartGracePeriod", s.GracePeriod, 0, maxGracePeriod)
 	for i, e := range s.IgnoredErrors {
 		if e == "" {
 			// Never intended; IGNORED_ERRORS drops empty parts for the same reason.
 			p.addf(fmt.Sprintf("ignoredErrors[%d]", i), "must not be empty")
 		}
 	}
-	if _, _, err := net.SplitHostPort(s.MetricsAddress); err != nil {
-		p.addf("metricsAddress", "must be host:port: %w", err)
+	checkAddress(p, "metricsAddress", s.MetricsAddress)
+	if !(s.KubeAPIQPS > 0 && s.KubeAPIQPS <= maxKubeAPIQPS) { // also false for NaN
+		p.addf("kubeAPIQPS", "must be more than 0 and at most %d", maxKubeAPIQPS)
 	}
-	if !(s.KubeAPIQPS > 0) {
-		p.addf("kubeAPIQPS", "must be positive")
-	}
-	if s.KubeAPIBurst < 1 {
-		p.addf("kubeAPIBurst", "must be at least 1")
-	}
-	if s.Workers < 1 {
-		p.addf("workers", "must be at least 1")
-	}
+	checkRange(p, "kubeAPIBurst", s.KubeAPIBurst, 1, maxKubeAPIBurst)
+	checkRange(p, "workers", s.Workers, 1, maxWorkers)
 	if s.LogFormat != "text" && s.LogFormat != "json" {
 		p.addf("logFormat", "must be text or json, got %q", s.LogFormat)
 	}
 	checkName(p, "leaderElection.namespace", s.LeaseNamespace, content.IsDNS1123Label)
 	checkName(p, "leaderElection.leaseName", s.LeaseName, content.IsDNS1123Subdomain)
+	lease := checkDuration(p, "leaderElection.leaseDuration", s.LeaseDuration, minLeaseDuration, maxLeaseDuration)
+	retry := checkDuration(p, "leaderElection.retryPeriod", s.LeaseRetryPeriod, minRetryPeriod, maxLeaseDuration)
 	switch {
-	case s.LeaseDuration <= 0:
-		p.addf("leaderElection.leaseDuration", "must be positive")
+	case !lease || !retry:
 	case s.LeaseRenewDeadline <= 0:
 		p.addf("leaderElection.renewDeadline", "must be positive")
-	case s.LeaseRetryPeriod <= 0:
-		p.addf("leaderElection.retryPeriod", "must be positive")
 	case s.LeaseRenewDeadline >= s.LeaseDuration:
 		p.addf("leaderElection.renewDeadline", "must be less than leaseDuration (%s)", s.LeaseDuration)
 	case float64(s.LeaseRenewDeadline) <= leaderElectionJitter*float64(s.LeaseRetryPeriod):
 		p.addf("leaderElection.retryPeriod", "must be less than renewDeadline (%s) / %v", s.LeaseRenewDeadline, leaderElectionJitter)
 	}
 	return s
+}
+
+// checkDuration reports a duration outside [lo, hi] and returns whether it is inside.
+func checkDuration(p *problems, path string, d, lo, hi time.Duration) bool {
+	if d < lo || d > hi {
+		p.addf(path, "must be between %s and %s, got %s", lo, hi, d)
+		return false
+	}
+	return true
+}
+
+// checkRange reports an integer outside [lo, hi].
+func checkRange(p *problems, path string, n, lo, hi int) {
+	if n < lo || n > hi {
+		p.addf(path, "must be between %d and %d, got %d", lo, hi, n)
+	}
+}
+
+// checkAddress reports an address the metrics server could not listen on:
+// checking here makes a bad port a configuration error (exit 2), not a
+// failure to start (exit 1).
+func checkAddress(p *problems, path, address string) {
+	_, port, err := net.SplitHostPort(address)
+	if err != nil {
+		p.addf(path, "must be host:port: %w", err)
+		return
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		p.addf(path, "port must be a number from 0 to 65535, got %q", port)
+	}
 }
 
 // checkName reports an empty value as required and an invalid one with the
@@ -120,10 +156,21 @@ func checkName(p *problems, path, value string, valid func(string) []string) {
 }
 
 func compileAnnotations(a FileAnnotations, p *problems) Annotations {
-	checkName(p, "annotations.optIn", a.OptIn, content.IsQualifiedName)
-	checkName(p, "annotations.appliedChecksums", a.AppliedChecksums, content.IsQualifiedName)
-	checkName(p, "annotations.restartTimestamp", a.RestartTimestamp, content.IsQualifiedName)
-	checkName(p, "annotations.appliedTemplateHash", a.AppliedTemplateHash, content.IsQualifiedName)
+	// Each key has one meaning: the checksums annotation equal to the opt-in
+	// key, say, would opt every workload out with its first write.
+	seen := map[string]string{}
+	for _, k := range []struct{ path, value string }{
+		{"annotations.optIn", a.OptIn},
+		{"annotations.appliedChecksums", a.AppliedChecksums},
+		{"annotations.restartTimestamp", a.RestartTimestamp},
+		{"annotations.appliedTemplateHash", a.AppliedTemplateHash},
+	} {
+		checkName(p, k.path, k.value, content.IsQualifiedName)
+		if other, dup := seen[k.value]; dup && k.value != "" {
+			p.addf(k.path, "must differ from %s (both %q)", other, k.value)
+		}
+		seen[k.value] = k.path
+	}
 	return Annotations{OptIn: a.OptIn, AppliedChecksums: a.AppliedChecksums, RestartTimestamp: a.RestartTimestamp,
 		AppliedTemplateHash: a.AppliedTemplateHash}
 }

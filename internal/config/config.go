@@ -7,13 +7,17 @@
 package config
 
 import (
+	"bytes"
 	_ "embed"
+	"errors"
 	"fmt"
+	"io"
 	"reflect"
 
 	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/rawbytes"
 	"github.com/knadh/koanf/v2"
+	yamlv3 "go.yaml.in/yaml/v3"
 )
 
 // defaultsYAML is a string, not []byte, so that nothing can change it.
@@ -29,10 +33,30 @@ func FileLayers(data []byte) (*koanf.Koanf, error) {
 	if err := k.Load(rawbytes.Provider([]byte(defaultsYAML)), yaml.Parser()); err != nil {
 		return nil, fmt.Errorf("loading built-in defaults: %w", err)
 	}
+	if err := singleDocument(data); err != nil {
+		return nil, fmt.Errorf("parsing YAML: %w", err)
+	}
 	if err := k.Load(rawbytes.Provider(data), yaml.Parser()); err != nil {
 		return nil, fmt.Errorf("parsing YAML: %w", err)
 	}
 	return k, nil
+}
+
+// singleDocument rejects a file of several YAML documents: the parser would
+// silently use the first, and whatever the operator meant by the others
+// would be dropped.
+func singleDocument(data []byte) error {
+	dec := yamlv3.NewDecoder(bytes.NewReader(data))
+	var first, second yamlv3.Node
+	if err := dec.Decode(&first); err != nil {
+		return nil // empty, or invalid: the parser reports it
+	}
+	if err := dec.Decode(&second); errors.Is(err, io.EOF) {
+		return nil
+	} else if err != nil {
+		return nil // the parser reports it
+	}
+	return fmt.Errorf("line %d: a second YAML document; the config file must hold exactly one", second.Line)
 }
 
 // Decode decodes a layered tree strictly into the schema and compiles it,

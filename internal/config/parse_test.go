@@ -195,6 +195,40 @@ func TestParseErrors(t *testing.T) {
 			want: []string{`workloads[2].podTemplatePath: unexpected character '[' at offset 8: only [*] is supported`},
 		},
 		{
+			name: "settings beyond their bounds",
+			file: `
+restartCheckPeriod: 1ns
+restartGracePeriod: 48h
+workers: 100000000
+kubeAPIQPS: .inf
+kubeAPIBurst: 1000000
+metricsAddress: "0.0.0.0:99999"
+leaderElection: {leaseDuration: 1ns, renewDeadline: 1ns, retryPeriod: 1ns}`,
+			want: []string{
+				`kubeAPIBurst: must be between 1 and 100000, got 1000000`,
+				`kubeAPIQPS: must be more than 0 and at most 10000`,
+				`leaderElection.leaseDuration: must be between 1s and 10m0s, got 1ns`,
+				`leaderElection.retryPeriod: must be between 100ms and 10m0s, got 1ns`,
+				`metricsAddress: port must be a number from 0 to 65535, got "99999"`,
+				`restartCheckPeriod: must be between 10ms and 1h0m0s, got 1ns`,
+				`restartGracePeriod: must be between 0s and 24h0m0s, got 48h0m0s`,
+				`workers: must be between 1 and 1000, got 100000000`,
+			},
+		},
+		{
+			name: "annotation keys collide",
+			file: `
+annotations:
+  optIn: example.com/restart
+  appliedChecksums: example.com/restart
+  restartTimestamp: example.com/stamp
+  appliedTemplateHash: example.com/stamp`,
+			want: []string{
+				`annotations.appliedChecksums: must differ from annotations.optIn (both "example.com/restart")`,
+				`annotations.appliedTemplateHash: must differ from annotations.restartTimestamp (both "example.com/stamp")`,
+			},
+		},
+		{
 			name: "wildcard pod template path",
 			file: `workloads: [{group: apps, version: v1, resource: deployments, podTemplatePath: "spec.templates[*]"}]`,
 			want: []string{`workloads[0].podTemplatePath: must not contain [*]: a workload has one pod template`},
@@ -313,16 +347,16 @@ logFormat: xml
 leaderElection: {namespace: Bad_NS, leaseName: "", renewDeadline: 20s}`,
 			want: []string{
 				`ignoredErrors[1]: must not be empty`,
-				`kubeAPIBurst: must be at least 1`,
-				`kubeAPIQPS: must be positive`,
+				`kubeAPIBurst: must be between 1 and 100000, got 0`,
+				`kubeAPIQPS: must be more than 0 and at most 10000`,
 				`leaderElection.leaseName: required`,
 				`leaderElection.namespace: invalid "Bad_NS": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')`,
 				`leaderElection.renewDeadline: must be less than leaseDuration (15s)`,
 				`logFormat: must be text or json, got "xml"`,
 				`metricsAddress: must be host:port: address localhost: missing port in address`,
-				`restartCheckPeriod: must be positive`,
-				`restartGracePeriod: must not be negative`,
-				`workers: must be at least 1`,
+				`restartCheckPeriod: must be between 10ms and 1h0m0s, got 0s`,
+				`restartGracePeriod: must be between 0s and 24h0m0s, got -1s`,
+				`workers: must be between 1 and 1000, got 0`,
 			},
 		},
 		{
@@ -396,7 +430,7 @@ workloads:
 - {group: apps, version: "", resource: r12, podTemplatePath: a}
 workers: 0`,
 			want: []string{
-				`workers: must be at least 1`,
+				`workers: must be between 1 and 1000, got 0`,
 				`workloads[10].x: unknown field`,
 				`workloads[12].version: required`,
 			},
@@ -416,7 +450,9 @@ workers: 0`,
 }
 
 func TestParseYAMLErrors(t *testing.T) {
-	for _, file := range []string{"[1, 2]", "workers: [", "a: 1\na: 2", "\tx"} {
+	for _, file := range []string{"[1, 2]", "workers: [", "a: 1\na: 2", "\tx",
+		// A second document would be dropped silently by the parser.
+		"workers: 3\n---\nworkers: 4\n", "---\nworkers: 3\n---\n# only a comment\nnamespaces: [a]\n"} {
 		if _, err := Parse([]byte(file)); err == nil || !strings.HasPrefix(err.Error(), "parsing config: parsing YAML: ") {
 			t.Errorf("Parse(%q) error = %v", file, err)
 		}
@@ -437,14 +473,14 @@ func TestDurations(t *testing.T) {
 		{file: `restartGracePeriod: "0"`, grace: 0},
 		{file: `restartGracePeriod: 1.5`, grace: 1500 * time.Millisecond},
 		{file: `restartGracePeriod: 1m`, grace: time.Minute},
-		{file: `restartGracePeriod: -1s`, err: `restartGracePeriod: must not be negative`},
+		{file: `restartGracePeriod: -1s`, err: `restartGracePeriod: must be between 0s and 24h0m0s, got -1s`},
 		{file: `restartGracePeriod: soon`, err: `restartGracePeriod: must be a number of seconds or a Go duration like "500ms", got string "soon"`},
 		{file: `restartGracePeriod: NaN`, err: `restartGracePeriod: out of range: string "NaN"`},
 		{file: `restartGracePeriod: 1e300`, err: `restartGracePeriod: out of range: number 1e+300`},
 		{file: `restartCheckPeriod: 500`, check: 500 * time.Millisecond},
 		{file: `restartCheckPeriod: 250ms`, check: 250 * time.Millisecond},
 		{file: `restartCheckPeriod: "2s"`, check: 2 * time.Second},
-		{file: `restartCheckPeriod: 0`, err: `restartCheckPeriod: must be positive`},
+		{file: `restartCheckPeriod: 0`, err: `restartCheckPeriod: must be between 10ms and 1h0m0s, got 0s`},
 		{file: `restartCheckPeriod: true`, err: `restartCheckPeriod: must be a number of milliseconds or a Go duration like "250ms", got boolean true`},
 	}
 	for _, tt := range tests {
@@ -479,6 +515,15 @@ func TestLessPath(t *testing.T) {
 			if got, want := lessPath(sorted[i], sorted[j]), i < j; got != want {
 				t.Errorf("lessPath(%q, %q) = %v, want %v", sorted[i], sorted[j], got, want)
 			}
+		}
+	}
+}
+
+func TestOneDocumentWithMarkersParses(t *testing.T) {
+	for _, file := range []string{"---\nworkers: 3\n", "workers: 3\n...\n"} {
+		c, err := Parse([]byte(file))
+		if err != nil || c.Settings.Workers != 3 {
+			t.Errorf("Parse(%q) = %v, %v; want workers 3", file, c, err)
 		}
 	}
 }

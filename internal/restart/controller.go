@@ -143,7 +143,6 @@ func (c *Controller) Run(ctx, writeCtx context.Context, workers int, drainTimeou
 			}
 		}()
 	}
-	go c.sweep(ctx)
 
 	select {
 	case <-ctx.Done():
@@ -167,8 +166,10 @@ func (c *Controller) Run(ctx, writeCtx context.Context, workers int, drainTimeou
 	}
 }
 
-// sweep publishes how many changes wait and forgets ended grace periods.
-func (c *Controller) sweep(ctx context.Context) {
+// Sweep publishes how many changes wait and forgets ended grace periods until
+// ctx ends. Every replica runs it, leader or not: a standby observes changes
+// too, and its windows would otherwise grow for as long as it stands by.
+func (c *Controller) Sweep(ctx context.Context) {
 	ticker := time.NewTicker(c.cfg.Settings.CheckPeriod)
 	defer ticker.Stop()
 	for {
@@ -201,10 +202,6 @@ func (c *Controller) processNext(runCtx, writeCtx context.Context) bool {
 	switch {
 	case err == nil:
 		c.queue.Forget(key)
-	case c.ignored(err):
-		c.metrics.IgnoredErrors.Inc()
-		c.log.Warn("ignoring error by configuration", "workload", key.String(), "error", err)
-		c.queue.Forget(key)
 	case errors.Is(err, errCacheBehind):
 		c.log.Debug("source cache behind; deciding again shortly", "workload", key.String())
 		c.queue.AddRateLimited(key)
@@ -213,6 +210,12 @@ func (c *Controller) processNext(runCtx, writeCtx context.Context) bool {
 		c.metrics.ReconcileErrors.WithLabelValues("conflict").Inc()
 		c.log.Debug("conflict; retrying on fresh state", "workload", key.String())
 		c.queue.AddRateLimited(key)
+	case c.ignored(err):
+		// Only after conflicts and a lagging cache are classified: those are
+		// routine, and a pattern must never turn one into a dropped restart.
+		c.metrics.IgnoredErrors.Inc()
+		c.log.Warn("ignoring error by configuration", "workload", key.String(), "error", err)
+		c.queue.Forget(key)
 	default:
 		retries := c.queue.NumRequeues(key)
 		reason := "transient"

@@ -501,15 +501,19 @@ func (f *fakeRecorder) Eventf(_ runtime.Object, _ runtime.Object, eventtype, rea
 func TestProcessNextErrorHandling(t *testing.T) {
 	forbidden := apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web",
 		errors.New("webhook says no"))
+	conflict := apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web",
+		errors.New("the object has been modified"))
 	for _, tc := range []struct {
 		name        string
+		err         error
 		ignored     []string
 		wantEvents  int
 		wantQueued  bool
 		wantIgnored float64
 	}{
-		{"persistent error: retried and reported", nil, 1, true, 0},
-		{"ignored by configuration: forgotten", []string{"webhook says no"}, 0, false, 1},
+		{"persistent error: retried and reported", forbidden, nil, 1, true, 0},
+		{"ignored by configuration: forgotten", forbidden, []string{"webhook says no"}, 0, false, 1},
+		{"a conflict is never ignored, whatever the patterns", conflict, []string{"has been modified"}, 0, true, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := fromYAML(t, webDeployment)
@@ -519,7 +523,7 @@ func TestProcessNextErrorHandling(t *testing.T) {
 			h.c.client = h.client
 			h.cache(settled)
 			h.client.PrependReactor("patch", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
-				return true, nil, forbidden
+				return true, nil, tc.err
 			})
 			rec := &fakeRecorder{}
 			h.c.events = rec
@@ -599,5 +603,27 @@ func TestRunStopsTakingWorkAndFinishesWhatIsUnderWay(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(h.c.metrics.Restarts); got != 1 {
 		t.Fatalf("restarts metric %v, want 1 (the patch under way landed)", got)
+	}
+}
+
+// Sweep runs on every replica, apart from Run: a standby observes changes
+// too, and without it its grace-window bookkeeping would grow forever.
+func TestSweepForgetsEndedWindowsWithoutRun(t *testing.T) {
+	h := newHarness(t, nil, nil, nil)
+	h.c.cfg.Settings.CheckPeriod = 10 * time.Millisecond
+	h.c.windows.Observe(cmApp, reconcileNow, false)
+	h.c.now = func() time.Time { return reconcileNow.Add(time.Hour) }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go h.c.Sweep(ctx)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, open := h.c.windows.Opened(cmApp); !open {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Sweep never forgot a window that ended an hour ago")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -20,9 +20,24 @@ type Server struct {
 	listener net.Listener
 }
 
+// timeouts bound what one client can hold: a connection that sends nothing,
+// or sends slowly, or sits idle, is closed rather than kept forever.
+type timeouts struct {
+	readHeader, read, write, idle time.Duration
+}
+
+// defaultTimeouts suit scrapes and probes, which are quick. Profiles stream
+// for as long as they are asked to, so with profiling on (off by default)
+// writes are not bounded.
+var defaultTimeouts = timeouts{readHeader: 10 * time.Second, read: 30 * time.Second, write: time.Minute, idle: 2 * time.Minute}
+
 // Listen binds the address at once, so a port clash fails start-up before the
 // controller touches anything.
 func Listen(address string, reg *prometheus.Registry, ready func() error, profiling bool) (*Server, error) {
+	return listen(address, reg, ready, profiling, defaultTimeouts)
+}
+
+func listen(address string, reg *prometheus.Registry, ready func() error, profiling bool, t timeouts) (*Server, error) {
 	l, err := net.Listen("tcp", address)
 	if err != nil {
 		return nil, fmt.Errorf("listening for metrics on %s: %w", address, err)
@@ -46,7 +61,11 @@ func Listen(address string, reg *prometheus.Registry, ready func() error, profil
 		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	return &Server{http: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, listener: l}, nil
+	if profiling {
+		t.write = 0
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: t.readHeader, ReadTimeout: t.read, WriteTimeout: t.write, IdleTimeout: t.idle}
+	return &Server{http: srv, listener: l}, nil
 }
 
 // Addr is the bound address (useful when listening on port 0).

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -79,5 +81,49 @@ func TestListenFailsOnBusyPort(t *testing.T) {
 	if _, err := Listen(first.Addr(), prometheus.NewRegistry(), func() error { return nil }, false); err == nil ||
 		!strings.Contains(err.Error(), first.Addr()) {
 		t.Fatalf("want an error naming the address, got %v", err)
+	}
+}
+
+// A client that connects and sends nothing (or stalls mid-request) must not
+// hold a connection forever.
+func TestSilentConnectionsAreClosed(t *testing.T) {
+	short := timeouts{readHeader: 100 * time.Millisecond, read: 200 * time.Millisecond, write: time.Second, idle: 200 * time.Millisecond}
+	s, err := listen("127.0.0.1:0", prometheus.NewRegistry(), func() error { return nil }, false, short)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = s.Run(ctx) }()
+	for _, partial := range []string{"", "GET /metrics HTTP/1.1\r\nHost: x\r\n"} {
+		conn, err := net.Dial("tcp", s.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Write([]byte(partial)); err != nil {
+			t.Fatal(err)
+		}
+		// The deadline only bounds the test; the server must close first.
+		_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+		_, err = io.ReadAll(conn)
+		var netErr net.Error
+		if errors.As(err, &netErr) && netErr.Timeout() {
+			t.Fatalf("server kept a stalled connection (%q sent) open", partial)
+		}
+		conn.Close()
+	}
+}
+
+func TestDefaultTimeoutsAreSet(t *testing.T) {
+	for _, profiling := range []bool{false, true} {
+		s, err := Listen("127.0.0.1:0", prometheus.NewRegistry(), func() error { return nil }, profiling)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := s.http
+		if h.ReadHeaderTimeout == 0 || h.ReadTimeout == 0 || h.IdleTimeout == 0 || (h.WriteTimeout == 0) != profiling {
+			t.Errorf("profiling=%v: timeouts %v %v %v %v", profiling, h.ReadHeaderTimeout, h.ReadTimeout, h.WriteTimeout, h.IdleTimeout)
+		}
+		s.listener.Close()
 	}
 }
