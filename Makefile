@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 BIN := bin/restart-controller
 DEMO_DIR ?= $(CURDIR)/.demo
 
-.PHONY: all build test unit e2e vet fmt-check repo-check demo demo-down cluster-bins bench image clean
+.PHONY: all build test unit e2e vet fmt-check repo-check fuzz demo demo-down cluster-bins bench image clean
 
 all: build
 
@@ -31,6 +31,16 @@ unit:
 
 e2e: cluster-bins
 	$(GO) test -count=1 -timeout 40m -v ./internal/testcluster/ ./test/e2e/
+
+## fuzz: every fuzz target for FUZZTIME each (seed corpora run in `make unit` too).
+FUZZTIME ?= 30s
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./internal/...); do \
+	  for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "== $$pkg $$target"; \
+	    $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
 
 cluster-bins:
 	@hack/build-cluster-bins.sh >/dev/null
