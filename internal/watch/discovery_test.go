@@ -145,6 +145,23 @@ func TestRunRetriesDiscoveryErrors(t *testing.T) {
 	}
 }
 
+// A workload kind whose lookup fails at start does not stop the others: Start
+// succeeds, the kind is reported unwatched, and Run picks it up later.
+func TestStartKeepsGoingWhenAWorkloadKindLookupFails(t *testing.T) {
+	cfg := exampleConfig(t)
+	disc := newFakeDiscovery(coreV1, appsV1, argoV1alpha1)
+	disc.failNext("apps/v1", apierrors.NewServiceUnavailable("try later"))
+	f := newFixture(t, cfg, nil, disc)
+	if err := f.w.Start(f.ctx); err != nil {
+		t.Fatalf("Start failed on one workload kind's lookup: %v", err)
+	}
+	if got := f.watched(t); got[deployments.String()] != 0 || got[rollouts.String()] != 1 {
+		t.Fatalf("watched gauges %v: deployments should wait, rollouts be watched", got)
+	}
+	go f.w.Run(f.ctx)
+	eventually(t, "deployments watched once discovery answers", func() bool { return f.watched(t)[deployments.String()] == 1 })
+}
+
 func TestStartFailsUnlessEverySourceIsServed(t *testing.T) {
 	unavailable := apierrors.NewServiceUnavailable("try later")
 	cases := []struct {
@@ -168,14 +185,6 @@ func TestStartFailsUnlessEverySourceIsServed(t *testing.T) {
 			served:  []*metav1.APIResourceList{coreV1, appsV1, argoV1alpha1},
 			failGV:  "v1",
 			wantErr: []string{"sources[0]", "looking up", "try later"},
-		},
-		{
-			// Unlike in Run, a discovery error at start is fatal (the process
-			// restarts) for workload kinds too.
-			name:    "discovery fails for a workload kind",
-			served:  []*metav1.APIResourceList{coreV1, appsV1, argoV1alpha1},
-			failGV:  "apps/v1",
-			wantErr: []string{"workloads[0]", deployments.String(), "try later"},
 		},
 	}
 	for _, c := range cases {

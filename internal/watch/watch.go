@@ -151,10 +151,21 @@ func (w *Watcher) Run(ctx context.Context) {
 // otherwise puts it on the list Run looks for; only the first miss warns.
 func (w *Watcher) tryWorkloadKind(ctx context.Context, kind config.WorkloadKind, first bool) error {
 	resource, err := w.served(kind.GVR)
+	label := kind.GVR.String()
+	if err != nil && first {
+		// One kind that cannot be looked up now (discovery briefly down, a
+		// group's RBAC not granted yet) must not keep every other kind from
+		// being watched: it joins the kinds Run keeps looking for.
+		w.log.Warn("cannot look up workload kind; will keep trying", "resource", label, "error", err)
+		w.metrics.WatchedWorkloads.WithLabelValues(label).Set(0)
+		w.mu.Lock()
+		w.missing = append(w.missing, kind)
+		w.mu.Unlock()
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("looking up workload kind %s: %w", kind.GVR, err)
 	}
-	label := kind.GVR.String()
 	if resource == nil {
 		if first {
 			w.log.Warn("workload kind is not served (CRD not installed?); will watch it once it appears",
