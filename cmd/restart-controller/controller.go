@@ -30,6 +30,11 @@ const (
 	discoveryInterval = 10 * time.Second
 	// drainTimeout bounds how long shutdown waits for reconciles under way.
 	drainTimeout = 10 * time.Second
+	// Events on workloads: a burst covers an ordinary change of a shared
+	// source at once; a fleet-wide change is reported at a pace the API
+	// server absorbs, the rest dropped and counted (restarts are logged).
+	eventsPerSecond = 20
+	eventBurst      = 200
 )
 
 func restConfig(s config.Settings) (*rest.Config, error) {
@@ -74,10 +79,14 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, on
 	}
 	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: kube.EventsV1()})
 	defer broadcaster.Shutdown()
-	recorder := broadcaster.NewRecorder(scheme.Scheme, "restart-controller")
-
 	cat := catalog.New()
 	m := metrics.New(cat.Counts)
+	recorder := restart.NewLimitedRecorder(broadcaster.NewRecorder(scheme.Scheme, "restart-controller"),
+		eventsPerSecond, eventBurst, m.EventsDropped)
+	if cfg.Settings.DryRun {
+		m.DryRun.Set(1)
+		log.Warn("dry run: decisions are logged and reported as Events, nothing is patched")
+	}
 	meta, err := metadata.NewForConfig(rc)
 	if err != nil {
 		return fmt.Errorf("creating metadata client: %w", err)

@@ -60,6 +60,8 @@ func settings() []setting {
 			usage: "log debug messages, including client-go's"},
 		{key: "enableProfiling", flag: "enable-profiling", env: "ENABLE_PROFILING", kind: kindBool,
 			usage: "serve pprof under /debug/pprof/ on the metrics address"},
+		{key: "dryRun", flag: "dry-run", env: "DRY_RUN", kind: kindBool,
+			usage: "decide, log and report as usual but patch nothing (Events say \"would restart\")"},
 		{key: "metricsAddress", flag: "metrics-address", env: "METRICS_ADDRESS",
 			usage: "host:port to serve metrics on"},
 		{key: "kubeAPIQPS", flag: "kube-api-qps", env: "KUBE_API_QPS", kind: kindFloat,

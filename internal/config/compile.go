@@ -71,6 +71,7 @@ func compileSettings(f *File, p *problems) Settings {
 		KubeAPIBurst:       f.KubeAPIBurst,
 		Workers:            f.Workers,
 		EnableProfiling:    f.EnableProfiling,
+		DryRun:             f.DryRun,
 		LogFormat:          f.LogFormat,
 		Verbose:            f.Verbose,
 		LeaderElect:        f.LeaderElection.Enabled,

@@ -24,13 +24,17 @@ type File struct {
 	Verbose       bool     `json:"verbose"`
 	// EnableProfiling serves Go's pprof on the metrics address; off by default
 	// because profiles reveal internals to anyone who can reach the port.
-	EnableProfiling bool               `json:"enableProfiling"`
-	MetricsAddress  string             `json:"metricsAddress"`
-	KubeAPIQPS      float64            `json:"kubeAPIQPS"`
-	KubeAPIBurst    int                `json:"kubeAPIBurst"`
-	Workers         int                `json:"workers"`
-	LogFormat       string             `json:"logFormat"`
-	LeaderElection  FileLeaderElection `json:"leaderElection"`
+	EnableProfiling bool `json:"enableProfiling"`
+	// DryRun decides, logs, reports (Events say "would restart") and counts
+	// as usual, but patches nothing: for trying the controller on a cluster
+	// before letting it write.
+	DryRun         bool               `json:"dryRun"`
+	MetricsAddress string             `json:"metricsAddress"`
+	KubeAPIQPS     float64            `json:"kubeAPIQPS"`
+	KubeAPIBurst   int                `json:"kubeAPIBurst"`
+	Workers        int                `json:"workers"`
+	LogFormat      string             `json:"logFormat"`
+	LeaderElection FileLeaderElection `json:"leaderElection"`
 
 	Annotations FileAnnotations `json:"annotations"`
 	// Namespaces limits watching to these namespaces; empty means all.

@@ -38,6 +38,8 @@ type Settings struct {
 	Verbose        bool
 	// EnableProfiling serves pprof under /debug/pprof/ on the metrics address.
 	EnableProfiling bool
+	// DryRun decides, logs, reports and counts as usual but patches nothing.
+	DryRun bool
 
 	// Leader election on a coordination.k8s.io Lease.
 	LeaderElect        bool

@@ -31,6 +31,8 @@ type Metrics struct {
 	Ready            prometheus.Gauge
 	Leader           prometheus.Gauge
 	WatchedWorkloads *prometheus.GaugeVec
+	EventsDropped    prometheus.Counter
+	DryRun           prometheus.Gauge
 
 	docs []Doc
 }
@@ -87,6 +89,10 @@ func New(counts func() (sources, workloads int)) *Metrics {
 		"1 while this instance holds the leader lease (or leader election is off).")
 	m.WatchedWorkloads = f.gaugeVec("restart_controller_workload_kind_watched",
 		"1 for each configured workload kind that is served and watched, 0 while its resource is missing.", "resource")
+	m.EventsDropped = f.counter("restart_controller_events_dropped_total",
+		"Events on workloads not written because the Event rate limit was reached (the restarts are still logged).")
+	m.DryRun = f.gauge("restart_controller_dry_run",
+		"1 when running with --dry-run: decisions are made and reported, nothing is patched.")
 	return m
 }
 

@@ -62,6 +62,7 @@ type Controller struct {
 
 	templateFields map[schema.GroupVersionResource][]string
 	queue          workqueue.TypedRateLimitingInterface[catalog.WorkloadKey]
+	dryRunReported reportedPlans
 }
 
 // New builds a controller. The queue exists from the start so that events
@@ -267,6 +268,7 @@ func isTransient(err error) bool {
 func (c *Controller) Reconcile(ctx context.Context, key catalog.WorkloadKey) error {
 	w, ok := c.catalog.Workload(key)
 	if !ok || !w.OptedIn {
+		c.dryRunReported.forget(key)
 		return nil
 	}
 	log := c.log.With("workload", key.String())
@@ -294,6 +296,10 @@ func (c *Controller) Reconcile(ctx context.Context, key catalog.WorkloadKey) err
 			return fmt.Errorf("%s: %w", id, errCacheBehind)
 		}
 	}
+	if c.cfg.Settings.DryRun {
+		c.report(w, key, plan, now, true)
+		return nil
+	}
 	body, err := BuildPatch(c.templateFields[key.Resource], c.cfg.Annotations, w, plan, now)
 	if err != nil {
 		return fmt.Errorf("building patch for %s: %w", key, err)
@@ -307,19 +313,82 @@ func (c *Controller) Reconcile(ctx context.Context, key catalog.WorkloadKey) err
 	if err != nil {
 		return fmt.Errorf("patching %s: %w", key, err)
 	}
-	c.metrics.AnnotationUpdates.Inc()
-	if plan.Restart {
-		c.metrics.Restarts.Inc()
-		changed := make([]string, len(plan.Changed))
-		for i, id := range plan.Changed {
-			changed[i] = id.String()
-			if opened, ok := c.windows.Opened(id); ok {
-				c.metrics.ChangeToRestart.Observe(now.Sub(opened).Seconds())
-			}
-		}
-		log.Info("restarted", "changed", strings.Join(changed, ","))
-	} else {
-		log.Debug("recorded applied checksums")
-	}
+	c.report(w, key, plan, now, false)
 	return nil
+}
+
+// report counts, logs and tells the workload's owners (an Event that
+// `kubectl describe` shows) what a plan did, or in a dry run what it would
+// have done. It names sources and the keys read, never a value.
+func (c *Controller) report(w *catalog.WorkloadState, key catalog.WorkloadKey, plan Plan, now time.Time, dryRun bool) {
+	log := c.log.With("workload", key.String())
+	if dryRun {
+		log = log.With("dry_run", true)
+		if !c.dryRunReported.firstTime(key, plan) {
+			return // the same would-be patch, already reported
+		}
+	}
+	c.metrics.AnnotationUpdates.Inc()
+	if !plan.Restart {
+		if w.HasApplied {
+			log.Debug(recordVerb.say(dryRun) + " applied checksums")
+			return
+		}
+		log.Info(recordVerb.say(dryRun)+" checksums on first sight", "sources", len(plan.Applied))
+		c.event(w, corev1.EventTypeNormal, recordVerb.reasonFor(dryRun), "Record",
+			"%s the checksums of the data its pods read from %d source(s), to restart it when that data changes",
+			capitalize(recordVerb.say(dryRun)), len(plan.Applied))
+		return
+	}
+	c.metrics.Restarts.Inc()
+	changed := make([]string, len(plan.Changed))
+	for i, id := range plan.Changed {
+		changed[i] = describeRead(id, w.References)
+		if opened, ok := c.windows.Opened(id); ok {
+			c.metrics.ChangeToRestart.Observe(now.Sub(opened).Seconds())
+		}
+	}
+	log.Info(restartVerb.say(dryRun), "changed", strings.Join(changed, "; "))
+	c.event(w, corev1.EventTypeNormal, restartVerb.reasonFor(dryRun), "Restart",
+		"%s to pick up changed data: %s", capitalize(restartVerb.say(dryRun)), strings.Join(changed, "; "))
+}
+
+// describeRead names a source and the keys the workload reads from it.
+func describeRead(id catalog.SourceID, refs []catalog.Reference) string {
+	for _, r := range refs {
+		if r.ID == id && r.Keys != nil {
+			return fmt.Sprintf("%s (keys %s)", id, strings.Join(r.Keys, ", "))
+		}
+	}
+	return fmt.Sprintf("%s (all keys)", id)
+}
+
+// Event reasons and log words, as done and as a dry run says them.
+type verb struct{ done, dryRun, reason, dryRunReason string }
+
+var (
+	restartVerb = verb{"restarted", "would restart", "Restarted", "WouldRestart"}
+	recordVerb  = verb{"recorded", "would record", "RecordedChecksums", "WouldRecordChecksums"}
+)
+
+func (v verb) say(dryRun bool) string {
+	if dryRun {
+		return v.dryRun
+	}
+	return v.done
+}
+
+func (v verb) reasonFor(dryRun bool) string {
+	if dryRun {
+		return v.dryRunReason
+	}
+	return v.reason
+}
+
+func capitalize(s string) string { return strings.ToUpper(s[:1]) + s[1:] }
+
+func (c *Controller) event(w *catalog.WorkloadState, eventtype, reason, action, note string, args ...interface{}) {
+	if c.events != nil {
+		c.events.Eventf(w, nil, eventtype, reason, action, note, args...)
+	}
 }

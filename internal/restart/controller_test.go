@@ -627,3 +627,74 @@ func TestSweepForgetsEndedWindowsWithoutRun(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// What a reconcile reports: Events that `kubectl describe` shows, naming the
+// sources and the keys read, never a value; in a dry run the same decisions,
+// said as "would", and nothing patched.
+func TestReconcileReports(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		dryRun       bool
+		settled      bool // recorded before (else first sight)
+		wantPatch    bool
+		wantReason   string
+		wantNote     string
+		wantRestarts float64
+	}{
+		{"restart", false, true, true, "Restarted", "Restarted to pick up changed data: configmap/shop/app (all keys)", 1},
+		{"dry run restart", true, true, false, "WouldRestart", "Would restart to pick up changed data: configmap/shop/app (all keys)", 1},
+		{"first sight", false, false, true, "RecordedChecksums", "Recorded the checksums of the data its pods read from 1 source(s)", 0},
+		{"dry run first sight", true, false, false, "WouldRecordChecksums", "Would record the checksums of the data its pods read from 1 source(s)", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := fromYAML(t, webDeployment)
+			h := newHarness(t, nil, nil, dataV2)
+			if tc.settled {
+				w = settle(h, w, dataV1)
+			}
+			h.client = fake.NewSimpleDynamicClient(runtime.NewScheme(), w.DeepCopy())
+			h.c.client = h.client
+			h.cache(w)
+			rec := &fakeRecorder{}
+			h.c.events = rec
+			h.c.cfg.Settings.DryRun = tc.dryRun
+			key := keyOf(deploymentsGVR, w)
+			for i := 0; i < 2; i++ { // in a dry run nothing changes, so the second decides the same
+				if err := h.c.Reconcile(context.Background(), key); err != nil {
+					t.Fatal(err)
+				}
+				if tc.wantPatch {
+					break // the patched object is not re-cached here
+				}
+			}
+			if got := len(h.patches()) > 0; got != tc.wantPatch {
+				t.Fatalf("patched: %v, want %v", got, tc.wantPatch)
+			}
+			if len(rec.events) != 1 {
+				t.Fatalf("events %+v, want exactly one", rec.events)
+			}
+			e := rec.events[0]
+			if e.reason != tc.wantReason || !strings.HasPrefix(e.note, tc.wantNote) || e.eventtype != corev1.EventTypeNormal {
+				t.Fatalf("event %+v, want %s %q", e, tc.wantReason, tc.wantNote)
+			}
+			if strings.Contains(e.note, `"2"`) || strings.Contains(e.note, "a: 2") {
+				t.Fatalf("event shows a value: %q", e.note)
+			}
+			if got := testutil.ToFloat64(h.c.metrics.Restarts); got != tc.wantRestarts {
+				t.Fatalf("restarts metric %v, want %v", got, tc.wantRestarts)
+			}
+		})
+	}
+}
+
+func TestLimitedRecorderDropsBeyondTheBucketAndCounts(t *testing.T) {
+	rec := &fakeRecorder{}
+	m := metrics.New(func() (int, int) { return 0, 0 })
+	l := NewLimitedRecorder(rec, 0.0001, 3, m.EventsDropped)
+	for i := 0; i < 10; i++ {
+		l.Eventf(nil, nil, corev1.EventTypeNormal, "Restarted", "Restart", "n %d", i)
+	}
+	if len(rec.events) != 3 || testutil.ToFloat64(m.EventsDropped) != 7 {
+		t.Fatalf("%d events passed, %v dropped; want 3 and 7", len(rec.events), testutil.ToFloat64(m.EventsDropped))
+	}
+}
