@@ -62,7 +62,7 @@ type Controller struct {
 
 	templateFields map[schema.GroupVersionResource][]string
 	queue          workqueue.TypedRateLimitingInterface[catalog.WorkloadKey]
-	dryRunReported reportedPlans
+	dryRun         simulatedPatches
 }
 
 // New builds a controller. The queue exists from the start so that events
@@ -268,13 +268,16 @@ func isTransient(err error) bool {
 func (c *Controller) Reconcile(ctx context.Context, key catalog.WorkloadKey) error {
 	w, ok := c.catalog.Workload(key)
 	if !ok || !w.OptedIn {
-		c.dryRunReported.forget(key)
+		c.dryRun.forget(key)
 		return nil
 	}
 	log := c.log.With("workload", key.String())
 	if w.Problem != "" {
 		log.Warn("cannot read references; skipping", "problem", w.Problem)
 		return nil
+	}
+	if c.cfg.Settings.DryRun {
+		w = c.dryRun.overlay(key, w)
 	}
 	now := c.now()
 	plan := Decide(w, c.catalog, c.windows, now)
@@ -298,6 +301,7 @@ func (c *Controller) Reconcile(ctx context.Context, key catalog.WorkloadKey) err
 	}
 	if c.cfg.Settings.DryRun {
 		c.report(w, key, plan, now, true)
+		c.dryRun.remember(key, plan, w.TemplateHash)
 		return nil
 	}
 	body, err := BuildPatch(c.templateFields[key.Resource], c.cfg.Annotations, w, plan, now)
@@ -324,9 +328,6 @@ func (c *Controller) report(w *catalog.WorkloadState, key catalog.WorkloadKey, p
 	log := c.log.With("workload", key.String())
 	if dryRun {
 		log = log.With("dry_run", true)
-		if !c.dryRunReported.firstTime(key, plan) {
-			return // the same would-be patch, already reported
-		}
 	}
 	c.metrics.AnnotationUpdates.Inc()
 	if !plan.Restart {

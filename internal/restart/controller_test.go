@@ -698,3 +698,34 @@ func TestLimitedRecorderDropsBeyondTheBucketAndCounts(t *testing.T) {
 		t.Fatalf("%d events passed, %v dropped; want 3 and 7", len(rec.events), testutil.ToFloat64(m.EventsDropped))
 	}
 }
+
+// A dry run simulates its own writes: a workload it has never written is
+// recorded first, then restarted when its data changes, as the real
+// controller would, while nothing reaches the API server.
+func TestDryRunSimulatesItsWrites(t *testing.T) {
+	w := fromYAML(t, webDeployment)
+	h := newHarness(t, []*unstructured.Unstructured{w}, []*unstructured.Unstructured{w}, dataV1)
+	rec := &fakeRecorder{}
+	h.c.events = rec
+	h.c.cfg.Settings.DryRun = true
+	key := keyOf(deploymentsGVR, w)
+	reconcile := func() {
+		if err := h.c.Reconcile(context.Background(), key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reconcile()
+	reconcile() // nothing new: nothing reported
+	h.setSource(dataV2)
+	reconcile()
+	var reasons []string
+	for _, e := range rec.events {
+		reasons = append(reasons, e.reason)
+	}
+	if strings.Join(reasons, ",") != "WouldRecordChecksums,WouldRestart" {
+		t.Fatalf("events %v, want WouldRecordChecksums then WouldRestart", reasons)
+	}
+	if n := len(h.patches()); n != 0 {
+		t.Fatalf("%d patches in a dry run", n)
+	}
+}

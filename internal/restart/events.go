@@ -35,36 +35,45 @@ func (l *LimitedRecorder) Eventf(regarding, related runtime.Object, eventtype, r
 	l.inner.Eventf(regarding, related, eventtype, reason, action, note, args...)
 }
 
-// reportedPlans remembers, in a dry run, the last plan reported per
-// workload: nothing is written, so every later reconcile decides the same
-// thing again, and saying it once is enough.
-type reportedPlans struct {
-	mu   sync.Mutex
-	last map[catalog.WorkloadKey]string
+// simulatedPatches holds, in a dry run, what each workload would carry had
+// its patches been written. Decisions read the workload through it, so a dry
+// run behaves as the real controller would after its own writes: a workload
+// is recorded once, later restarted when its data changes, and the same
+// decision is not reported twice.
+type simulatedPatches struct {
+	mu    sync.Mutex
+	byKey map[catalog.WorkloadKey]simulatedPatch
 }
 
-// firstTime reports whether plan differs from the last one reported for key,
-// and remembers it.
-func (r *reportedPlans) firstTime(key catalog.WorkloadKey, plan Plan) bool {
-	fingerprint, _ := json.Marshal(struct {
-		Applied map[string]string
-		Restart bool
-	}{plan.Applied, plan.Restart})
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.last == nil {
-		r.last = map[catalog.WorkloadKey]string{}
+type simulatedPatch struct{ applied, templateHash string }
+
+// overlay returns w as it would be after the patches simulated for it.
+func (s *simulatedPatches) overlay(key catalog.WorkloadKey, w *catalog.WorkloadState) *catalog.WorkloadState {
+	s.mu.Lock()
+	p, ok := s.byKey[key]
+	s.mu.Unlock()
+	if !ok {
+		return w
 	}
-	if r.last[key] == string(fingerprint) {
-		return false
-	}
-	r.last[key] = string(fingerprint)
-	return true
+	out := *w // the cached object is shared and never changed
+	out.Applied, out.HasApplied, out.AppliedTemplateHash = p.applied, true, p.templateHash
+	return &out
 }
 
-// forget drops what was reported for a workload that is gone.
-func (r *reportedPlans) forget(key catalog.WorkloadKey) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.last, key)
+// remember simulates writing plan to the workload.
+func (s *simulatedPatches) remember(key catalog.WorkloadKey, plan Plan, templateHash string) {
+	applied, _ := json.Marshal(plan.Applied) // a map of strings always encodes
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byKey == nil {
+		s.byKey = map[catalog.WorkloadKey]simulatedPatch{}
+	}
+	s.byKey[key] = simulatedPatch{applied: string(applied), templateHash: templateHash}
+}
+
+// forget drops the simulation of a workload that is gone or opted out.
+func (s *simulatedPatches) forget(key catalog.WorkloadKey) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.byKey, key)
 }
