@@ -21,7 +21,6 @@ import (
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/metrics"
 	"github.com/restart-controller/restart-controller/internal/restart"
-	"github.com/restart-controller/restart-controller/internal/server"
 	"github.com/restart-controller/restart-controller/internal/watch"
 )
 
@@ -56,9 +55,11 @@ func restConfig(s config.Settings) (*rest.Config, error) {
 	return rc, nil
 }
 
-// runController runs until ctx ends; onSynced is called once the caches have
-// synced.
-func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, onSynced func()) error {
+// runController runs the controller with one config until ctx ends; onSynced
+// is called once the caches have synced. The metrics and the server outlive
+// it (a reload runs it again with a new config), so it publishes what they
+// read through live.
+func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m *metrics.Metrics, live *live, onSynced func()) error {
 	started := time.Now()
 	rc, err := restConfig(cfg.Settings)
 	if err != nil {
@@ -80,7 +81,10 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, on
 	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: kube.EventsV1()})
 	defer broadcaster.Shutdown()
 	cat := catalog.New()
-	m := metrics.New(cat.Counts)
+	m.Ready.Set(0)
+	m.Leader.Set(0)
+	m.WatchedWorkloads.Reset() // a reload may have removed kinds
+	m.DryRun.Set(0)
 	recorder := restart.NewLimitedRecorder(broadcaster.NewRecorder(scheme.Scheme, "restart-controller"),
 		eventsPerSecond, eventBurst, m.EventsDropped)
 	if cfg.Settings.DryRun {
@@ -96,10 +100,7 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, on
 		return err
 	}
 	watcher := watch.New(cfg, rc, client, disc, cat, ctrl, m, log.Named("watch"), discoveryInterval)
-	srv, err := server.Listen(cfg.Settings.MetricsAddress, m.Registry, watcher.Ready, cfg.Settings.EnableProfiling)
-	if err != nil {
-		return err
-	}
+	live.set(cat, watcher)
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	var wg sync.WaitGroup
@@ -109,14 +110,6 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, on
 		cancel(nil)
 		wg.Wait()
 	}()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := srv.Run(ctx); err != nil {
-			cancel(err)
-		}
-	}()
-
 	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
 		return fmt.Errorf("starting event recording: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/restart-controller/restart-controller/internal/cli"
+	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/logging"
 	"github.com/restart-controller/restart-controller/internal/memlimit"
 )
@@ -83,7 +84,13 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	log.Info("starting", "version", version, "config", cfg.Settings.ConfigFile,
 		"grace_period", cfg.Settings.GracePeriod, "workers", cfg.Settings.Workers)
 
-	if err := runController(ctx, cfg, log, onSynced); err != nil {
+	reload := func() (*config.Config, error) {
+		fs := pflag.NewFlagSet("restart-controller", pflag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		cli.Flags(fs)
+		return cli.Load(fs, args, lookupEnv)
+	}
+	if err := supervise(ctx, cfg, reload, log, onSynced); err != nil {
 		log.Error("stopped with error", "error", err)
 		return 1
 	}

@@ -4,6 +4,8 @@
 package metrics
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -33,6 +35,9 @@ type Metrics struct {
 	WatchedWorkloads *prometheus.GaugeVec
 	EventsDropped    prometheus.Counter
 	DryRun           prometheus.Gauge
+	reloadOK         prometheus.Gauge
+	reloadTime       prometheus.Gauge
+	configInfo       *prometheus.GaugeVec
 
 	docs []Doc
 }
@@ -91,9 +96,28 @@ func New(counts func() (sources, workloads int)) *Metrics {
 		"1 for each configured workload kind that is served and watched, 0 while its resource is missing.", "resource")
 	m.EventsDropped = f.counter("restart_controller_events_dropped_total",
 		"Events on workloads not written because the Event rate limit was reached (the restarts are still logged).")
+	m.reloadOK = f.gauge("restart_controller_config_last_reload_successful",
+		"1 when the last load of the config file succeeded; 0 when a changed file was refused and the previous config stays in force.")
+	m.reloadTime = f.gauge("restart_controller_config_last_reload_timestamp_seconds",
+		"When the config file was last loaded or refused, in Unix seconds.")
+	m.configInfo = f.gaugeVec("restart_controller_config_info",
+		"1 for the hash (of the file's bytes) of the config in force.", "hash")
 	m.DryRun = f.gauge("restart_controller_dry_run",
 		"1 when running with --dry-run: decisions are made and reported, nothing is patched.")
 	return m
+}
+
+// SetConfigLoaded records a load of the config file: its hash when it is put
+// in force, or a refusal (ok false), which leaves the hash in force as it was.
+func (m *Metrics) SetConfigLoaded(hash string, ok bool, at time.Time) {
+	m.reloadTime.Set(float64(at.UnixNano()) / 1e9)
+	if !ok {
+		m.reloadOK.Set(0)
+		return
+	}
+	m.reloadOK.Set(1)
+	m.configInfo.Reset()
+	m.configInfo.WithLabelValues(hash).Set(1)
 }
 
 // SetChangesWaiting publishes how many sources are inside their grace period.

@@ -3,6 +3,7 @@ package metrics
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/util/workqueue"
 )
@@ -61,6 +62,7 @@ func TestDocsCoverTheRegistry(t *testing.T) {
 	m := New(func() (int, int) { return 0, 0 })
 	m.ReconcileErrors.WithLabelValues("conflict").Inc()
 	m.WatchedWorkloads.WithLabelValues("deployments.apps").Set(1)
+	m.SetConfigLoaded("abc", true, time.Now())
 	documented := map[string]bool{}
 	for _, d := range m.Docs() {
 		documented[d.Name] = true
@@ -82,5 +84,16 @@ func TestDocsCoverTheRegistry(t *testing.T) {
 	}
 	if ours != len(documented) {
 		t.Errorf("%d metrics served, %d documented", ours, len(documented))
+	}
+}
+
+// A config reload builds a new queue of the same name on the same registry;
+// its metrics continue the old series instead of panicking.
+func TestQueueMetricsSurviveASecondQueue(t *testing.T) {
+	m := New(func() (int, int) { return 0, 0 })
+	for i := 0; i < 2; i++ {
+		q := workqueue.NewTypedWithConfig[string](workqueue.TypedQueueConfig[string]{Name: "workloads", MetricsProvider: m.QueueMetrics()})
+		q.Add("x")
+		q.ShutDown()
 	}
 }

@@ -1,6 +1,9 @@
 package metrics
 
 import (
+	"errors"
+	"fmt"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/util/workqueue"
 )
@@ -11,29 +14,40 @@ func (m *Metrics) QueueMetrics() workqueue.MetricsProvider { return queueMetrics
 
 type queueMetrics struct{ reg *prometheus.Registry }
 
-func (q queueMetrics) gauge(queue, name, help string) prometheus.Gauge {
-	g := prometheus.NewGauge(prometheus.GaugeOpts{
-		Subsystem: "workqueue", Name: name, Help: help, ConstLabels: prometheus.Labels{"name": queue},
-	})
-	q.reg.MustRegister(g)
-	return g
-}
-
-func (q queueMetrics) counter(queue, name, help string) prometheus.Counter {
-	c := prometheus.NewCounter(prometheus.CounterOpts{
-		Subsystem: "workqueue", Name: name, Help: help, ConstLabels: prometheus.Labels{"name": queue},
-	})
-	q.reg.MustRegister(c)
+// register registers c, or returns the collector already registered under
+// its name: a config reload builds a new queue of the same name, whose
+// metrics must continue the old series rather than clash with them.
+func register[C prometheus.Collector](reg *prometheus.Registry, c C) C {
+	if err := reg.Register(c); err != nil {
+		var already prometheus.AlreadyRegisteredError
+		if errors.As(err, &already) {
+			if existing, ok := already.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+		panic(fmt.Sprintf("registering workqueue metric: %v", err)) // a programming error
+	}
 	return c
 }
 
+func queueOpts(queue, name, help string) prometheus.Opts {
+	return prometheus.Opts{Subsystem: "workqueue", Name: name, Help: help, ConstLabels: prometheus.Labels{"name": queue}}
+}
+
+func (q queueMetrics) gauge(queue, name, help string) prometheus.Gauge {
+	return register(q.reg, prometheus.NewGauge(prometheus.GaugeOpts(queueOpts(queue, name, help))))
+}
+
+func (q queueMetrics) counter(queue, name, help string) prometheus.Counter {
+	return register(q.reg, prometheus.NewCounter(prometheus.CounterOpts(queueOpts(queue, name, help))))
+}
+
 func (q queueMetrics) histogram(queue, name, help string) prometheus.Histogram {
-	h := prometheus.NewHistogram(prometheus.HistogramOpts{
-		Subsystem: "workqueue", Name: name, Help: help, ConstLabels: prometheus.Labels{"name": queue},
+	o := queueOpts(queue, name, help)
+	return register(q.reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+		Subsystem: o.Subsystem, Name: o.Name, Help: o.Help, ConstLabels: o.ConstLabels,
 		Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
-	})
-	q.reg.MustRegister(h)
-	return h
+	}))
 }
 
 func (q queueMetrics) NewDepthMetric(name string) workqueue.GaugeMetric {

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/restart-controller/restart-controller/internal/config"
+)
+
+func TestSameProcessSettings(t *testing.T) {
+	base, err := config.Parse(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		change  func(*config.Settings)
+		wantErr string
+	}{
+		{"grace period may change", func(s *config.Settings) { s.GracePeriod = time.Minute }, ""},
+		{"workers may change", func(s *config.Settings) { s.Workers = 3 }, ""},
+		{"metrics address needs a restart", func(s *config.Settings) { s.MetricsAddress = "127.0.0.1:1" }, "metricsAddress"},
+		{"leader election needs a restart", func(s *config.Settings) { s.LeaseName = "other" }, "leaderElection"},
+		{"log format needs a restart", func(s *config.Settings) { s.LogFormat = "json" }, "logFormat"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			next := base.Settings
+			tc.change(&next)
+			err := sameProcessSettings(base.Settings, next)
+			if (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("error %v, want one naming %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestPollFileSendsOnlyChanges(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	write := func(s string) {
+		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	changes := pollFile(ctx, path, []byte("a"), 5*time.Millisecond, hclog.NewNullLogger())
+	write("b")
+	if got := receive(t, changes); got != "b" {
+		t.Fatalf("got %q, want b", got)
+	}
+	write("b") // rewritten, same bytes: no change
+	write("c")
+	if got := receive(t, changes); got != "c" {
+		t.Fatalf("got %q, want c (b was not a change)", got)
+	}
+}
+
+func receive(t *testing.T, c <-chan []byte) string {
+	t.Helper()
+	select {
+	case b := <-c:
+		return string(b)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no change sent")
+		return ""
+	}
+}
