@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -164,6 +165,15 @@ func TestREADMESnippetsAndAnnotations(t *testing.T) {
 	}
 	if compiled == 0 {
 		t.Error("README has no config file snippet; this test checks nothing")
+	}
+	// Numbers the README states that are constants here.
+	for _, claim := range []string{
+		fmt.Sprintf("(%d/s, bursts of %d)", eventsPerSecond, eventBurst),
+		fmt.Sprintf("read again every %d seconds", int(configPollInterval/time.Second)),
+	} {
+		if !strings.Contains(strings.Join(strings.Fields(readme), " "), claim) {
+			t.Errorf("README does not say %q, which is what the code does", claim)
+		}
 	}
 	c, err := config.Parse(nil)
 	if err != nil {
