@@ -1,0 +1,166 @@
+// Package pacing holds the fleet-safety rules as pure functions: how the
+// workloads restarted by one change of one source go out in waves, when a
+// failed rollout halts the rest of that change, and the breaker that holds a
+// workload restarted too often. It also defines the two annotations that keep
+// this state on the workloads themselves, where a crash or a failover cannot
+// lose it: nothing here lives only in memory.
+package pacing
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/restart-controller/restart-controller/internal/rollout"
+)
+
+// Record is the rollout annotation a restart writes on the workload, in the
+// same patch as the new pod template: what the restart delivered and, once the
+// workload's own controller has finished, how it ended.
+type Record struct {
+	// At is when the restart was written; the rollout's deadline runs from it.
+	At time.Time `json:"at"`
+	// Sources maps each source whose new data the restart delivered
+	// ("configmap/NS/NAME") to the change it delivered (Change of its data).
+	Sources map[string]string `json:"sources,omitempty"`
+	// Result is empty while the rollout is followed; then complete, failed or
+	// not-rolling.
+	Result rollout.Result `json:"result,omitempty"`
+	// Reason and Message explain the result (e.g. ProgressDeadlineExceeded).
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+	// Done is when the result was recorded.
+	Done *time.Time `json:"done,omitempty"`
+	// Restarts are the times of this controller's recent restarts of the
+	// workload, oldest first, this one included: the breaker counts them.
+	Restarts []time.Time `json:"restarts,omitempty"`
+}
+
+// InFlight reports a restart whose rollout has no result yet.
+func (r *Record) InFlight() bool { return r != nil && r.Result == rollout.Pending }
+
+// Delivered reports whether the restart delivered change of source.
+func (r *Record) Delivered(source, change string) bool {
+	return r != nil && change != "" && r.Sources[source] == change
+}
+
+// HoldKind says why a restart is held.
+type HoldKind string
+
+const (
+	// HoldWave: a rollout of the same change of the source failed, which
+	// halts the workloads of that change not restarted yet.
+	HoldWave HoldKind = "wave"
+	// HoldBreaker: the workload was restarted more than its budget of times
+	// within the breaker's window; it waits until its sources stay still.
+	HoldBreaker HoldKind = "breaker"
+)
+
+// Hold is the hold annotation on a held workload. It is written once, when
+// the hold starts, and removed by the restart that ends it.
+type Hold struct {
+	Kind HoldKind `json:"kind"`
+	// Source and Change name the halted change (wave holds).
+	Source string `json:"source,omitempty"`
+	Change string `json:"change,omitempty"`
+	// Cause names the workload whose rollout failed and why (wave holds), or
+	// the restarts counted (breaker holds).
+	Cause string    `json:"cause,omitempty"`
+	Since time.Time `json:"since"`
+}
+
+// HoldsChange reports a wave hold for this change of the source.
+func (h *Hold) HoldsChange(source, change string) bool {
+	return h != nil && h.Kind == HoldWave && h.Source == source && h.Change == change
+}
+
+// ParseRecord reads a rollout annotation; an absent one (raw "") is nil.
+func ParseRecord(raw string) (*Record, error) {
+	if raw == "" {
+		return nil, nil
+	}
+	var r Record
+	if err := json.Unmarshal([]byte(raw), &r); err != nil {
+		return nil, fmt.Errorf("rollout annotation is not a rollout record: %w", err)
+	}
+	if r.At.IsZero() {
+		return nil, errors.New("rollout annotation has no restart time")
+	}
+	switch r.Result {
+	case rollout.Pending, rollout.Succeeded, rollout.Unsucceeded, rollout.Unfollowed:
+	default:
+		return nil, fmt.Errorf("rollout annotation has an unknown result %q", r.Result)
+	}
+	return &r, nil
+}
+
+// ParseHold reads a hold annotation; an absent one (raw "") is nil.
+func ParseHold(raw string) (*Hold, error) {
+	if raw == "" {
+		return nil, nil
+	}
+	var h Hold
+	if err := json.Unmarshal([]byte(raw), &h); err != nil {
+		return nil, fmt.Errorf("hold annotation is not a hold: %w", err)
+	}
+	switch h.Kind {
+	case HoldWave:
+		if h.Source == "" || h.Change == "" {
+			return nil, errors.New("wave hold without source or change")
+		}
+	case HoldBreaker:
+	default:
+		return nil, fmt.Errorf("hold annotation has an unknown kind %q", h.Kind)
+	}
+	return &h, nil
+}
+
+// Encode renders an annotation value; nil encodes as "".
+func Encode(v interface{}) string {
+	switch x := v.(type) {
+	case *Record:
+		if x == nil {
+			return ""
+		}
+	case *Hold:
+		if x == nil {
+			return ""
+		}
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		// Only maps of strings, strings and times: cannot fail.
+		panic(err)
+	}
+	return string(raw)
+}
+
+// maxHistory bounds the restart history kept on a workload whatever the
+// breaker's budget: the annotation stays small.
+const maxHistory = 100
+
+// NewRecord is the record of a restart at now delivering sources, with the
+// history of the previous record (if any) trimmed to the window and bound.
+func NewRecord(previous *Record, sources map[string]string, now time.Time, window time.Duration) *Record {
+	r := &Record{At: now, Sources: sources}
+	if previous != nil {
+		for _, t := range previous.Restarts {
+			if now.Sub(t) < window && t.Before(now) {
+				r.Restarts = append(r.Restarts, t)
+			}
+		}
+	}
+	r.Restarts = append(r.Restarts, now)
+	if len(r.Restarts) > maxHistory {
+		r.Restarts = r.Restarts[len(r.Restarts)-maxHistory:]
+	}
+	return r
+}
+
+// WithResult is the record with the rollout's verdict recorded at now.
+func (r Record) WithResult(v rollout.Verdict, now time.Time) *Record {
+	r.Result, r.Reason, r.Message = v.Result, v.Reason, v.Message
+	r.Done = &now
+	return &r
+}
