@@ -344,7 +344,7 @@ func TestLoadConfig(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("workers: 0\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadConfig(bad, noEnv); err == nil || !strings.Contains(err.Error(), "loading config from "+bad+": workers: must be at least 1") {
+	if _, err := LoadConfig(bad, noEnv); err == nil || !strings.Contains(err.Error(), "loading config from "+bad+": workers: must be between 1 and 1000, got 0") {
 		t.Errorf("bad file: %v", err)
 	}
 	if _, err := LoadConfig(filepath.Join(dir, "none.yaml"), noEnv); err == nil {
