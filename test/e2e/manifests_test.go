@@ -58,6 +58,7 @@ func renderManifests(t *testing.T) []string {
 // That manifests/config.yaml is examples/config.yaml needs no cluster: see
 // manifests/manifests_test.go.
 func TestManifestsServerSideDryRun(t *testing.T) {
+	t.Parallel()
 	ctx := ctxFor(t)
 	root := env.repoRoot
 

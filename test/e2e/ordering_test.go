@@ -121,9 +121,12 @@ func replicaSetsOf(t *testing.T, ns, name string) int {
 // source existed before the controller started.
 //
 // What it cannot order: events of another kind (Secrets and ConfigMaps have
-// informers of their own, hence a witness per kind), and a reconcile that
-// failed and waits for a retry with backoff. So a subject whose decision
-// writes something is waited for on that first.
+// informers of their own, hence a witness per kind); a reconcile that failed
+// and waits for a retry with backoff; and changes that reach the controller
+// in one relist after a broken watch (delivered together, not in write
+// order). So a subject whose decision writes something is waited for on
+// that. A gap in the order can only hide a wrong restart, never fail a test
+// whose subjects behave.
 type orderingWitness struct {
 	ns, kind, name string
 	keys           isolatedKeys

@@ -69,6 +69,7 @@ func isolatedConfig(t *testing.T, name, ns string, keys isolatedKeys, extra func
 // was restarted after their last change, and none was restarted twice for
 // one change.
 func TestChaosKillNineLosesNoRestart(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	keys := keysFor("chaos")
 	f := newFleet(t, ns, keys, 50, 20)
@@ -104,6 +105,10 @@ func TestChaosKillNineLosesNoRestart(t *testing.T) {
 	}
 }
 
+// Not parallel: two lease holders with a 3 s renew deadline, and a check
+// that the lease moved only by the kill, want a machine not loaded by
+// other tests. (Sequential tests run before the parallel ones.)
+//
 // Two replicas share a Lease; the leader is killed while sources change,
 // after it has restarted workloads. The standby takes over, restarts
 // workloads itself, and every change is honoured.
@@ -186,6 +191,10 @@ func TestLeaderFailover(t *testing.T) {
 	}
 }
 
+// Not parallel: it stops the API server every test shares. Afterwards the
+// suite's controller is blind for a while (client-go's watches come back
+// with backoff), which the other tests' waits absorb.
+//
 // kube-apiserver goes away for 10 s while changes are waiting in their grace
 // period; when it is back, nothing is lost and the controller never exited.
 func TestAPIServerOutage(t *testing.T) {

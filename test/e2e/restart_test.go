@@ -12,6 +12,7 @@ import (
 // Every reference form of examples/config.yaml restarts the workload that
 // uses it when the data it reads changes, exactly once.
 func TestEveryReferenceForm(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	forms := []struct {
 		name, kind, fragment string
@@ -72,6 +73,7 @@ func replaceName(fragment, name string) string {
 // witness, changed after each step, shows every decision of the step was taken
 // before the workloads left alone are checked.
 func TestChangesThatRestartNothing(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	later := newOrderingWitness(t, ns)
 	createConfigMap(t, ns, "shared", map[string]string{"read": "1", "unread": "1"})
@@ -133,7 +135,8 @@ func TestChangesThatRestartNothing(t *testing.T) {
 // rather than trusting it: every write returned before the grace period of
 // the first could end, and the restarts came after every write.
 func TestBurstsMergeIntoOneRestart(t *testing.T) {
-	const grace = 5 * time.Second
+	t.Parallel()
+	const grace = 8 * time.Second
 	ns := newNamespace(t)
 	keys := keysFor("burst")
 	// Everything exists before the controller starts: the creation of a
@@ -221,6 +224,7 @@ containers: [{name: app, image: example/app:1, envFrom: [{secretRef: {name: two}
 // One source read by several workloads restarts each of them once; the
 // same-named source in another namespace restarts none of them.
 func TestSharedSourceAndNamespaces(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	other := newNamespace(t)
 	later := newOrderingWitness(t, ns)
@@ -261,6 +265,7 @@ func TestSharedSourceAndNamespaces(t *testing.T) {
 // its checksums are recorded. An optional source that appears later restarts
 // it; a required one that appears does not (the pods were waiting for it).
 func TestNewWorkloadsAndAppearingSources(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	createConfigMap(t, ns, "existing", map[string]string{"k": "0"})
 	createDeployment(t, ns, "new-workload", podSpec(t, `volumes: [{name: v, configMap: {name: existing}}]`), workloadOptions{optIn: true})
@@ -291,6 +296,7 @@ containers: [{name: app, image: example/app:1, env: [{name: X, valueFrom: {secre
 // A deleted source restarts nothing; re-created with the data the pods
 // started with it restarts nothing either; with other data it restarts.
 func TestDeletedAndRecreatedSource(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	later := newOrderingWitness(t, ns)
 	createConfigMap(t, ns, "flaky", map[string]string{"k": "0"})
@@ -323,6 +329,7 @@ func TestDeletedAndRecreatedSource(t *testing.T) {
 // pending and restarts once its grace period ends: two template changes in
 // all, the user's and one restart.
 func TestTemplateChangedWhileSourceChanges(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	later := newOrderingWitness(t, ns)
 	createConfigMap(t, ns, "moving", map[string]string{"k": "0"})
