@@ -81,6 +81,9 @@ func TestChaosKillNineLosesNoRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	logTailOnFailure(t, "chaos", &p)
+	// Whichever process is current when the test ends, even by failing, must
+	// not outlive it (after the final Stop this does nothing).
+	t.Cleanup(func() { p.Kill() })
 	f.waitRecorded(t)
 
 	stopChanges := f.startChanging(ctx, t, 150*time.Millisecond)
