@@ -456,7 +456,7 @@ func TestCheck(t *testing.T) {
 			}
 		}
 		r := runCLI(t, "check", "--offline", "--config", examples, "--workers", "0")
-		if r.code != 2 || !strings.Contains(r.stderr, "workers (flag --workers): must be at least 1") {
+		if r.code != 2 || !strings.Contains(r.stderr, "workers (flag --workers): must be between 1 and 1000, got 0") {
 			t.Errorf("--workers 0: exit %d\n%s", r.code, r.stderr)
 		}
 	})

@@ -364,8 +364,8 @@ func sourceID(kind, ns, name string) string { return kind + "/" + ns + "/" + nam
 // give are those of the sources' current data, whatever the controller's
 // caches hold.
 var (
-	reduceConfigMap = catalog.ReduceConfig([]string{"data", "binaryData"})
-	reduceSecret    = catalog.ReduceConfig([]string{"data"})
+	reduceConfigMap = catalog.ReduceSource([]string{"data", "binaryData"})
+	reduceSecret    = catalog.ReduceSource([]string{"data"})
 )
 
 // configMapChecksum is the checksum of the ConfigMap's data a reference reads:
@@ -383,7 +383,7 @@ func reducedChecksum(reduce func(interface{}) (interface{}, error), obj interfac
 	if err != nil {
 		return "", err
 	}
-	state, ok := out.(*catalog.ConfigState)
+	state, ok := out.(*catalog.SourceState)
 	if !ok {
 		return "", fmt.Errorf("reducing %T gave %T", obj, out)
 	}
