@@ -231,6 +231,22 @@ func (c *Controller) reportPersistent(key catalog.WorkloadKey, retries int, err 
 	}
 }
 
+// reportNotRolled says, in the log and as a Warning Event on the workload,
+// that a restart patched a template that replaces no pods now (a paused
+// Deployment, an OnDelete StatefulSet): the running pods keep the old data
+// until they are replaced some other way. The checksums are recorded all the
+// same: they describe the template, which every pod created from now on reads.
+func (c *Controller) reportNotRolled(log hclog.Logger, w *catalog.WorkloadState, why string, changed []string) {
+	log.Warn("restart not rolled: the pod template was updated but replaces no pods; running pods keep the old data",
+		"because", why, "changed", strings.Join(changed, ","))
+	if c.events == nil {
+		return
+	}
+	c.events.Eventf(w, nil, corev1.EventTypeWarning, "RestartNotRolled", "Restart",
+		"pod template updated for changed %s, but %s: running pods keep the old data until they are replaced",
+		strings.Join(changed, ", "), why)
+}
+
 func (c *Controller) ignored(err error) bool {
 	msg := err.Error()
 	for _, pattern := range c.cfg.Settings.IgnoredErrors {
@@ -260,7 +276,7 @@ func (c *Controller) Reconcile(ctx context.Context, key catalog.WorkloadKey) err
 		return nil
 	}
 	now := c.now()
-	plan := Decide(w, c.catalog, c.windows, now)
+	plan := Decide(w, c.catalog, c.windows, now, c.cfg.OrderByResourceVersion)
 	if plan.Warning != "" {
 		log.Warn(plan.Warning)
 	}
@@ -303,6 +319,9 @@ func (c *Controller) Reconcile(ctx context.Context, key catalog.WorkloadKey) err
 			}
 		}
 		log.Info("restarted", "changed", strings.Join(changed, ","))
+		if plan.NotRolled != "" {
+			c.reportNotRolled(log, w, plan.NotRolled, changed)
+		}
 	} else {
 		log.Debug("recorded applied checksums")
 	}
