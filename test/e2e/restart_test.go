@@ -234,28 +234,3 @@ func TestDeletedAndRecreatedConfig(t *testing.T) {
 	createConfigMap(t, ns, "flaky", map[string]string{"k": "changed"})
 	waitDeploymentRestarts(t, ns, "reader", 1)
 }
-
-// The seed design's second situation: a config changes around the time a
-// workload's template changes (it is "newly referenced and changed again
-// before its checksum was saved"). Pods of the new template that started
-// before the change read old data, so the controller records the config as
-// pending and restarts once its grace period ends: two template changes in
-// all, the user's and one restart.
-func TestTemplateChangedWhileConfigChanges(t *testing.T) {
-	ns := newNamespace(t)
-	createConfigMap(t, ns, "moving", map[string]string{"k": "0"})
-	createDeployment(t, ns, "edited", podSpec(t, `volumes: [{name: v, configMap: {name: moving}}]`), workloadOptions{optIn: true})
-	waitRecorded(t, deploymentsGVR, ns, "edited", "configmap/"+ns+"/moving")
-	waitDeploymentRestarts(t, ns, "edited", 0)
-
-	setConfigMapKey(t, ns, "moving", "k", "1")
-	_, err := env.kube.AppsV1().Deployments(ns).Patch(ctxFor(t), "edited", "application/strategic-merge-patch+json",
-		[]byte(`{"spec":{"template":{"metadata":{"labels":{"edited":"yes"}}}}}`), metav1.PatchOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Two new ReplicaSets: the edit, then the restart for the change.
-	waitDeploymentRestarts(t, ns, "edited", 2)
-	waitIdle(t, env.controller)
-	waitDeploymentRestarts(t, ns, "edited", 2)
-}
