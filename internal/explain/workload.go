@@ -188,7 +188,7 @@ func (c *Config) ExplainWorkload(kind config.WorkloadKind, obj *unstructured.Uns
 
 // decision runs restart.Decide and says why it came out as it did.
 func (c *Config) decision(w *catalog.WorkloadState, r *WorkloadReport, lookup sourceLookup, appliedErr error, now time.Time) Decision {
-	plan := restart.Decide(w, lookup, noWindows{}, now)
+	plan := restart.Decide(w, lookup, noWindows{}, now, c.OrderByResourceVersion)
 	d := Decision{}
 	if plan.Warning != "" {
 		d.Reasons = append(d.Reasons, plan.Warning)

@@ -321,33 +321,3 @@ func TestDeletedAndRecreatedSource(t *testing.T) {
 	waitDeploymentRestarts(t, ns, "reader", 1)
 	waitApplied(t, deploymentsGVR, ns, "reader", map[string]string{flaky: currentChecksum(t, "configmap", ns, "flaky", nil)})
 }
-
-// The seed design's second situation: a source changes around the time a
-// workload's template changes (it is "newly referenced and changed again
-// before its checksum was saved"). Pods of the new template that started
-// before the change read old data, so the controller records the source as
-// pending and restarts once its grace period ends: two template changes in
-// all, the user's and one restart.
-func TestTemplateChangedWhileSourceChanges(t *testing.T) {
-	t.Parallel()
-	ns := newNamespace(t)
-	later := newOrderingWitness(t, ns)
-	createConfigMap(t, ns, "moving", map[string]string{"k": "0"})
-	createDeployment(t, ns, "edited", podSpec(t, `volumes: [{name: v, configMap: {name: moving}}]`), workloadOptions{optIn: true})
-	moving := sourceID("configmap", ns, "moving")
-	waitRecorded(t, deploymentsGVR, ns, "edited", moving)
-	waitDeploymentRestarts(t, ns, "edited", 0)
-
-	setConfigMapKey(t, ns, "moving", "k", "1")
-	_, err := env.kube.AppsV1().Deployments(ns).Patch(ctxFor(t), "edited", "application/strategic-merge-patch+json",
-		[]byte(`{"spec":{"template":{"metadata":{"labels":{"edited":"yes"}}}}}`), metav1.PatchOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Two new ReplicaSets: the edit, then the restart for the change, which
-	// replaces "pending" by the checksum of the data.
-	waitDeploymentRestarts(t, ns, "edited", 2)
-	waitApplied(t, deploymentsGVR, ns, "edited", map[string]string{moving: currentChecksum(t, "configmap", ns, "moving", nil)})
-	later.after(t)
-	waitDeploymentRestarts(t, ns, "edited", 2)
-}
