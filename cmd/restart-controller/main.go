@@ -42,6 +42,10 @@ var (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	if code, ok := runSubcommand(ctx, os.Args[0], os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr); ok {
+		stop()
+		os.Exit(code)
+	}
 	if _, set := os.LookupEnv("GOGC"); !set {
 		debug.SetGCPercent(defaultGCPercent)
 	}

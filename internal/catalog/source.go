@@ -12,6 +12,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,7 +41,14 @@ func (id SourceID) String() string { return id.Kind + "/" + id.Namespace + "/" +
 type SourceState struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata"`
-	Digests           map[string]Digest `json:"digests"`
+	// Digests digest each key's value alone (the value's text, as JSON
+	// carries it).
+	Digests map[string]Digest `json:"digests"`
+	// Fields names the data field of each key that is not in "data", e.g.
+	// "binaryData": the same bytes are another file there. Nil when every key
+	// is in "data", as in most ConfigMaps and every Secret, so the common case
+	// costs no memory.
+	Fields map[string]string `json:"fields,omitempty"`
 }
 
 // DeepCopyObject is required of cached objects; digests are never mutated in
@@ -51,13 +60,20 @@ func (c *SourceState) DeepCopyObject() runtime.Object {
 	for k, v := range c.Digests {
 		out.Digests[k] = v
 	}
+	// nil stays nil: the mutation detector compares with reflect.DeepEqual.
+	if c.Fields != nil {
+		out.Fields = make(map[string]string, len(c.Fields))
+		for k, v := range c.Fields {
+			out.Fields[k] = v
+		}
+	}
 	return out
 }
 
-// SameData reports whether two states carry identical data; metadata-only
-// changes (labels, annotations) compare equal.
+// SameData reports whether two states carry identical data, each key in the
+// same field; metadata-only changes (labels, annotations) compare equal.
 func (c *SourceState) SameData(other *SourceState) bool {
-	if len(c.Digests) != len(other.Digests) {
+	if len(c.Digests) != len(other.Digests) || len(c.Fields) != len(other.Fields) {
 		return false
 	}
 	for k, d := range c.Digests {
@@ -65,13 +81,94 @@ func (c *SourceState) SameData(other *SourceState) bool {
 			return false
 		}
 	}
+	for k, f := range c.Fields {
+		if of, ok := other.Fields[k]; !ok || of != f {
+			return false
+		}
+	}
 	return true
 }
 
-// Checksum is the digest of exactly the data a reference reads: the given keys
-// (present or absent), or every key when keys is nil. Sixteen hex characters,
-// the annotation format of xing's controller.
+// field returns the data field holding key.
+func (c *SourceState) field(key string) string {
+	if f, ok := c.Fields[key]; ok {
+		return f
+	}
+	return defaultField
+}
+
+// defaultField is the data field of keys not listed in SourceState.Fields.
+const defaultField = "data"
+
+// ChecksumVersion is the version of the checksums Checksum returns. Recorded
+// checksums of an older version are still compared (Matches), so that a new
+// version re-records workloads once, without restarting them.
+//
+//	version 1: 16 hex characters, digests of the values alone (xing's
+//	           format, and this controller's before issue 8)
+//	version 2: "v2:" and 16 hex characters, each key's digest also covering
+//	           the data field that holds it
+const ChecksumVersion = 2
+
+// Checksum is the current version's digest of exactly the data a reference
+// reads: the given keys (present or absent), or every key when keys is nil.
 func (c *SourceState) Checksum(keys []string) string {
+	sum, _ := c.ChecksumOf(ChecksumVersion, keys)
+	return sum
+}
+
+// ChecksumOf computes the checksum in the given format version; ok is false
+// for a version this build does not know.
+func (c *SourceState) ChecksumOf(version int, keys []string) (sum string, ok bool) {
+	switch version {
+	case 1:
+		return c.checksum(keys, func(_ string, d Digest) Digest { return d }), true
+	case 2:
+		return "v2:" + c.checksum(keys, func(k string, d Digest) Digest { return inField(c.field(k), d) }), true
+	}
+	return "", false
+}
+
+// RecordedVersion returns the format version of a recorded checksum, or 0
+// when it is not a checksum (absent, pending, or anything unknown).
+func RecordedVersion(recorded string) int {
+	if isHex16(recorded) {
+		return 1
+	}
+	if rest, ok := strings.CutPrefix(recorded, "v"); ok {
+		if n, sum, ok := strings.Cut(rest, ":"); ok && isHex16(sum) {
+			if v, err := strconv.Atoi(n); err == nil && v > 1 && strconv.Itoa(v) == n {
+				return v
+			}
+		}
+	}
+	return 0
+}
+
+// Matches reports whether a recorded checksum, of any version this build
+// knows, describes the data the keys read now. A recorded checksum of an
+// unknown version never matches: it cannot be compared, so it counts as a
+// change.
+func (c *SourceState) Matches(recorded string, keys []string) bool {
+	now, ok := c.ChecksumOf(RecordedVersion(recorded), keys)
+	return ok && now == recorded
+}
+
+func isHex16(s string) bool {
+	if len(s) != 16 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !('0' <= s[i] && s[i] <= '9' || 'a' <= s[i] && s[i] <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// checksum hashes the keys with the per-key digests that keyDigest gives:
+// sixteen hex characters.
+func (c *SourceState) checksum(keys []string, keyDigest func(key string, d Digest) Digest) string {
 	h := sha256.New()
 	var lenBuf [8]byte
 	writeKey := func(k string) {
@@ -82,7 +179,7 @@ func (c *SourceState) Checksum(keys []string) string {
 	if keys == nil {
 		h.Write([]byte{'w'})
 		for _, k := range sortedKeys(c.Digests) {
-			d := c.Digests[k]
+			d := keyDigest(k, c.Digests[k])
 			writeKey(k)
 			h.Write(d[:])
 		}
@@ -91,6 +188,7 @@ func (c *SourceState) Checksum(keys []string) string {
 		for _, k := range keys {
 			writeKey(k)
 			if d, ok := c.Digests[k]; ok {
+				d = keyDigest(k, d)
 				h.Write([]byte{1})
 				h.Write(d[:])
 			} else {
@@ -102,6 +200,24 @@ func (c *SourceState) Checksum(keys []string) string {
 	}
 	sum := h.Sum(nil)
 	return hex.EncodeToString(sum[:8])
+}
+
+// inField is a key's version-2 digest: the data field and the value's digest,
+// length-prefixed, so that no two (field, value) pairs share an encoding.
+// Derived from the value digest rather than from the value, so the value is
+// hashed once however many versions are kept comparable.
+func inField(field string, value Digest) Digest {
+	h := sha256.New()
+	var lenBuf [8]byte
+	binary.BigEndian.PutUint64(lenBuf[:], uint64(len(field)))
+	h.Write(lenBuf[:])
+	h.Write([]byte(field))
+	binary.BigEndian.PutUint64(lenBuf[:], uint64(len(value)))
+	h.Write(lenBuf[:])
+	h.Write(value[:])
+	var d Digest
+	copy(d[:], h.Sum(nil))
+	return d
 }
 
 func sortedKeys(m map[string]Digest) []string {
@@ -129,9 +245,9 @@ func ReduceSource(dataFields []string) cache.TransformFunc {
 			for _, field := range dataFields {
 				switch field {
 				case "data":
-					digestStrings(state, o.Data)
+					digestStrings(state, field, o.Data)
 				case "binaryData":
-					digestBytes(state, o.BinaryData)
+					digestBytes(state, field, o.BinaryData)
 				}
 			}
 			return state, nil
@@ -140,9 +256,9 @@ func ReduceSource(dataFields []string) cache.TransformFunc {
 			for _, field := range dataFields {
 				switch field {
 				case "data":
-					digestBytes(state, o.Data)
+					digestBytes(state, field, o.Data)
 				case "stringData":
-					digestStrings(state, o.StringData)
+					digestStrings(state, field, o.StringData)
 				}
 			}
 			return state, nil
@@ -182,22 +298,37 @@ func reduceUnstructuredSource(u *unstructured.Unstructured, dataFields []string)
 			continue
 		}
 		for key, value := range values {
-			state.Digests[key] = digestValue(value)
+			state.set(key, field, digestValue(value))
 		}
 	}
 	return state
 }
 
-func digestStrings(state *SourceState, values map[string]string) {
+// set records a key's digest and the field holding it. A key in two fields
+// (which the API server refuses for ConfigMaps) keeps the later field's,
+// in the order of dataFields, whichever way the object was fetched.
+func (c *SourceState) set(key, field string, d Digest) {
+	c.Digests[key] = d
+	if field == defaultField {
+		delete(c.Fields, key)
+		return
+	}
+	if c.Fields == nil {
+		c.Fields = map[string]string{}
+	}
+	c.Fields[key] = field
+}
+
+func digestStrings(state *SourceState, field string, values map[string]string) {
 	for key, value := range values {
-		state.Digests[key] = digestValue(value)
+		state.set(key, field, digestValue(value))
 	}
 }
 
 // digestBytes hashes byte values as their base64 text, which is what JSON
 // carries for them, so both ways of fetching agree; the encoding streams into
 // the hash, so no copy of the value is made.
-func digestBytes(state *SourceState, values map[string][]byte) {
+func digestBytes(state *SourceState, field string, values map[string][]byte) {
 	for key, value := range values {
 		h := sha256.New()
 		enc := base64.NewEncoder(base64.StdEncoding, h)
@@ -205,7 +336,7 @@ func digestBytes(state *SourceState, values map[string][]byte) {
 		_ = enc.Close()
 		var d Digest
 		copy(d[:], h.Sum(nil))
-		state.Digests[key] = d
+		state.set(key, field, d)
 	}
 }
 

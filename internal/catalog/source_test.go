@@ -255,10 +255,10 @@ data: {a: alpha, b: beta}
 		})
 	}
 
-	hex16 := regexp.MustCompile(`^[0-9a-f]{16}$`)
+	v2hex16 := regexp.MustCompile(`^v2:[0-9a-f]{16}$`)
 	for _, keys := range [][]string{nil, {}, {"a"}, {"missing"}} {
-		if sum := base.Checksum(keys); !hex16.MatchString(sum) {
-			t.Errorf("Checksum(%q) = %q, want 16 hex characters", keys, sum)
+		if sum := base.Checksum(keys); !v2hex16.MatchString(sum) {
+			t.Errorf("Checksum(%q) = %q, want v2: and 16 hex characters", keys, sum)
 		}
 	}
 	distinct := map[string][]string{}
@@ -287,7 +287,101 @@ func TestSourceStateDeepCopy(t *testing.T) {
 	}
 	c.Digests["a"] = Digest{}
 	c.Name = "other"
-	if s.Digests["a"] == (Digest{}) || s.Name != "app" {
+	c.Fields["bin"] = "data"
+	if s.Digests["a"] == (Digest{}) || s.Name != "app" || s.Fields["bin"] != "binaryData" {
 		t.Error("copy shares state with the original")
+	}
+}
+
+// Checksums are versioned. Version 1 (16 hex characters) is what releases
+// before issue 8 recorded, and must stay computable exactly, so that their
+// workloads are re-recorded without a restart: these values were computed by
+// that release's code.
+func TestChecksumVersions(t *testing.T) {
+	s := reduce(t, baseConfigMap)
+	for _, tc := range []struct {
+		keys []string
+		want string
+	}{
+		{nil, "3b73330b386dab84"},
+		{[]string{"a", "missing"}, "36adfbd08bf4880b"},
+	} {
+		got, ok := s.ChecksumOf(1, tc.keys)
+		if !ok || got != tc.want {
+			t.Errorf("ChecksumOf(1, %q) = %q, %v; want %q as the previous release computed", tc.keys, got, ok, tc.want)
+		}
+		if !s.Matches(tc.want, tc.keys) {
+			t.Errorf("version-1 checksum %s does not match the data it was computed from", tc.want)
+		}
+		current := s.Checksum(tc.keys)
+		if !regexp.MustCompile(`^v2:[0-9a-f]{16}$`).MatchString(current) || !s.Matches(current, tc.keys) {
+			t.Errorf("Checksum(%q) = %q: not a matching version-2 checksum", tc.keys, current)
+		}
+		if v2, _ := s.ChecksumOf(2, tc.keys); v2 != current {
+			t.Errorf("ChecksumOf(2) = %q, Checksum = %q", v2, current)
+		}
+	}
+	if _, ok := s.ChecksumOf(3, nil); ok {
+		t.Error("a version this build does not know was computed")
+	}
+	other := reduce(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app, namespace: shop}\ndata: {a: ALPHA, b: beta}\nbinaryData: {bin: AAEC}")
+	for _, recorded := range []string{"3b73330b386dab84", s.Checksum(nil)} {
+		if other.Matches(recorded, nil) {
+			t.Errorf("changed data matches %s", recorded)
+		}
+	}
+
+	for _, tc := range []struct {
+		recorded string
+		version  int
+	}{
+		{"3b73330b386dab84", 1},
+		{"v2:3b73330b386dab84", 2},
+		{"v3:3b73330b386dab84", 3}, // known as a format, not computable here
+		{"", 0}, {"pending", 0}, {"3B73330B386DAB84", 0}, {"3b73330b386dab8", 0}, {"v2:3b73330b386dab8", 0},
+		{"v1:3b73330b386dab84", 0}, {"v02:3b73330b386dab84", 0}, {"v2:3b73330b386dab84 ", 0}, {"vx:3b73330b386dab84", 0},
+	} {
+		if got := RecordedVersion(tc.recorded); got != tc.version {
+			t.Errorf("RecordedVersion(%q) = %d, want %d", tc.recorded, got, tc.version)
+		}
+		if tc.version != 1 && tc.version != 2 && s.Matches(tc.recorded, nil) {
+			t.Errorf("%q matches", tc.recorded)
+		}
+	}
+}
+
+// The file a pod sees depends on the field holding a key: "AAEC" in data is
+// four characters, in binaryData the bytes 00 01 02. Version 2 tells them
+// apart; version 1 could not.
+func TestChecksumTellsDataFromBinaryData(t *testing.T) {
+	inData := reduce(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app, namespace: shop}\ndata: {k: AAEC, other: x}")
+	inBinary := reduce(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app, namespace: shop}\ndata: {other: x}\nbinaryData: {k: AAEC}")
+	if inData.SameData(inBinary) || inBinary.SameData(inData) {
+		t.Error("moving a key from data to binaryData is not a data change")
+	}
+	for _, keys := range [][]string{nil, {"k"}} {
+		if inData.Checksum(keys) == inBinary.Checksum(keys) {
+			t.Errorf("Checksum(%q) is the same in data and in binaryData", keys)
+		}
+		v1Data, _ := inData.ChecksumOf(1, keys)
+		v1Binary, _ := inBinary.ChecksumOf(1, keys)
+		if v1Data != v1Binary {
+			t.Errorf("version 1 told the fields apart: it must stay what the previous release computed")
+		}
+	}
+	// Keys not moved keep their checksum.
+	if inData.Checksum([]string{"other"}) != inBinary.Checksum([]string{"other"}) {
+		t.Error("a key that stayed in data changed its checksum")
+	}
+	if inData.Fields != nil {
+		t.Errorf("keys all in data, yet Fields = %v: the common case must cost no map", inData.Fields)
+	}
+	if inBinary.Fields["k"] != "binaryData" || len(inBinary.Fields) != 1 {
+		t.Errorf("Fields = %v", inBinary.Fields)
+	}
+	// Moving back restores the checksum.
+	back := reduce(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app, namespace: shop, resourceVersion: '9'}\ndata: {k: AAEC, other: x}")
+	if !back.SameData(inData) || back.Checksum(nil) != inData.Checksum(nil) {
+		t.Error("moving the key back does not restore the data")
 	}
 }

@@ -54,8 +54,16 @@ type WorkloadState struct {
 	AppliedTemplateHash string `json:"appliedTemplateHash,omitempty"`
 	// TemplateHash digests the pod template without the restart timestamp, so a
 	// restart of our own does not look like a template change.
-	TemplateHash string      `json:"templateHash"`
-	References   []Reference `json:"references,omitempty"`
+	TemplateHash string `json:"templateHash"`
+	// TemplateRV is the resourceVersion of the write that gave the workload
+	// this template (its creation or a template change), when it is known
+	// exactly: the informer saw that write as a watch event. Empty when
+	// unknown, e.g. for every workload of the start-up list.
+	TemplateRV string      `json:"templateRV,omitempty"`
+	References []Reference `json:"references,omitempty"`
+	// NotRolled says why a change of the pod template replaces no pods now,
+	// e.g. "spec.paused is true"; empty when it rolls them.
+	NotRolled string `json:"notRolled,omitempty"`
 	// Problem explains why references could not be read, e.g. no pod template.
 	Problem string `json:"problem,omitempty"`
 }
@@ -83,6 +91,7 @@ func (w *WorkloadState) DeepCopyObject() runtime.Object {
 func (w *WorkloadState) SameDecisionInputs(other *WorkloadState) bool {
 	if w.OptedIn != other.OptedIn || w.Applied != other.Applied || w.HasApplied != other.HasApplied ||
 		w.AppliedTemplateHash != other.AppliedTemplateHash || w.TemplateHash != other.TemplateHash ||
+		w.TemplateRV != other.TemplateRV || w.NotRolled != other.NotRolled ||
 		w.Problem != other.Problem || len(w.References) != len(other.References) {
 		return false
 	}
@@ -128,6 +137,12 @@ func reduceWorkload(u *unstructured.Unstructured, kind config.WorkloadKind, cfg 
 		Applied:             applied,
 		HasApplied:          hasApplied,
 		AppliedTemplateHash: annotations[cfg.Annotations.AppliedTemplateHash],
+	}
+	for _, c := range kind.NotRolledWhen {
+		if c.Holds(u.Object) {
+			state.NotRolled = c.String()
+			break
+		}
 	}
 	template, ok := kind.PodTemplatePath.Object(u.Object)
 	if !ok {

@@ -520,6 +520,16 @@ func TestWorkloadStateDeepCopyAndSameDecisionInputs(t *testing.T) {
 	if !w.SameDecisionInputs(status) {
 		t.Error("resourceVersion/generation change counted as a decision input")
 	}
+	ordered := w.DeepCopyObject().(*WorkloadState)
+	ordered.TemplateRV = "41"
+	if w.SameDecisionInputs(ordered) {
+		t.Error("template resourceVersion not seen")
+	}
+	paused := w.DeepCopyObject().(*WorkloadState)
+	paused.NotRolled = "spec.paused is true"
+	if w.SameDecisionInputs(paused) {
+		t.Error("a paused workload not seen")
+	}
 	var _ runtime.Object = w
 }
 

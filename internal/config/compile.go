@@ -58,6 +58,7 @@ func compile(f *File, p *problems) *Config {
 	c.Sources = compileSources(f.Sources, p)
 	c.Workloads = compileWorkloads(f.Workloads, p)
 	c.Extractors = compileReferences(f.References, f.Sources, p)
+	c.OrderByResourceVersion = f.OrderByResourceVersion
 	return c
 }
 
@@ -253,6 +254,31 @@ func compileWorkloads(kinds []FileWorkloadKind, p *problems) []WorkloadKind {
 			continue
 		}
 		out[i].PodTemplatePath = tp
+		out[i].NotRolledWhen = compileConditions(path+".notRolledWhen", k.NotRolledWhen, p)
+	}
+	return out
+}
+
+func compileConditions(path string, conds []FileCondition, p *problems) []Condition {
+	var out []Condition
+	for j, c := range conds {
+		at := fmt.Sprintf("%s[%d]", path, j)
+		if !c.Equals.Set {
+			p.add(at+".equals", errRequired)
+		}
+		if c.Path == "" {
+			p.add(at+".path", errRequired)
+			continue
+		}
+		cp, err := refs.ParsePath(c.Path)
+		if err == nil && cp.HasWildcard() {
+			err = errors.New("must not contain [*]: a condition reads one value")
+		}
+		if err != nil {
+			p.add(at+".path", err)
+			continue
+		}
+		out = append(out, Condition{Path: cp, Equals: c.Equals.Value})
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"reflect"
 	"strings"
@@ -77,6 +78,21 @@ func TestExampleIsTheDefault(t *testing.T) {
 	}
 	if !reflect.DeepEqual(gvrs, wantGVRs) {
 		t.Errorf("workloads = %v", gvrs)
+	}
+	var notRolled []string
+	for _, w := range defaults.Workloads {
+		var conds []string
+		for _, c := range w.NotRolledWhen {
+			conds = append(conds, fmt.Sprintf("%s=%#v", c.Path, c.Equals))
+		}
+		notRolled = append(notRolled, strings.Join(conds, ","))
+	}
+	wantNotRolled := []string{`spec.paused=true`, `spec.updateStrategy.type="OnDelete"`, `spec.updateStrategy.type="OnDelete"`, ``}
+	if !reflect.DeepEqual(notRolled, wantNotRolled) {
+		t.Errorf("notRolledWhen = %q, want %q", notRolled, wantNotRolled)
+	}
+	if !defaults.OrderByResourceVersion {
+		t.Error("orderByResourceVersion is off by default")
 	}
 	wantSources := []SourceKind{
 		{Name: "configmap", GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, DataFields: []string{"data", "binaryData"}},
@@ -412,6 +428,33 @@ references: [{source: configmap, from: volumes, name: name}]`,
 			},
 		},
 		{
+			name: "notRolledWhen conditions",
+			file: `
+orderByResourceVersion: "yes"
+workloads:
+- group: apps
+  version: v1
+  resource: deployments
+  podTemplatePath: spec.template
+  notRolledWhen:
+  - {path: spec.paused, equals: true}
+  - {path: "spec.containers[*].x", equals: 1}
+  - {path: spec.a}
+  - {equals: OnDelete}
+  - {path: spec.b, equals: {x: 1}}
+  - {path: spec.c, equals: [OnDelete]}
+  - {path: spec.d, equals: x, other: y}`,
+			want: []string{
+				`orderByResourceVersion: must be a boolean, got string "yes"`,
+				`workloads[0].notRolledWhen[1].path: must not contain [*]: a condition reads one value`,
+				`workloads[0].notRolledWhen[2].equals: required`,
+				`workloads[0].notRolledWhen[3].path: required`,
+				`workloads[0].notRolledWhen[4].equals: must be a string, boolean or number, got a map`,
+				`workloads[0].notRolledWhen[5].equals: must be a string, boolean or number, got a list`,
+				`workloads[0].notRolledWhen[6].other: unknown field`,
+			},
+		},
+		{
 			name: "sorted with indexes in numeric order",
 			file: `
 workloads:
@@ -526,4 +569,57 @@ func TestOneDocumentWithMarkersParses(t *testing.T) {
 			t.Errorf("Parse(%q) = %v, %v; want workers 3", file, c, err)
 		}
 	}
+}
+
+// A condition compares the value at its path: numbers by value whatever
+// their Go type (JSON gives int64 or float64, YAML int), strings and booleans
+// exactly; a missing value or one of another type never holds.
+func TestConditionHolds(t *testing.T) {
+	c, err := Parse([]byte(`
+workloads:
+- group: example.com
+  version: v1
+  resource: things
+  podTemplatePath: spec.template
+  notRolledWhen:
+  - {path: spec.replicasOnHold, equals: 3}
+  - {path: spec.mode, equals: manual}
+  - {path: spec.frozen, equals: true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conds := c.Workloads[0].NotRolledWhen
+	if len(conds) != 3 {
+		t.Fatalf("conditions %v", conds)
+	}
+	number, str, boolean := conds[0], conds[1], conds[2]
+	for _, tc := range []struct {
+		cond Condition
+		obj  map[string]interface{}
+		want bool
+	}{
+		{number, spec("replicasOnHold", int64(3)), true},
+		{number, spec("replicasOnHold", float64(3)), true},
+		{number, spec("replicasOnHold", 3), true},
+		{number, spec("replicasOnHold", int64(4)), false},
+		{number, spec("replicasOnHold", "3"), false},
+		{number, spec("other", int64(3)), false},
+		{str, spec("mode", "manual"), true},
+		{str, spec("mode", "Manual"), false},
+		{boolean, spec("frozen", true), true},
+		{boolean, spec("frozen", false), false},
+		{boolean, spec("frozen", "true"), false},
+		{boolean, map[string]interface{}{"spec": "frozen"}, false},
+	} {
+		if got := tc.cond.Holds(tc.obj); got != tc.want {
+			t.Errorf("%s on %v: %v, want %v", tc.cond, tc.obj, got, tc.want)
+		}
+	}
+	if got := str.String(); got != "spec.mode is manual" {
+		t.Errorf("String() = %q", got)
+	}
+}
+
+func spec(key string, v interface{}) map[string]interface{} {
+	return map[string]interface{}{"spec": map[string]interface{}{key: v}}
 }

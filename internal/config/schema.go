@@ -46,6 +46,12 @@ type File struct {
 	// References are the pod spec fields that name source objects, relative
 	// to the pod spec (<podTemplatePath>.spec).
 	References []refs.Spec `json:"references"`
+	// OrderByResourceVersion orders source updates and template changes by
+	// their resourceVersions (etcd revisions), so that an update the pods of
+	// a new template already read restarts nothing. Turn it off when the API
+	// server keeps sources and workloads in different storage
+	// (--etcd-servers-overrides), where the numbers do not compare.
+	OrderByResourceVersion bool `json:"orderByResourceVersion"`
 }
 
 // FileLeaderElection configures leader election on a Lease.
@@ -86,6 +92,37 @@ type FileWorkloadKind struct {
 	Version         string `json:"version"`
 	Resource        string `json:"resource"`
 	PodTemplatePath string `json:"podTemplatePath"`
+	// NotRolledWhen lists conditions under which a change of the pod template
+	// replaces no pods (a paused Deployment, an OnDelete StatefulSet); any
+	// one that holds makes a restart a "RestartNotRolled" Warning Event.
+	NotRolledWhen []FileCondition `json:"notRolledWhen"`
+}
+
+// FileCondition holds when the value at Path equals Equals.
+type FileCondition struct {
+	// Path leads from the workload object to a value, e.g. spec.paused.
+	Path string `json:"path"`
+	// Equals is a string, boolean or number.
+	Equals Scalar `json:"equals"`
+}
+
+// Scalar is a string, boolean or number of the file; numbers are float64.
+type Scalar struct {
+	Value interface{}
+	Set   bool
+}
+
+func (s *Scalar) decodeValue(v interface{}) error {
+	switch x := v.(type) {
+	case string, bool:
+		s.Value, s.Set = x, true
+		return nil
+	}
+	if f, ok := asFloat(v); ok {
+		s.Value, s.Set = f, true
+		return nil
+	}
+	return fmt.Errorf("must be a string, boolean or number, got %s", describe(v))
 }
 
 // MillisOrDuration is a duration written as a bare number of milliseconds

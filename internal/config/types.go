@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -21,6 +22,9 @@ type Config struct {
 	Sources          []SourceKind
 	Workloads        []WorkloadKind
 	Extractors       []*refs.Extractor
+	// OrderByResourceVersion compares resourceVersions across sources and
+	// workloads to tell which write came first (docs/design.md).
+	OrderByResourceVersion bool
 }
 
 // Settings are the process settings layered from defaults, file, env and flags.
@@ -74,4 +78,42 @@ type SourceKind struct {
 type WorkloadKind struct {
 	GVR             schema.GroupVersionResource
 	PodTemplatePath refs.Path
+	// NotRolledWhen are the conditions under which a template change
+	// replaces no pods.
+	NotRolledWhen []Condition
+}
+
+// Condition holds when the single value at Path equals Equals.
+type Condition struct {
+	Path refs.Path
+	// Equals is a string, a bool or a float64.
+	Equals interface{}
+}
+
+// Holds reports whether the condition holds for the object. Numbers compare
+// by value, whatever their Go type: JSON gives int64 or float64.
+func (c Condition) Holds(obj map[string]interface{}) bool {
+	v, ok := c.Path.Value(obj)
+	if !ok {
+		return false
+	}
+	switch want := c.Equals.(type) {
+	case float64:
+		switch got := v.(type) {
+		case int64:
+			return float64(got) == want
+		case float64:
+			return got == want
+		case int:
+			return float64(got) == want
+		}
+		return false
+	default:
+		return v == c.Equals
+	}
+}
+
+// String describes the condition for logs and Events, e.g. "spec.paused is true".
+func (c Condition) String() string {
+	return fmt.Sprintf("%s is %v", c.Path, c.Equals)
 }

@@ -121,7 +121,7 @@ func (e *Extractor) Extract(podSpec map[string]interface{}, out []Ref) []Ref {
 }
 
 func (e *Extractor) ref(obj map[string]interface{}) (Ref, bool) {
-	v, _ := e.name.value(obj)
+	v, _ := e.name.Value(obj)
 	name, ok := v.(string)
 	if !ok || name == "" {
 		return Ref{}, false
@@ -133,7 +133,7 @@ func (e *Extractor) ref(obj map[string]interface{}) (Ref, bool) {
 		}
 	}
 	if e.optional != nil {
-		if v, found := e.optional.value(obj); found {
+		if v, found := e.optional.Value(obj); found {
 			if ref.Optional, ok = v.(bool); !ok {
 				return Ref{}, false
 			}

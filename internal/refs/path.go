@@ -118,7 +118,7 @@ func (p Path) Each(obj interface{}, fn func(interface{})) {
 
 // Object returns the map at a wildcard-free path, e.g. a workload's pod template.
 func (p Path) Object(obj map[string]interface{}) (map[string]interface{}, bool) {
-	v, ok := p.value(obj)
+	v, ok := p.Value(obj)
 	if !ok {
 		return nil, false
 	}
@@ -126,9 +126,9 @@ func (p Path) Object(obj map[string]interface{}) (map[string]interface{}, bool) 
 	return m, ok
 }
 
-// value returns the single value a wildcard-free path reaches. ok is false
+// Value returns the single value a wildcard-free path reaches. ok is false
 // when nothing is there, or when the path has a wildcard.
-func (p Path) value(obj interface{}) (v interface{}, ok bool) {
+func (p Path) Value(obj interface{}) (v interface{}, ok bool) {
 	if p.HasWildcard() {
 		return nil, false
 	}

@@ -247,6 +247,23 @@ func (c *Controller) reportPersistent(key catalog.WorkloadKey, retries int, err 
 	}
 }
 
+// reportNotRolled says, in the log and as a Warning Event on the workload,
+// that a restart patched a template that replaces no pods now (a paused
+// Deployment, an OnDelete StatefulSet): the running pods keep the old data
+// until they are replaced some other way. The checksums are recorded all the
+// same: they describe the template, which every pod created from now on reads.
+func (c *Controller) reportNotRolled(log hclog.Logger, w *catalog.WorkloadState, why string, changed []string, dryRun bool) {
+	updated, reason := "updated", "RestartNotRolled"
+	if dryRun {
+		updated, reason = "would be updated", "WouldNotRoll"
+	}
+	log.Warn("restart not rolled: the pod template was "+updated+" but replaces no pods; running pods keep the old data",
+		"because", why, "changed", strings.Join(changed, "; "))
+	c.event(w, corev1.EventTypeWarning, reason, "Restart",
+		"pod template %s for changed %s, but %s: running pods keep the old data until they are replaced",
+		updated, strings.Join(changed, "; "), why)
+}
+
 func (c *Controller) ignored(err error) bool {
 	msg := err.Error()
 	for _, pattern := range c.cfg.Settings.IgnoredErrors {
@@ -280,7 +297,7 @@ func (c *Controller) Reconcile(ctx context.Context, key catalog.WorkloadKey) err
 		w = c.dryRun.overlay(key, w)
 	}
 	now := c.now()
-	plan := Decide(w, c.catalog, c.windows, now)
+	plan := Decide(w, c.catalog, c.windows, now, c.cfg.OrderByResourceVersion)
 	if plan.Warning != "" {
 		log.Warn(plan.Warning)
 	}
@@ -301,7 +318,7 @@ func (c *Controller) Reconcile(ctx context.Context, key catalog.WorkloadKey) err
 	}
 	if c.cfg.Settings.DryRun {
 		c.report(w, key, plan, now, true)
-		c.dryRun.remember(key, plan, w.TemplateHash)
+		c.dryRun.remember(key, plan)
 		return nil
 	}
 	body, err := BuildPatch(c.templateFields[key.Resource], c.cfg.Annotations, w, plan, now)
@@ -352,6 +369,9 @@ func (c *Controller) report(w *catalog.WorkloadState, key catalog.WorkloadKey, p
 	log.Info(restartVerb.say(dryRun), "changed", strings.Join(changed, "; "))
 	c.event(w, corev1.EventTypeNormal, restartVerb.reasonFor(dryRun), "Restart",
 		"%s to pick up changed data: %s", capitalize(restartVerb.say(dryRun)), strings.Join(changed, "; "))
+	if plan.NotRolled != "" {
+		c.reportNotRolled(log, w, plan.NotRolled, changed, dryRun)
+	}
 }
 
 // describeRead names a source and the keys the workload reads from it.

@@ -687,6 +687,133 @@ func TestReconcileReports(t *testing.T) {
 	}
 }
 
+// withAnnotations returns a copy of u with annotations set.
+func withAnnotations(u *unstructured.Unstructured, set map[string]string) *unstructured.Unstructured {
+	out := u.DeepCopy()
+	ann := out.GetAnnotations()
+	for k, v := range set {
+		ann[k] = v
+	}
+	out.SetAnnotations(ann)
+	return out
+}
+
+// A workload recorded by the release before versioned checksums (bare
+// 16-hex version-1 values) is re-recorded in the current version once,
+// silently, when its data did not change; a change still restarts it.
+func TestReconcileUpgradeFromVersion1Checksums(t *testing.T) {
+	u := fromYAML(t, webDeployment)
+	w := newHarness(t, nil, nil, nil).reduce(u)
+	old := v1(sourceState(t, cmApp, dataV1), nil)
+	if catalog.RecordedVersion(old) != 1 || strings.HasPrefix(old, "v") {
+		t.Fatalf("fixture %q is not a version-1 checksum", old)
+	}
+	recorded := withAnnotations(u, map[string]string{
+		appliedKey:      annotation(t, map[string]string{cmApp.String(): old}),
+		templateHashKey: w.TemplateHash, // the previous release's format: the bare hash
+	})
+	for _, tc := range []struct {
+		name    string
+		data    map[string]string
+		restart bool
+	}{
+		{"unchanged data: re-recorded, no restart", dataV1, false},
+		{"changed data: restart", dataV2, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, []*unstructured.Unstructured{recorded}, []*unstructured.Unstructured{recorded}, tc.data)
+			key := keyOf(deploymentsGVR, recorded)
+			if err := h.c.Reconcile(context.Background(), key); err != nil {
+				t.Fatal(err)
+			}
+			patches := h.patches()
+			if len(patches) != 1 {
+				t.Fatalf("%d patches, want 1", len(patches))
+			}
+			now := sourceState(t, cmApp, tc.data).Checksum(nil)
+			if !strings.HasPrefix(now, "v2:") {
+				t.Fatalf("current checksum %q is not version 2", now)
+			}
+			want := patchBody("42", annotation(t, map[string]string{cmApp.String(): now}), w.TemplateHash, "spec.template", tc.restart)
+			if got := string(patches[0].GetPatch()); got != want {
+				t.Errorf("patch body:\n got %s\nwant %s", got, want)
+			}
+			// Once written, nothing more: the re-record happens once.
+			patched, err := h.client.Resource(deploymentsGVR).Namespace("shop").Get(context.Background(), "web", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.cache(patched)
+			if err := h.c.Reconcile(context.Background(), key); err != nil {
+				t.Fatal(err)
+			}
+			if n := len(h.patches()); n != 1 {
+				t.Errorf("%d patches after the re-record settled, want 1", n)
+			}
+		})
+	}
+	// The exact bytes of a re-record, spelled out once.
+	h := newHarness(t, []*unstructured.Unstructured{recorded}, []*unstructured.Unstructured{recorded}, dataV1)
+	if err := h.c.Reconcile(context.Background(), keyOf(deploymentsGVR, recorded)); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"metadata":{"annotations":{` +
+		`"com.xing.deployment-restart.applied-config-checksums":"{\"configmap/shop/app\":\"` + sourceState(t, cmApp, dataV1).Checksum(nil) + `\"}",` +
+		`"com.xing.deployment-restart.applied-template-hash":"` + w.TemplateHash + `"},"resourceVersion":"42"}}`
+	if got := string(h.patches()[0].GetPatch()); got != want {
+		t.Errorf("re-record patch:\n got %s\nwant %s", got, want)
+	}
+}
+
+// helm upgrade: the source was updated (resourceVersion 99), then the
+// template changed (100). With ordering, the template's pods read the update:
+// recorded with the template's resourceVersion, no restart. Without, the
+// update is pending, as before issue 8.
+func TestReconcileOrdersSourceUpdateBeforeTemplateChange(t *testing.T) {
+	u := fromYAML(t, webDeployment)
+	u.SetUID("5d6f0000-0000-4000-8000-000000000042")
+	h0 := newHarness(t, nil, nil, nil)
+	recorded := settle(h0, u, dataV1)
+	recorded = withAnnotations(recorded, map[string]string{templateHashKey: "0000000000000000"}) // recorded before the template change
+	for _, tc := range []struct {
+		name    string
+		ordered bool
+		applied string
+		record  string
+	}{
+		{"ordered: recorded, no restart", true, sourceState(t, cmApp, dataV2).Checksum(nil),
+			h0.reduce(u).TemplateHash + "@100@5d6f0000-0000-4000-8000-000000000042"},
+		{"ordering off: pending", false, pending, h0.reduce(u).TemplateHash},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, []*unstructured.Unstructured{recorded}, nil, nil)
+			h.cfg.OrderByResourceVersion = tc.ordered
+			state := h.reduce(recorded)
+			state.TemplateRV = "100" // what the tracker knows from the watch event
+			if err := h.workloads[deploymentsGVR].Update(state); err != nil {
+				t.Fatal(err)
+			}
+			src := sourceState(t, cmApp, dataV2)
+			src.ResourceVersion = "99"
+			if err := h.sources.Update(src); err != nil {
+				t.Fatal(err)
+			}
+			h.c.SourceChanged(cmApp) // the update's grace period is open
+			if err := h.c.Reconcile(context.Background(), keyOf(deploymentsGVR, recorded)); err != nil {
+				t.Fatal(err)
+			}
+			patches := h.patches()
+			if len(patches) != 1 {
+				t.Fatalf("%d patches, want 1", len(patches))
+			}
+			want := patchBody("42", annotation(t, map[string]string{cmApp.String(): tc.applied}), tc.record, "spec.template", false)
+			if got := string(patches[0].GetPatch()); got != want {
+				t.Errorf("patch body:\n got %s\nwant %s", got, want)
+			}
+		})
+	}
+}
+
 func TestLimitedRecorderDropsBeyondTheBucketAndCounts(t *testing.T) {
 	rec := &fakeRecorder{}
 	m := metrics.New(func() (int, int) { return 0, 0 })
@@ -727,5 +854,55 @@ func TestDryRunSimulatesItsWrites(t *testing.T) {
 	}
 	if n := len(h.patches()); n != 0 {
 		t.Fatalf("%d patches in a dry run", n)
+	}
+}
+
+// A paused Deployment rolls nothing when its template is patched: the
+// restart is still written (resuming rolls it) and the checksums recorded,
+// and a RestartNotRolled Warning Event says the running pods keep old data.
+func TestReconcileRestartNotRolled(t *testing.T) {
+	u := fromYAML(t, webDeployment)
+	if err := unstructured.SetNestedField(u.Object, true, "spec", "paused"); err != nil {
+		t.Fatal(err)
+	}
+	settled := settle(newHarness(t, nil, nil, nil), u, dataV1)
+	for _, tc := range []struct {
+		name       string
+		data       map[string]string
+		wantEvents int
+	}{
+		{"source changed: restart written, reported", dataV2, 2}, // Restarted, then RestartNotRolled
+		{"nothing changed: nothing reported", dataV1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, []*unstructured.Unstructured{settled}, []*unstructured.Unstructured{settled}, tc.data)
+			rec := &fakeRecorder{}
+			h.c.events = rec
+			if err := h.c.Reconcile(context.Background(), keyOf(deploymentsGVR, settled)); err != nil {
+				t.Fatal(err)
+			}
+			if len(rec.events) != tc.wantEvents {
+				t.Fatalf("events %+v, want %d", rec.events, tc.wantEvents)
+			}
+			if tc.wantEvents == 0 {
+				if n := len(h.patches()); n != 0 {
+					t.Fatalf("%d patches", n)
+				}
+				return
+			}
+			e := rec.events[len(rec.events)-1]
+			want := "pod template updated for changed configmap/shop/app (all keys), but spec.paused is true: running pods keep the old data until they are replaced"
+			if e.eventtype != corev1.EventTypeWarning || e.reason != "RestartNotRolled" || e.note != want {
+				t.Errorf("event %+v, want Warning RestartNotRolled %q", e, want)
+			}
+			patches := h.patches()
+			if len(patches) != 1 {
+				t.Fatalf("%d patches, want 1", len(patches))
+			}
+			applied := annotation(t, map[string]string{cmApp.String(): sourceState(t, cmApp, tc.data).Checksum(nil)})
+			if got, want := string(patches[0].GetPatch()), patchBody("42", applied, h.reduce(settled).TemplateHash, "spec.template", true); got != want {
+				t.Errorf("patch body:\n got %s\nwant %s", got, want)
+			}
+		})
 	}
 }

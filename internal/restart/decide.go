@@ -7,7 +7,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 )
@@ -16,14 +19,15 @@ import (
 // recorded; its later creation is a change only for optional references.
 const absent = ""
 
-// pending is recorded for a source whose data was updated moments before a
-// workload (or its new template) was first seen: pods started before that
-// update read the old data, so the workload restarts once the update's grace
+// pending is recorded for a source whose data may have changed under pods of
+// a new workload or template that were starting: written after the template
+// was set, or, when that order is unknown, updated moments before the
+// template was first seen. The workload restarts once the update's grace
 // period ends.
 // Being on the workload, it survives a crash of the controller.
 const pending = "pending"
 
-// SourceLookup finds the current state of a config.
+// SourceLookup finds the current state of a source.
 type SourceLookup interface {
 	Source(id catalog.SourceID) (*catalog.SourceState, bool)
 }
@@ -40,12 +44,18 @@ type WindowLookup interface {
 type Plan struct {
 	// Applied is the checksums annotation to hold after the patch.
 	Applied map[string]string
+	// TemplateRecord is the applied-template-hash annotation to hold after
+	// the patch (see templateRecord).
+	TemplateRecord string
 	// Patch is true when the workload must be written at all.
 	Patch bool
 	// Restart is true when the pod template gets a new restart timestamp.
 	Restart bool
 	// Changed lists the sources whose change causes the restart.
 	Changed []catalog.SourceID
+	// NotRolled, for a restart, says why the new template replaces no pods
+	// now (the workload's NotRolled): its running pods keep the old data.
+	NotRolled string
 	// Wait is how long until a change that is still in its grace period is due;
 	// zero when none is waiting.
 	Wait time.Duration
@@ -57,13 +67,63 @@ type Plan struct {
 	Unverified []catalog.SourceID
 }
 
+// templateRecord is the value of the applied-template-hash annotation: the
+// digest of the pod template the checksums were recorded against and, when
+// known, when that template was set:
+//
+//	"<hash>"              the order of writes is not known (also the format
+//	                      of releases before issue 8)
+//	"<hash>@<rv>@<uid>"   the template was set by the write at resourceVersion
+//	                      rv (the workload's creation or a template change)
+//	                      of the workload with that UID
+//
+// The UID keeps a record copied to another object (a backup restored into
+// another cluster, whose resourceVersions mean nothing here) from being used.
+type templateRecord struct{ hash, rv, uid string }
+
+func parseTemplateRecord(s string) templateRecord {
+	hash, rest, ordered := strings.Cut(s, "@")
+	if !ordered {
+		return templateRecord{hash: s}
+	}
+	rv, uid, ok := strings.Cut(rest, "@")
+	if !ok || hash == "" || uid == "" || strings.Contains(uid, "@") {
+		return templateRecord{} // unreadable: like no record at all
+	}
+	if _, err := resourceversion.CompareResourceVersion(rv, rv); err != nil {
+		return templateRecord{}
+	}
+	return templateRecord{hash: hash, rv: rv, uid: uid}
+}
+
+func (r templateRecord) String() string {
+	if r.rv == "" {
+		return r.hash
+	}
+	return r.hash + "@" + r.rv + "@" + r.uid
+}
+
+// writtenBefore reports whether resourceVersion a is known to come before b.
+// resourceVersions are etcd revisions, ordered across every resource kept
+// in one etcd; anything unparsable is "not known".
+func writtenBefore(a, b string) bool {
+	c, err := resourceversion.CompareResourceVersion(a, b)
+	return err == nil && c < 0
+}
+
 // Decide compares what the workload's pods were started with (the applied
 // checksums) with what its sources hold now. It reads only caches and has no
 // side effects, so the same inputs always give the same plan.
-func Decide(w *catalog.WorkloadState, sources SourceLookup, windows WindowLookup, now time.Time) Plan {
+//
+// With ordered, resourceVersions tell which came first, a source's last write
+// or the write that set the workload's pod template: pods of a template are
+// created after it was set, so a source written before that is in them
+// (docs/design.md, "Ordering source updates and template changes").
+func Decide(w *catalog.WorkloadState, sources SourceLookup, windows WindowLookup, now time.Time, ordered bool) Plan {
 	var plan Plan
 	applied := map[string]string{}
-	trusted := w.HasApplied && w.AppliedTemplateHash != ""
+	recorded := parseTemplateRecord(w.AppliedTemplateHash)
+	trusted := w.HasApplied && recorded.hash != ""
 	if w.HasApplied {
 		if err := json.Unmarshal([]byte(w.Applied), &applied); err != nil {
 			plan.Warning = fmt.Sprintf("applied checksums annotation is not a JSON object of strings (%v); recording current checksums without restart", err)
@@ -75,7 +135,45 @@ func Decide(w *catalog.WorkloadState, sources SourceLookup, windows WindowLookup
 	// did not record its template) cannot tell us what its pods read; and a
 	// changed template rolls the pods by itself. Either way the current data is
 	// what the pods get, so it is recorded without a restart.
-	recordOnly := !trusted || w.AppliedTemplateHash != w.TemplateHash
+	recordOnly := !trusted || recorded.hash != w.TemplateHash
+
+	// The template record to keep, and setAt: the write that set the
+	// template, when known. Every pod of the template is created after it.
+	record := recorded
+	if recordOnly {
+		record = templateRecord{hash: w.TemplateHash}
+		if ordered && w.TemplateRV != "" && w.UID != "" {
+			record.rv, record.uid = w.TemplateRV, string(w.UID)
+		}
+	}
+	plan.TemplateRecord = record.String()
+	var setAt string
+	if ordered && record.uid == string(w.UID) {
+		setAt = record.rv
+	}
+	// inPods: the source's last write (its resourceVersion bounds that of its
+	// last data change) came before the template was set, so the template's
+	// pods, all created after, read this data.
+	inPods := func(s *catalog.SourceState) bool { return setAt != "" && writtenBefore(s.ResourceVersion, setAt) }
+	// missed: pods of a template just set may have started before the
+	// source's current data was written.
+	missed := func(ref catalog.Reference, s *catalog.SourceState) bool {
+		if setAt == "" {
+			// Order unknown: only an update inside its grace period can
+			// have slipped under pods that were starting; a source created
+			// moments ago had no older data for them to read.
+			return windows.Updating(ref.ID, now)
+		}
+		if inPods(s) {
+			return false
+		}
+		// Written after the template was set. A creation alone kept pods
+		// that need it from starting until it existed; pods of an optional
+		// reference, an update, or a write the watch has not delivered as
+		// an event yet (no window) may have been missed.
+		_, open := windows.Due(ref.ID, now)
+		return !open || windows.Updating(ref.ID, now) || ref.Optional
+	}
 
 	plan.Applied = make(map[string]string, len(w.References))
 	var earliestDue time.Time
@@ -101,17 +199,21 @@ func Decide(w *catalog.WorkloadState, sources SourceLookup, windows WindowLookup
 		}
 		checksum := state.Checksum(ref.Keys)
 		current[ref.ID] = checksum
-		// Only an update can have slipped under pods that were starting: a
-		// source created moments ago had no older data for them to read.
-		changing := windows.Updating(ref.ID, now)
 		switch {
-		case recordOnly && changing && !(known && old == checksum):
+		case known && state.Matches(old, ref.Keys):
+			// Same data; an older checksum format is re-recorded silently.
+			plan.Applied[id] = checksum
+		case recordOnly && missed(ref, state):
 			plan.Applied[id] = pending
 			changed = append(changed, ref.ID)
-		case recordOnly || !known || old == checksum:
+		case recordOnly || !known:
 			plan.Applied[id] = checksum
 		case old == absent && !ref.Optional:
 			// The pods could not start without it, so they start with it now.
+			plan.Applied[id] = checksum
+		case inPods(state):
+			// Written before the template its pods run was set: they read it
+			// already. The record was taken from a cache that lagged.
 			plan.Applied[id] = checksum
 		default:
 			plan.Applied[id] = old
@@ -134,6 +236,7 @@ func Decide(w *catalog.WorkloadState, sources SourceLookup, windows WindowLookup
 	if len(ready) > 0 {
 		plan.Restart = true
 		plan.Changed = ready
+		plan.NotRolled = w.NotRolled
 		for _, id := range append(ready, waiting...) {
 			plan.Applied[id.String()] = current[id]
 		}
@@ -141,7 +244,7 @@ func Decide(w *catalog.WorkloadState, sources SourceLookup, windows WindowLookup
 	} else if len(waiting) > 0 {
 		plan.Wait = earliestDue.Sub(now)
 	}
-	plan.Patch = plan.Restart || w.AppliedTemplateHash != w.TemplateHash || !w.HasApplied || !sameChecksums(applied, plan.Applied) || plan.Warning != ""
+	plan.Patch = plan.Restart || plan.TemplateRecord != w.AppliedTemplateHash || !w.HasApplied || !sameChecksums(applied, plan.Applied) || plan.Warning != ""
 	return plan
 }
 

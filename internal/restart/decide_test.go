@@ -20,6 +20,7 @@ var (
 const (
 	tmplNow = "1111111111111111" // current template hash
 	tmplOld = "0000000000000000" // a template hash from before a template change
+	webUID  = "5d6f0000-0000-4000-8000-00000000000a"
 )
 
 func TestDecide(t *testing.T) {
@@ -34,10 +35,12 @@ func TestDecide(t *testing.T) {
 	keyA := catalog.Reference{ID: cmApp, Keys: []string{"a"}}
 	dbPW := catalog.Reference{ID: secDB, Keys: []string{"pw"}}
 
+	// appV1 with key a in binaryData, its text unchanged: another file.
+	appMoved := sourceStateIn(t, cmApp, map[string]string{"b": "1"}, map[string]string{"a": "1"})
 	app1, app2 := appV1.Checksum(nil), appV2.Checksum(nil)
 	db1, db2 := dbV1.Checksum(dbPW.Keys), dbV2.Checksum(dbPW.Keys)
 	keyA1 := appV1.Checksum(keyA.Keys)
-	if app1 == app2 || db1 == db2 || keyA1 != appB2.Checksum(keyA.Keys) {
+	if app1 == app2 || db1 == db2 || keyA1 != appB2.Checksum(keyA.Keys) || app1 == appMoved.Checksum(nil) {
 		t.Fatal("fixture checksums are not what the table assumes")
 	}
 
@@ -45,13 +48,16 @@ func TestDecide(t *testing.T) {
 		name         string
 		refs         []catalog.Reference
 		applied      *string // nil: no annotation
-		appliedHash  string
-		templateHash string // tmplNow when empty
+		appliedHash  string  // the applied-template-hash annotation
+		templateHash string  // tmplNow when empty
+		templateRV   string  // the write that set the template, when known
+		notRolled    string
+		ordered      bool // resourceVersions are compared
 		sources      sourceMap
 		windows      dueAt
 		createdOnly  bool // the windows were opened by creations, not updates
 
-		want        Plan // Warning compared as "present or not"
+		want        Plan // Warning compared as "present or not"; TemplateRecord the template hash when empty
 		wantWarning bool
 	}
 	ann := func(m map[string]string) *string { s := annotation(t, m); return &s }
@@ -369,14 +375,235 @@ func TestDecide(t *testing.T) {
 			sources:     sourceMap{cmApp: appV1},
 			want:        Plan{Applied: map[string]string{}},
 		},
+
+		// Issue 8: the order of writes in the API server (resourceVersions).
+		{
+			// helm upgrade: the ConfigMap, then the Deployment's template.
+			name:        "ordered: template set after the source update: recorded, no restart",
+			refs:        []catalog.Reference{whole},
+			applied:     ann(map[string]string{"configmap/shop/app": app1}),
+			appliedHash: tmplOld,
+			templateRV:  "100",
+			ordered:     true,
+			sources:     sourceMap{cmApp: at(appV2, "99")},
+			windows:     dueAt{cmApp: decideNow.Add(time.Second)},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": app2}, TemplateRecord: tmplNow + "@100@" + webUID, Patch: true},
+		},
+		{
+			name:       "ordered: workload created after the source update: recorded, no restart",
+			refs:       []catalog.Reference{whole, dbPW},
+			templateRV: "100",
+			ordered:    true,
+			sources:    sourceMap{cmApp: at(appV2, "99"), secDB: at(dbV1, "3")},
+			windows:    dueAt{cmApp: decideNow.Add(2 * time.Second)},
+			want: Plan{Applied: map[string]string{"configmap/shop/app": app2, "secret/shop/db": db1},
+				TemplateRecord: tmplNow + "@100@" + webUID, Patch: true},
+		},
+		{
+			name:        "ordered: source updated after the template was set: pending, restart when due",
+			refs:        []catalog.Reference{whole},
+			applied:     ann(map[string]string{"configmap/shop/app": app1}),
+			appliedHash: tmplOld,
+			templateRV:  "100",
+			ordered:     true,
+			sources:     sourceMap{cmApp: at(appV2, "101")},
+			windows:     dueAt{cmApp: decideNow.Add(time.Second)},
+			want: Plan{Applied: map[string]string{"configmap/shop/app": pending}, TemplateRecord: tmplNow + "@100@" + webUID,
+				Patch: true, Wait: time.Second},
+		},
+		{
+			// The cache holds the update, its event has not opened a window yet.
+			name:        "ordered: source written after the template was set, no window: restart at once",
+			refs:        []catalog.Reference{whole},
+			applied:     ann(map[string]string{"configmap/shop/app": app1}),
+			appliedHash: tmplOld,
+			templateRV:  "100",
+			ordered:     true,
+			sources:     sourceMap{cmApp: at(appV2, "101")},
+			want: Plan{Applied: map[string]string{"configmap/shop/app": app2}, TemplateRecord: tmplNow + "@100@" + webUID,
+				Patch: true, Restart: true, Changed: []catalog.SourceID{cmApp}},
+		},
+		{
+			name:        "ordered: required source created after the workload: recorded, the pods waited for it",
+			refs:        []catalog.Reference{whole},
+			templateRV:  "100",
+			ordered:     true,
+			sources:     sourceMap{cmApp: at(appV1, "101")},
+			windows:     dueAt{cmApp: decideNow.Add(2 * time.Second)},
+			createdOnly: true,
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1}, TemplateRecord: tmplNow + "@100@" + webUID, Patch: true},
+		},
+		{
+			name:        "ordered: optional source created after the workload: pending, pods may have started without it",
+			refs:        []catalog.Reference{wholeOptional},
+			templateRV:  "100",
+			ordered:     true,
+			sources:     sourceMap{cmApp: at(appV1, "101")},
+			windows:     dueAt{cmApp: decideNow.Add(2 * time.Second)},
+			createdOnly: true,
+			want: Plan{Applied: map[string]string{"configmap/shop/app": pending}, TemplateRecord: tmplNow + "@100@" + webUID,
+				Patch: true, Wait: 2 * time.Second},
+		},
+		{
+			name:        "ordered, template's resourceVersion unknown (start-up list): pending as without order",
+			refs:        []catalog.Reference{whole},
+			applied:     ann(map[string]string{"configmap/shop/app": app1}),
+			appliedHash: tmplOld,
+			ordered:     true,
+			sources:     sourceMap{cmApp: at(appV2, "99")},
+			windows:     dueAt{cmApp: decideNow.Add(time.Second)},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": pending}, Patch: true, Wait: time.Second},
+		},
+		{
+			name:        "ordering off: the template's resourceVersion is not used: pending",
+			refs:        []catalog.Reference{whole},
+			applied:     ann(map[string]string{"configmap/shop/app": app1}),
+			appliedHash: tmplOld,
+			templateRV:  "100",
+			sources:     sourceMap{cmApp: at(appV2, "99")},
+			windows:     dueAt{cmApp: decideNow.Add(time.Second)},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": pending}, Patch: true, Wait: time.Second},
+		},
+		{
+			// The workload's event was decided before the source informer
+			// delivered the update written before the template change.
+			name:        "ordered: update arriving after the record, written before the template: re-recorded, no restart",
+			refs:        []catalog.Reference{whole},
+			applied:     ann(map[string]string{"configmap/shop/app": app1}),
+			appliedHash: tmplNow + "@100@" + webUID,
+			ordered:     true,
+			sources:     sourceMap{cmApp: at(appV2, "99")},
+			windows:     dueAt{cmApp: decideNow.Add(time.Second)},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": app2}, TemplateRecord: tmplNow + "@100@" + webUID, Patch: true},
+		},
+		{
+			name:        "ordered: update written after the recorded template: restart",
+			refs:        []catalog.Reference{whole},
+			applied:     ann(map[string]string{"configmap/shop/app": app1}),
+			appliedHash: tmplNow + "@100@" + webUID,
+			ordered:     true,
+			sources:     sourceMap{cmApp: at(appV2, "101")},
+			want: Plan{Applied: map[string]string{"configmap/shop/app": app2}, TemplateRecord: tmplNow + "@100@" + webUID,
+				Patch: true, Restart: true, Changed: []catalog.SourceID{cmApp}},
+		},
+		{
+			name:        "ordered: template record of another object (a restored backup): order not used, restart",
+			refs:        []catalog.Reference{whole},
+			applied:     ann(map[string]string{"configmap/shop/app": app1}),
+			appliedHash: tmplNow + "@100@another-uid",
+			ordered:     true,
+			sources:     sourceMap{cmApp: at(appV2, "99")},
+			want: Plan{Applied: map[string]string{"configmap/shop/app": app2}, TemplateRecord: tmplNow + "@100@another-uid",
+				Patch: true, Restart: true, Changed: []catalog.SourceID{cmApp}},
+		},
+		{
+			name:        "ordering off: recorded order kept but not used: restart",
+			refs:        []catalog.Reference{whole},
+			applied:     ann(map[string]string{"configmap/shop/app": app1}),
+			appliedHash: tmplNow + "@100@" + webUID,
+			sources:     sourceMap{cmApp: at(appV2, "99")},
+			want: Plan{Applied: map[string]string{"configmap/shop/app": app2}, TemplateRecord: tmplNow + "@100@" + webUID,
+				Patch: true, Restart: true, Changed: []catalog.SourceID{cmApp}},
+		},
+		{
+			name:        "ordered: unparsable resourceVersions: order unknown, restart",
+			refs:        []catalog.Reference{whole},
+			applied:     ann(map[string]string{"configmap/shop/app": app1}),
+			appliedHash: tmplNow + "@100@" + webUID,
+			ordered:     true,
+			sources:     sourceMap{cmApp: at(appV2, "099")},
+			want: Plan{Applied: map[string]string{"configmap/shop/app": app2}, TemplateRecord: tmplNow + "@100@" + webUID,
+				Patch: true, Restart: true, Changed: []catalog.SourceID{cmApp}},
+		},
+		{
+			name:        "unreadable template record: record only",
+			refs:        []catalog.Reference{whole},
+			applied:     ann(map[string]string{"configmap/shop/app": app1}),
+			appliedHash: tmplNow + "@x@" + webUID,
+			ordered:     true,
+			sources:     sourceMap{cmApp: at(appV2, "99")},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": app2}, Patch: true},
+		},
+
+		// Versioned checksums.
+		{
+			name:        "upgrade: version-1 checksums of unchanged data re-recorded in version 2, no restart",
+			refs:        []catalog.Reference{whole, dbPW},
+			applied:     ann(map[string]string{"configmap/shop/app": v1(appV1, nil), "secret/shop/db": v1(dbV1, dbPW.Keys)}),
+			appliedHash: tmplNow,
+			sources:     sourceMap{cmApp: appV1, secDB: dbV1},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1, "secret/shop/db": db1}, Patch: true},
+		},
+		{
+			name:        "upgrade: version-1 checksum of changed data: restart",
+			refs:        []catalog.Reference{whole, dbPW},
+			applied:     ann(map[string]string{"configmap/shop/app": v1(appV1, nil), "secret/shop/db": v1(dbV1, dbPW.Keys)}),
+			appliedHash: tmplNow,
+			sources:     sourceMap{cmApp: appV2, secDB: dbV1},
+			want: Plan{Applied: map[string]string{"configmap/shop/app": app2, "secret/shop/db": db1},
+				Patch: true, Restart: true, Changed: []catalog.SourceID{cmApp}},
+		},
+		{
+			name:        "checksum of a version this build does not know: a change, restart",
+			refs:        []catalog.Reference{whole},
+			applied:     ann(map[string]string{"configmap/shop/app": "v9:0123456789abcdef"}),
+			appliedHash: tmplNow,
+			sources:     sourceMap{cmApp: appV1},
+			want: Plan{Applied: map[string]string{"configmap/shop/app": app1},
+				Patch: true, Restart: true, Changed: []catalog.SourceID{cmApp}},
+		},
+		{
+			name:        "key moved from data to binaryData with the same text: restart",
+			refs:        []catalog.Reference{whole},
+			applied:     ann(map[string]string{"configmap/shop/app": app1}),
+			appliedHash: tmplNow,
+			sources:     sourceMap{cmApp: appMoved},
+			want: Plan{Applied: map[string]string{"configmap/shop/app": appMoved.Checksum(nil)},
+				Patch: true, Restart: true, Changed: []catalog.SourceID{cmApp}},
+		},
+
+		// Workloads whose template change replaces no pods.
+		{
+			name:        "paused: restart planned, reported as not rolled",
+			refs:        []catalog.Reference{whole},
+			applied:     ann(map[string]string{"configmap/shop/app": app1}),
+			appliedHash: tmplNow,
+			notRolled:   "spec.paused is true",
+			sources:     sourceMap{cmApp: appV2},
+			want: Plan{Applied: map[string]string{"configmap/shop/app": app2},
+				Patch: true, Restart: true, Changed: []catalog.SourceID{cmApp}, NotRolled: "spec.paused is true"},
+		},
+		{
+			name:        "paused, change inside its grace period: wait, nothing reported yet",
+			refs:        []catalog.Reference{whole},
+			applied:     ann(map[string]string{"configmap/shop/app": app1}),
+			appliedHash: tmplNow,
+			notRolled:   "spec.paused is true",
+			sources:     sourceMap{cmApp: appV2},
+			windows:     dueAt{cmApp: decideNow.Add(time.Second)},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1}, Wait: time.Second},
+		},
+		{
+			name:        "OnDelete, template changed: recorded, nothing reported",
+			refs:        []catalog.Reference{whole},
+			applied:     ann(map[string]string{"configmap/shop/app": app1}),
+			appliedHash: tmplOld,
+			notRolled:   "spec.updateStrategy.type is OnDelete",
+			sources:     sourceMap{cmApp: appV2},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": app2}, Patch: true},
+		},
 	}
 
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
-			w := &catalog.WorkloadState{References: r.refs, AppliedTemplateHash: r.appliedHash, TemplateHash: r.templateHash}
-			w.Namespace, w.Name = "shop", "web"
+			w := &catalog.WorkloadState{References: r.refs, AppliedTemplateHash: r.appliedHash, TemplateHash: r.templateHash,
+				TemplateRV: r.templateRV, NotRolled: r.notRolled}
+			w.Namespace, w.Name, w.UID = "shop", "web", webUID
 			if w.TemplateHash == "" {
 				w.TemplateHash = tmplNow
+			}
+			if r.want.TemplateRecord == "" {
+				r.want.TemplateRecord = w.TemplateHash
 			}
 			if r.applied != nil {
 				w.HasApplied, w.Applied = true, *r.applied
@@ -389,7 +616,7 @@ func TestDecide(t *testing.T) {
 				windows = createdOnly{r.windows}
 			}
 			before := w.DeepCopyObject()
-			plan := Decide(w, r.sources, windows, decideNow)
+			plan := Decide(w, r.sources, windows, decideNow, r.ordered)
 
 			if (plan.Warning != "") != r.wantWarning {
 				t.Errorf("warning %q, want warning: %v", plan.Warning, r.wantWarning)
@@ -402,7 +629,7 @@ func TestDecide(t *testing.T) {
 				t.Error("Decide changed the workload state")
 			}
 			// Same inputs, same plan.
-			again := Decide(w, r.sources, windows, decideNow)
+			again := Decide(w, r.sources, windows, decideNow, r.ordered)
 			again.Warning = ""
 			if !reflect.DeepEqual(again, plan) {
 				t.Errorf("second Decide differs: %+v", again)
@@ -416,13 +643,13 @@ func TestDecide(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					w.HasApplied, w.Applied, w.AppliedTemplateHash = true, string(b), w.TemplateHash
+					w.HasApplied, w.Applied, w.AppliedTemplateHash = true, string(b), p.TemplateRecord
 				}
 				write(plan)
-				next := Decide(w, r.sources, dueAt{}, decideNow.Add(time.Hour))
+				next := Decide(w, r.sources, dueAt{}, decideNow.Add(time.Hour), r.ordered)
 				if plan.Wait > 0 && next.Restart {
 					write(next)
-					next = Decide(w, r.sources, dueAt{}, decideNow.Add(time.Hour))
+					next = Decide(w, r.sources, dueAt{}, decideNow.Add(time.Hour), r.ordered)
 				}
 				if next.Patch || next.Restart || next.Warning != "" {
 					t.Errorf("after writing the plan, Decide still wants %+v", next)
@@ -444,15 +671,41 @@ func FuzzDecideHostileAnnotation(f *testing.F) {
 		f.Add(seed, "")
 		f.Add(seed, tmplNow)
 	}
-	app := sourceState(f, cmApp, map[string]string{"a": "1"})
-	db := sourceState(f, secDB, map[string]string{"pw": "x"})
+	for _, record := range []string{tmplNow + "@100@" + webUID, tmplNow + "@10@" + webUID, tmplNow + "@100@other",
+		tmplNow + "@", tmplNow + "@100@", "@100@" + webUID, tmplNow + "@0100@" + webUID, tmplNow + "@100@a@b", "@", "@@"} {
+		f.Add(`{"configmap/shop/app":"0123456789abcdef","secret/shop/db":"v2:0123456789abcdef"}`, record)
+	}
+	// The sources were last written at resourceVersion 50.
+	app := at(sourceState(f, cmApp, map[string]string{"a": "1"}), "50")
+	db := at(sourceState(f, secDB, map[string]string{"pw": "x"}), "50")
 	sources := sourceMap{cmApp: app, secDB: db}
 	refs := []catalog.Reference{{ID: cmApp, Optional: true}, {ID: secDB, Keys: []string{"pw"}}, {ID: cmGone, Optional: true}}
 
 	f.Fuzz(func(t *testing.T, applied, appliedHash string) {
 		w := &catalog.WorkloadState{References: refs, HasApplied: true, Applied: applied,
 			AppliedTemplateHash: appliedHash, TemplateHash: tmplNow}
-		plan := Decide(w, sources, dueAt{cmApp: decideNow.Add(time.Second)}, decideNow)
+		w.UID = webUID
+		plan := Decide(w, sources, dueAt{cmApp: decideNow.Add(time.Second)}, decideNow, true)
+
+		// Whatever was read, the plan writes a record that reads back as
+		// the current template, and reaches a fixed point once written.
+		if got := parseTemplateRecord(plan.TemplateRecord); got.hash != tmplNow {
+			t.Fatalf("template record %q written for template %s", plan.TemplateRecord, tmplNow)
+		}
+		if plan.Patch {
+			written := *w
+			b, _ := json.Marshal(plan.Applied)
+			written.Applied, written.AppliedTemplateHash = string(b), plan.TemplateRecord
+			next := Decide(&written, sources, dueAt{}, decideNow.Add(time.Hour), true)
+			if next.Restart {
+				b, _ = json.Marshal(next.Applied)
+				written.Applied, written.AppliedTemplateHash = string(b), next.TemplateRecord
+				next = Decide(&written, sources, dueAt{}, decideNow.Add(time.Hour), true)
+			}
+			if next.Patch {
+				t.Fatalf("no fixed point: %+v after %+v", next, plan)
+			}
+		}
 
 		if len(plan.Applied) != len(refs) {
 			t.Fatalf("applied %v: want exactly one entry per reference", plan.Applied)

@@ -45,7 +45,7 @@ type simulatedPatches struct {
 	byKey map[catalog.WorkloadKey]simulatedPatch
 }
 
-type simulatedPatch struct{ applied, templateHash string }
+type simulatedPatch struct{ applied, templateRecord string }
 
 // overlay returns w as it would be after the patches simulated for it.
 func (s *simulatedPatches) overlay(key catalog.WorkloadKey, w *catalog.WorkloadState) *catalog.WorkloadState {
@@ -56,19 +56,19 @@ func (s *simulatedPatches) overlay(key catalog.WorkloadKey, w *catalog.WorkloadS
 		return w
 	}
 	out := *w // the cached object is shared and never changed
-	out.Applied, out.HasApplied, out.AppliedTemplateHash = p.applied, true, p.templateHash
+	out.Applied, out.HasApplied, out.AppliedTemplateHash = p.applied, true, p.templateRecord
 	return &out
 }
 
 // remember simulates writing plan to the workload.
-func (s *simulatedPatches) remember(key catalog.WorkloadKey, plan Plan, templateHash string) {
+func (s *simulatedPatches) remember(key catalog.WorkloadKey, plan Plan) {
 	applied, _ := json.Marshal(plan.Applied) // a map of strings always encodes
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.byKey == nil {
 		s.byKey = map[catalog.WorkloadKey]simulatedPatch{}
 	}
-	s.byKey[key] = simulatedPatch{applied: string(applied), templateHash: templateHash}
+	s.byKey[key] = simulatedPatch{applied: string(applied), templateRecord: plan.TemplateRecord}
 }
 
 // forget drops the simulation of a workload that is gone or opted out.

@@ -57,6 +57,28 @@ func fromYAML(t testing.TB, s string) *unstructured.Unstructured {
 // sourceState reduces a source object holding data, as the informer does.
 func sourceState(t testing.TB, id catalog.SourceID, data map[string]string) *catalog.SourceState {
 	t.Helper()
+	return sourceStateIn(t, id, data, nil)
+}
+
+// at returns a copy of a source state at the given resourceVersion.
+func at(s *catalog.SourceState, rv string) *catalog.SourceState {
+	out := s.DeepCopyObject().(*catalog.SourceState)
+	out.ResourceVersion = rv
+	return out
+}
+
+// v1 is a state's checksum in the format of version 1 (before issue 8).
+func v1(s *catalog.SourceState, keys []string) string {
+	sum, ok := s.ChecksumOf(1, keys)
+	if !ok {
+		panic("version 1 unknown")
+	}
+	return sum
+}
+
+// sourceStateIn reduces a ConfigMap holding data and binaryData (base64 text).
+func sourceStateIn(t testing.TB, id catalog.SourceID, data, binaryData map[string]string) *catalog.SourceState {
+	t.Helper()
 	u := &unstructured.Unstructured{Object: map[string]interface{}{}}
 	u.SetAPIVersion("v1")
 	u.SetKind("ConfigMap")
@@ -64,6 +86,11 @@ func sourceState(t testing.TB, id catalog.SourceID, data map[string]string) *cat
 	u.SetName(id.Name)
 	if err := unstructured.SetNestedStringMap(u.Object, data, "data"); err != nil {
 		t.Fatal(err)
+	}
+	if binaryData != nil {
+		if err := unstructured.SetNestedStringMap(u.Object, binaryData, "binaryData"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	out, err := catalog.ReduceSource([]string{"data", "binaryData"})(u)
 	if err != nil {

@@ -26,7 +26,7 @@ func BuildPatch(templateFields []string, annotations config.Annotations, w *cata
 			"resourceVersion": w.ResourceVersion,
 			"annotations": map[string]interface{}{
 				annotations.AppliedChecksums:    string(applied),
-				annotations.AppliedTemplateHash: w.TemplateHash,
+				annotations.AppliedTemplateHash: templateRecordOf(w, plan),
 			},
 		},
 	}
@@ -47,6 +47,15 @@ func BuildPatch(templateFields []string, annotations config.Annotations, w *cata
 		return nil, fmt.Errorf("encoding patch: %w", err)
 	}
 	return body, nil
+}
+
+// templateRecordOf is the plan's template record; a plan built by hand
+// without one records the bare template hash.
+func templateRecordOf(w *catalog.WorkloadState, plan Plan) string {
+	if plan.TemplateRecord != "" {
+		return plan.TemplateRecord
+	}
+	return w.TemplateHash
 }
 
 // nest places leaf at the path of fields below root, merging with maps

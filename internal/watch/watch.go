@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
@@ -229,13 +228,19 @@ func (w *Watcher) startSourceInformers(ctx context.Context, kind config.SourceKi
 }
 
 func (w *Watcher) startWorkloadInformers(ctx context.Context, kind config.WorkloadKind) error {
-	selector := w.cfg.WorkloadSelector.String()
-	tweak := func(o *metav1.ListOptions) { o.LabelSelector = selector }
 	for _, ns := range w.namespaces() {
-		informer := dynamicinformer.NewFilteredDynamicInformer(w.client, kind.GVR, ns, 0, catalog.WorkloadIndexers(), tweak).Informer()
-		handler := workloadHandler{resource: kind.GVR, handler: w.handler}
+		var tracker *catalog.TemplateTracker
+		transform := catalog.ReduceWorkload(kind, w.cfg)
+		if w.cfg.OrderByResourceVersion {
+			// Under a label selector, a workload appearing in the watch may
+			// be an older one whose labels now match: not a creation.
+			tracker = catalog.NewTemplateTracker(w.cfg.WorkloadSelector.Empty())
+			transform = tracker.Reduce(kind, w.cfg)
+		}
+		informer := workloadInformer(w.client, kind.GVR, ns, w.cfg.WorkloadSelector.String(), tracker)
+		handler := workloadHandler{resource: kind.GVR, handler: w.handler, tracker: tracker}
 		w.catalog.AddWorkloadStore(kind.GVR, informer.GetIndexer())
-		if err := w.start(ctx, informer, catalog.ReduceWorkload(kind, w.cfg), handler); err != nil {
+		if err := w.start(ctx, informer, transform, handler); err != nil {
 			return fmt.Errorf("watching %s: %w", kind.GVR, err)
 		}
 	}
@@ -291,6 +296,8 @@ func (h sourceHandler) OnDelete(interface{}) { h.metrics.ResourceVersions.Inc() 
 type workloadHandler struct {
 	resource schema.GroupVersionResource
 	handler  Handler
+	// tracker forgets deleted workloads; nil when ordering is off.
+	tracker *catalog.TemplateTracker
 }
 
 func (h workloadHandler) key(state *catalog.WorkloadState) catalog.WorkloadKey {
@@ -311,4 +318,8 @@ func (h workloadHandler) OnUpdate(oldObj, newObj interface{}) {
 	}
 }
 
-func (h workloadHandler) OnDelete(interface{}) {}
+func (h workloadHandler) OnDelete(obj interface{}) {
+	if h.tracker != nil {
+		h.tracker.Forget(obj)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/restart-controller/restart-controller/internal/promtext"
@@ -115,6 +116,16 @@ func (p *controllerProcess) Kill() {
 
 // ExitCode is valid after the process ended.
 func (p *controllerProcess) ExitCode() int { return p.cmd.ProcessState.ExitCode() }
+
+// logTailOnFailure logs the tail of the log of the process *p points to when
+// the test fails (a pointer, as tests replace killed processes).
+func logTailOnFailure(t *testing.T, name string, p **controllerProcess) {
+	t.Cleanup(func() {
+		if t.Failed() && *p != nil {
+			t.Logf("--- %s controller log tail ---\n%s", name, (*p).LogTail(60))
+		}
+	})
+}
 
 func (p *controllerProcess) LogTail(n int) string {
 	s, err := testcluster.TailFile(p.logPath, n)

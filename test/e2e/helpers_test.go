@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -15,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
+
+	"github.com/restart-controller/restart-controller/internal/catalog"
 )
 
 const (
@@ -40,17 +43,28 @@ func ctxFor(t *testing.T) context.Context {
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t *testing.T, what string, cond func() (bool, error)) {
 	t.Helper()
+	if err := poll(cond); err != nil {
+		t.Fatalf("timed out after %s waiting for %s (last error: %v)", waitLong, what, err)
+	}
+}
+
+// poll calls cond until it holds, or returns its last error once waitLong
+// has passed.
+func poll(cond func() (bool, error)) error {
 	deadline := time.Now().Add(waitLong)
 	var lastErr error
 	for time.Now().Before(deadline) {
 		ok, err := cond()
 		if ok && err == nil {
-			return
+			return nil
 		}
 		lastErr = err
 		time.Sleep(150 * time.Millisecond)
 	}
-	t.Fatalf("timed out after %s waiting for %s (last error: %v)", waitLong, what, lastErr)
+	if lastErr == nil {
+		lastErr = errors.New("condition not met")
+	}
+	return lastErr
 }
 
 func newNamespace(t *testing.T) string {
@@ -253,8 +267,8 @@ func unstructuredString(obj map[string]interface{}, path ...string) (string, boo
 }
 
 // waitRecorded waits until the controller has recorded the workload's applied
-// checksums: only then is a later config change a change for it.
-func waitRecorded(t *testing.T, gvr schema.GroupVersionResource, ns, name string, wantConfigs ...string) map[string]string {
+// checksums: only then is a later source change a change for it.
+func waitRecorded(t *testing.T, gvr schema.GroupVersionResource, ns, name string, wantSources ...string) map[string]string {
 	t.Helper()
 	var applied map[string]string
 	waitFor(t, fmt.Sprintf("applied checksums on %s %s/%s", gvr.Resource, ns, name), func() (bool, error) {
@@ -267,9 +281,9 @@ func waitRecorded(t *testing.T, gvr schema.GroupVersionResource, ns, name string
 		if err := json.Unmarshal([]byte(raw), &applied); err != nil {
 			return false, err
 		}
-		for _, c := range wantConfigs {
-			if _, ok := applied[c]; !ok {
-				return false, fmt.Errorf("%s missing from %s", c, raw)
+		for _, src := range wantSources {
+			if _, ok := applied[src]; !ok {
+				return false, fmt.Errorf("%s missing from %s", src, raw)
 			}
 		}
 		return true, nil
@@ -340,37 +354,83 @@ func assertNotRestarted(t *testing.T, gvr schema.GroupVersionResource, ns, name 
 	}
 }
 
-// waitIdle waits until the controller has nothing waiting or under way: no
-// open grace period, an empty queue and no reconcile running, twice in a row.
-// After a witness workload restarted, this proves the controller is done with
-// the change, so a workload left alone was left alone by decision.
-func waitIdle(t *testing.T, p *controllerProcess) {
+func isNotFound(err error) bool { return apierrors.IsNotFound(err) }
+
+// sourceID names a source the way the applied checksums annotation does.
+func sourceID(kind, ns, name string) string { return kind + "/" + ns + "/" + name }
+
+// The reductions of examples/config.yaml's sources (dataFields), applied here
+// to objects the test reads from the API server itself: the checksums they
+// give are those of the sources' current data, whatever the controller's
+// caches hold.
+var (
+	reduceConfigMap = catalog.ReduceSource([]string{"data", "binaryData"})
+	reduceSecret    = catalog.ReduceSource([]string{"data"})
+)
+
+// configMapChecksum is the checksum of the ConfigMap's data a reference reads:
+// the given keys, or every key when keys is nil.
+func configMapChecksum(cm *corev1.ConfigMap, keys []string) (string, error) {
+	return reducedChecksum(reduceConfigMap, cm, keys)
+}
+
+func secretChecksum(s *corev1.Secret, keys []string) (string, error) {
+	return reducedChecksum(reduceSecret, s, keys)
+}
+
+func reducedChecksum(reduce func(interface{}) (interface{}, error), obj interface{}, keys []string) (string, error) {
+	out, err := reduce(obj)
+	if err != nil {
+		return "", err
+	}
+	state, ok := out.(*catalog.SourceState)
+	if !ok {
+		return "", fmt.Errorf("reducing %T gave %T", obj, out)
+	}
+	return state.Checksum(keys), nil
+}
+
+// currentChecksum reads a ConfigMap ("configmap") or Secret ("secret") from
+// the API server and returns the checksum of the data a reference reads.
+func currentChecksum(t *testing.T, kind, ns, name string, keys []string) string {
 	t.Helper()
-	quiet := 0
-	waitFor(t, "controller idle", func() (bool, error) {
-		waiting, err := p.Metric("deployment_restart_controller_changes_waiting_total")
-		if err != nil {
-			return false, err
+	var sum string
+	var err error
+	switch kind {
+	case "configmap":
+		var cm *corev1.ConfigMap
+		if cm, err = env.kube.CoreV1().ConfigMaps(ns).Get(ctxFor(t), name, metav1.GetOptions{}); err == nil {
+			sum, err = configMapChecksum(cm, keys)
 		}
-		depth, err := p.Metric("workqueue_depth")
-		if err != nil {
-			return false, err
+	case "secret":
+		var s *corev1.Secret
+		if s, err = env.kube.CoreV1().Secrets(ns).Get(ctxFor(t), name, metav1.GetOptions{}); err == nil {
+			sum, err = secretChecksum(s, keys)
 		}
-		inFlight, err := p.Metric("restart_controller_reconciles_in_flight")
-		if err != nil {
-			return false, err
+	default:
+		err = fmt.Errorf("unknown source kind %q", kind)
+	}
+	if err != nil {
+		t.Fatalf("checksum of %s: %v", sourceID(kind, ns, name), err)
+	}
+	return sum
+}
+
+// waitApplied waits until the workload's applied checksums annotation (the
+// suite's key) holds want for every source named there.
+func waitApplied(t *testing.T, gvr schema.GroupVersionResource, ns, name string, want map[string]string) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("applied checksums %v on %s %s/%s", want, gvr.Resource, ns, name), func() (bool, error) {
+		raw := getWorkload(t, gvr, ns, name).annotations[appliedKey]
+		applied := map[string]string{}
+		if err := json.Unmarshal([]byte(raw), &applied); err != nil {
+			return false, fmt.Errorf("applied checksums %q: %v", raw, err)
 		}
-		if waiting == 0 && depth == 0 && inFlight == 0 {
-			quiet++
-		} else {
-			quiet = 0
-		}
-		if quiet < 3 {
-			time.Sleep(200 * time.Millisecond)
-			return false, nil
+		for id, sum := range want {
+			if applied[id] != sum {
+				return false, fmt.Errorf("applied %s", raw)
+			}
 		}
 		return true, nil
 	})
 }
-
-func isNotFound(err error) bool { return apierrors.IsNotFound(err) }

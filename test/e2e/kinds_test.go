@@ -13,6 +13,7 @@ import (
 )
 
 func TestStatefulSetRestart(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	createConfigMap(t, ns, "db-config", map[string]string{"k": "0"})
 	replicas := int32(2)
@@ -71,6 +72,7 @@ func waitStatefulSetRolled(t *testing.T, ns, name string, generation int64) {
 }
 
 func TestDaemonSetRestart(t *testing.T) {
+	t.Parallel()
 	ns := newNamespace(t)
 	createSecret(t, ns, "agent-token", map[string]string{"token": "0"})
 	opts := workloadOptions{optIn: true}
@@ -149,6 +151,7 @@ var rolloutsGVR = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1
 // Argo Rollouts) whose CRD is installed while the controller runs is picked
 // up without restarting the controller, and its workloads restart.
 func TestCRDWorkloadInstalledLater(t *testing.T) {
+	t.Parallel()
 	ctx := ctxFor(t)
 	crdGVR := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 	var crd unstructured.Unstructured

@@ -39,11 +39,27 @@ const graceForTests = "2s"
 
 func TestMain(m *testing.M) {
 	flag.Parse()
+	setParallelism()
 	if testing.Short() {
 		fmt.Println("e2e: skipped in -short mode")
 		os.Exit(0)
 	}
 	os.Exit(runSuite(m))
+}
+
+// parallelTests is how many parallel tests run at once unless -parallel is
+// given. Each test has its own namespace (and, if it runs its own controller,
+// its own annotation keys), and what they do is mostly wait for grace periods
+// and the control plane, not compute, so the default of GOMAXPROCS (2 on a
+// small machine) would leave the wall clock to waiting.
+const parallelTests = 8
+
+func setParallelism() {
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		_ = flag.Set("test.parallel", fmt.Sprint(parallelTests))
+	}
 }
 
 func runSuite(m *testing.M) int {

@@ -26,9 +26,9 @@ func eventsFor(t *testing.T, ns, name string) []string {
 	return out
 }
 
-// waitEvent waits for an Event about the object whose reason and note start
+// waitEventNote waits for an Event about the object whose reason and note start
 // as given.
-func waitEvent(t *testing.T, ns, name, reason, notePrefix string) {
+func waitEventNote(t *testing.T, ns, name, reason, notePrefix string) {
 	t.Helper()
 	want := reason + ": " + notePrefix
 	waitFor(t, fmt.Sprintf("Event %q on %s/%s", want, ns, name), func() (bool, error) {
@@ -49,11 +49,11 @@ func TestEventsSayWhy(t *testing.T) {
 	createDeployment(t, ns, "web", podSpec(t, `
 containers: [{name: app, image: example/app:1, env: [{name: LEVEL, valueFrom: {configMapKeyRef: {name: app, key: level}}}]}]`),
 		workloadOptions{optIn: true})
-	waitEvent(t, ns, "web", "RecordedChecksums", "Recorded the checksums of the data its pods read from 1 source(s)")
+	waitEventNote(t, ns, "web", "RecordedChecksums", "Recorded the checksums of the data its pods read from 1 source(s)")
 
 	setConfigMapKey(t, ns, "app", "level", "debug-secret-value")
 	waitDeploymentRestarts(t, ns, "web", 1)
-	waitEvent(t, ns, "web", "Restarted", "Restarted to pick up changed data: configmap/"+ns+"/app (keys level)")
+	waitEventNote(t, ns, "web", "Restarted", "Restarted to pick up changed data: configmap/"+ns+"/app (keys level)")
 	for _, e := range eventsFor(t, ns, "web") {
 		if strings.Contains(e, "debug-secret-value") {
 			t.Fatalf("an Event shows source data: %q", e)
@@ -85,9 +85,9 @@ func TestDryRunPatchesNothing(t *testing.T) {
 	if _, err := env.kube.AppsV1().Deployments(ns).Create(ctxFor(t), d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitEvent(t, ns, "web", "WouldRecordChecksums", "Would record the checksums")
+	waitEventNote(t, ns, "web", "WouldRecordChecksums", "Would record the checksums")
 	setConfigMapKey(t, ns, "app", "k", "2")
-	waitEvent(t, ns, "web", "WouldRestart", "Would restart to pick up changed data: configmap/"+ns+"/app (all keys)")
+	waitEventNote(t, ns, "web", "WouldRestart", "Would restart to pick up changed data: configmap/"+ns+"/app (all keys)")
 
 	got, err := env.kube.AppsV1().Deployments(ns).Get(ctxFor(t), "web", metav1.GetOptions{})
 	if err != nil {

@@ -1,0 +1,153 @@
+package explain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/config"
+)
+
+// Cluster reads objects with the caller's credentials: get and list only.
+type Cluster struct {
+	Dynamic dynamic.Interface
+}
+
+// Target is what a KIND/NAME argument names: a configured source kind or a
+// configured workload kind, and the object's name.
+type Target struct {
+	Name     string
+	Source   *config.SourceKind
+	Workload *config.WorkloadKind
+}
+
+// Resolve maps kubectl's "TYPE/NAME" (or TYPE and NAME as two arguments)
+// to a configured kind, through mapper: cli-runtime's discovery-backed
+// RESTMapper, which knows short names (deploy, sts, ds, cm). TYPE may be a short name (deploy), a singular or
+// plural resource, or qualified with a group (deployments.apps) or version
+// and group (deployments.v1.apps), as kubectl accepts it.
+func (c *Config) Resolve(mapper meta.RESTMapper, args []string) (Target, error) {
+	var typ, name string
+	switch len(args) {
+	case 1:
+		var ok bool
+		if typ, name, ok = strings.Cut(args[0], "/"); !ok || typ == "" || name == "" {
+			return Target{}, fmt.Errorf("want KIND/NAME (e.g. deploy/web, cm/app-config), got %q", args[0])
+		}
+	case 2:
+		typ, name = args[0], args[1]
+	default:
+		return Target{}, errors.New("want one object: KIND/NAME, or KIND NAME")
+	}
+	gvr, err := resolveType(mapper, typ)
+	if err != nil {
+		return Target{}, err
+	}
+	gr := gvr.GroupResource()
+	t := Target{Name: name}
+	for i := range c.Sources {
+		if c.Sources[i].GVR.GroupResource() == gr {
+			t.Source = &c.Sources[i]
+			return t, nil
+		}
+	}
+	for i := range c.Workloads {
+		if c.Workloads[i].GVR.GroupResource() == gr {
+			t.Workload = &c.Workloads[i]
+			return t, nil
+		}
+	}
+	var kinds []string
+	for _, k := range c.Sources {
+		kinds = append(kinds, k.GVR.GroupResource().String())
+	}
+	for _, k := range c.Workloads {
+		kinds = append(kinds, k.GVR.GroupResource().String())
+	}
+	return Target{}, fmt.Errorf("%s is neither a source nor a workload kind of the config (%s)", gr, strings.Join(kinds, ", "))
+}
+
+// resolveType is how kubectl reads a resource argument: "resource.version.group"
+// if that is served, else "resource.group" or a bare (short) name.
+func resolveType(mapper meta.RESTMapper, typ string) (schema.GroupVersionResource, error) {
+	typ = strings.ToLower(typ)
+	full, gr := schema.ParseResourceArg(typ)
+	if full != nil {
+		if gvr, err := mapper.ResourceFor(*full); err == nil {
+			return gvr, nil
+		}
+	}
+	gvr, err := mapper.ResourceFor(gr.WithVersion(""))
+	if err != nil {
+		if meta.IsNoMatchError(err) {
+			return schema.GroupVersionResource{}, fmt.Errorf("the server doesn't have a resource type %q", typ)
+		}
+		return schema.GroupVersionResource{}, err
+	}
+	return gvr, nil
+}
+
+// Get returns an object of a configured kind, nil when it does not exist.
+func (cl *Cluster) Get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string) (*unstructured.Unstructured, error) {
+	u, err := cl.Dynamic.Resource(gvr).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return u, err
+}
+
+// Fetcher reads sources and reduces them at once to per-key digests, as the
+// controller's cache does; values go no further.
+func (cl *Cluster) Fetcher(ctx context.Context) SourceFetcher {
+	return func(kind config.SourceKind, namespace, name string) (*catalog.SourceState, error) {
+		u, err := cl.Get(ctx, kind.GVR, namespace, name)
+		if err != nil || u == nil {
+			return nil, err
+		}
+		return reduceSource(kind, u)
+	}
+}
+
+func reduceSource(kind config.SourceKind, u *unstructured.Unstructured) (*catalog.SourceState, error) {
+	reduced, err := catalog.ReduceSource(kind.DataFields)(u)
+	if err != nil {
+		return nil, err
+	}
+	state, ok := reduced.(*catalog.SourceState)
+	if !ok {
+		return nil, fmt.Errorf("reducing %s: got %T", u.GetName(), reduced)
+	}
+	return state, nil
+}
+
+// Workloads lists the workloads of every configured kind in a namespace, with
+// the config's selector as the controller lists them. A kind the API server
+// does not serve (a CRD not installed) has none; a kind that cannot be listed
+// is returned in skipped with the reason.
+func (cl *Cluster) Workloads(ctx context.Context, c *Config, namespace string) (workloads []Workload, skipped []string) {
+	for _, kind := range c.Workloads {
+		list, err := cl.Dynamic.Resource(kind.GVR).Namespace(namespace).List(ctx, metav1.ListOptions{
+			LabelSelector: c.WorkloadSelector.String(),
+		})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			skipped = append(skipped, fmt.Sprintf("%s: %v", kind.GVR.GroupResource(), err))
+			continue
+		}
+		for i := range list.Items {
+			workloads = append(workloads, Workload{Kind: kind, Object: &list.Items[i]})
+		}
+	}
+	return workloads, skipped
+}

@@ -1,0 +1,178 @@
+package explain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/restart-controller/restart-controller/internal/catalog"
+)
+
+// Exit statuses, the controller's: 2 is a usage or configuration error.
+const (
+	exitOK      = 0
+	exitFailed  = 1
+	exitInvalid = 2
+)
+
+// requestTimeout bounds each request unless --request-timeout is given.
+const requestTimeout = 30 * time.Second
+
+// Env is what a subcommand gets from the process.
+type Env struct {
+	// Name is how the user invoked the command, for usage lines, e.g.
+	// "restart-controller" or "kubectl restart-controller".
+	Name      string
+	Version   string
+	LookupEnv func(string) (string, bool)
+	Stdout    io.Writer
+	Stderr    io.Writer
+}
+
+const explainUsage = `Explain what restart-controller would do, from the cluster as it is.
+
+Usage:
+  %[1]s explain KIND/NAME [flags]
+
+On a workload (deploy/web, sts/db, ds/agent, or any configured kind): each
+source it reads, through which reference of its pod spec, which keys,
+whether optional, the checksum its pods started with and the current one,
+and what the controller would do now and why.
+
+On a source (cm/NAME, secret/NAME): every opted-in workload of the
+configured kinds in its namespace that reads it, which keys, and what a
+change of each key would restart; --key K keeps the readers a change of K
+would restart. Secret values are never shown, only checksums.
+
+It reads with your credentials (get, list), never writes, and uses the
+controller's config file (--config, else $RESTART_CONTROLLER_CONFIG, else
+%[2]s, else the built-in defaults).
+
+Flags:
+`
+
+// Main runs "explain" with args (after the subcommand name) and returns the
+// exit status: 0 explained, 1 failed (not found, API error, incomplete), 2
+// usage or configuration error.
+func Main(ctx context.Context, args []string, env Env) int {
+	fs := pflag.NewFlagSet("explain", pflag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	configFile := fs.String("config", "", "the controller's config file [$RESTART_CONTROLLER_CONFIG]")
+	output := fs.StringP("output", "o", "", "output format: json or yaml (default: tables)")
+	key := fs.String("key", "", "on a source: only the readers a change of this key would restart")
+	kube := genericclioptions.NewConfigFlags(true)
+	kube.AddFlags(fs)
+	fs.Usage = func() {
+		fmt.Fprintf(env.Stderr, explainUsage, env.Name, DefaultConfigFile)
+		fs.PrintDefaults()
+	}
+	fail := func(code int, format string, a ...interface{}) int {
+		fmt.Fprintf(env.Stderr, env.Name+" explain: "+format+"\n", a...)
+		return code
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return exitOK
+		}
+		return fail(exitInvalid, "%v", err)
+	}
+	if err := CheckFormat(*output); err != nil {
+		return fail(exitInvalid, "%v", err)
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return exitInvalid
+	}
+
+	cfg, err := LoadConfig(*configFile, env.LookupEnv)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "%s: invalid configuration:\n%v\n", env.Name, err)
+		return exitInvalid
+	}
+	if cfg.File == "" {
+		fmt.Fprintf(env.Stderr, "note: no config file at %s; using the built-in defaults (pass --config)\n", DefaultConfigFile)
+	}
+
+	rc, err := kube.ToRESTConfig()
+	if err != nil {
+		return fail(exitFailed, "%v", err)
+	}
+	rc.UserAgent = "restart-controller-explain/" + env.Version
+	if rc.Timeout == 0 {
+		// --request-timeout, if given, wins; an unreachable address fails
+		// instead of hanging.
+		rc.Timeout = requestTimeout
+	}
+	namespace, _, err := kube.ToRawKubeConfigLoader().Namespace()
+	if err != nil {
+		return fail(exitFailed, "%v", err)
+	}
+	mapper, err := kube.ToRESTMapper()
+	if err != nil {
+		return fail(exitFailed, "%v", err)
+	}
+	client, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return fail(exitFailed, "%v", err)
+	}
+	cl := &Cluster{Dynamic: client}
+
+	target, err := cfg.Resolve(mapper, fs.Args())
+	if err != nil {
+		return fail(exitInvalid, "%v", err)
+	}
+	if target.Workload != nil && *key != "" {
+		return fail(exitInvalid, "--key applies to a source (ConfigMap, Secret), not to a workload")
+	}
+
+	var report interface{}
+	code := exitOK
+	if target.Workload != nil {
+		gvr := target.Workload.GVR
+		obj, err := cl.Get(ctx, gvr, namespace, target.Name)
+		if err != nil {
+			return fail(exitFailed, "%v", err)
+		}
+		if obj == nil {
+			return fail(exitFailed, "%s %q not found in namespace %s", gvr.GroupResource(), target.Name, namespace)
+		}
+		if report, err = cfg.ExplainWorkload(*target.Workload, obj, cl.Fetcher(ctx), time.Now()); err != nil {
+			return fail(exitFailed, "%v", err)
+		}
+		if report.(*WorkloadReport).Decision.Action == ActionUnknown {
+			code = exitFailed
+		}
+	} else {
+		kind := *target.Source
+		obj, err := cl.Get(ctx, kind.GVR, namespace, target.Name)
+		if err != nil {
+			return fail(exitFailed, "%v", err)
+		}
+		var state *catalog.SourceState
+		if obj != nil {
+			if state, err = reduceSource(kind, obj); err != nil {
+				return fail(exitFailed, "%v", err)
+			}
+		}
+		workloads, skipped := cl.Workloads(ctx, cfg, namespace)
+		r, err := cfg.ExplainSource(kind, namespace, target.Name, state, workloads, *key)
+		if err != nil {
+			return fail(exitFailed, "%v", err)
+		}
+		r.Skipped = skipped
+		if len(skipped) > 0 {
+			code = exitFailed
+		}
+		report = r
+	}
+	if err := Render(env.Stdout, report, *output); err != nil {
+		return fail(exitFailed, "%v", err)
+	}
+	return code
+}

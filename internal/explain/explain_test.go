@@ -1,0 +1,369 @@
+package explain
+
+import (
+	"bytes"
+	"encoding/base64"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"text/template"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/explain/explaintest"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// fixture is testdata/shop.yaml: source objects and workload objects, as the
+// API server would return them, reduced by the catalog's own transforms.
+type fixture struct {
+	cfg       *Config
+	sources   map[string]*unstructured.Unstructured // "configmap/NAME"
+	workloads []Workload
+}
+
+func defaultConfig(t *testing.T, extra string) *Config {
+	t.Helper()
+	var data []byte
+	if extra != "" {
+		data = []byte(extra)
+	}
+	c, err := ParseConfig(data, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func loadFixture(t *testing.T, cfg *Config) *fixture {
+	t.Helper()
+	raw, err := os.ReadFile("testdata/shop.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Pass one, with placeholders, gives the sources and the template
+	// digests; pass two writes the real checksums and digests.
+	first := parseFixture(t, cfg, raw, template.FuncMap{
+		"sum":  func(string, ...string) string { return "x" },
+		"hash": func(string) string { return "x" },
+	})
+	hashes := map[string]string{}
+	for _, w := range first.workloads {
+		hashes[w.Object.GetName()] = reduceWorkload(t, cfg, w).TemplateHash
+	}
+	return parseFixture(t, cfg, raw, template.FuncMap{
+		"sum": func(source string, keys ...string) string {
+			u, ok := first.sources[source]
+			if !ok {
+				t.Fatalf("fixture: no source %s", source)
+			}
+			kind, _ := cfg.sourceKind(strings.ToLower(u.GetKind()))
+			state, err := reduceSource(kind, u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(keys) == 0 {
+				keys = nil
+			}
+			return state.Checksum(keys)
+		},
+		"hash": func(name string) string { return hashes[name] },
+	})
+}
+
+func parseFixture(t *testing.T, cfg *Config, raw []byte, funcs template.FuncMap) *fixture {
+	t.Helper()
+	tmpl, err := template.New("shop").Funcs(funcs).Parse(string(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := tmpl.Execute(&b, nil); err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{cfg: cfg, sources: map[string]*unstructured.Unstructured{}}
+	for _, doc := range strings.Split(b.String(), "\n---\n") {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			t.Fatalf("fixture: %v\n%s", err, doc)
+		}
+		kind := strings.ToLower(u.GetKind())
+		if kind == "configmap" || kind == "secret" {
+			f.sources[kind+"/"+u.GetName()] = u
+			continue
+		}
+		wk, ok := f.workloadKind(u)
+		if !ok {
+			t.Fatalf("fixture: %s is not a configured workload kind", u.GetKind())
+		}
+		f.workloads = append(f.workloads, Workload{Kind: wk, Object: u})
+	}
+	return f
+}
+
+func (f *fixture) workloadKind(u *unstructured.Unstructured) (config.WorkloadKind, bool) {
+	resource := strings.ToLower(u.GetKind()) + "s"
+	for _, k := range f.cfg.Workloads {
+		if k.GVR.Group == u.GroupVersionKind().Group && k.GVR.Resource == resource {
+			return k, true
+		}
+	}
+	return config.WorkloadKind{}, false
+}
+
+func reduceWorkload(t *testing.T, cfg *Config, w Workload) *catalog.WorkloadState {
+	t.Helper()
+	reduced, err := catalog.ReduceWorkload(w.Kind, cfg.Config)(w.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reduced.(*catalog.WorkloadState)
+}
+
+// fetch serves the fixture's sources, reduced as the controller reduces them.
+func (f *fixture) fetch(t *testing.T) SourceFetcher {
+	return func(kind config.SourceKind, _, name string) (*catalog.SourceState, error) {
+		u, ok := f.sources[kind.Name+"/"+name]
+		if !ok {
+			return nil, nil
+		}
+		return reduceSource(kind, u)
+	}
+}
+
+func (f *fixture) workload(t *testing.T, name string) Workload {
+	t.Helper()
+	for _, w := range f.workloads {
+		if w.Object.GetName() == name {
+			return w
+		}
+	}
+	t.Fatalf("fixture: no workload %s", name)
+	return Workload{}
+}
+
+var now = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+
+func (f *fixture) explainWorkload(t *testing.T, name string) *WorkloadReport {
+	t.Helper()
+	w := f.workload(t, name)
+	r, err := f.cfg.ExplainWorkload(w.Kind, w.Object, f.fetch(t), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (f *fixture) explainSource(t *testing.T, source, key string) *SourceReport {
+	t.Helper()
+	kindName, name, _ := strings.Cut(source, "/")
+	kind, ok := f.cfg.sourceKind(kindName)
+	if !ok {
+		t.Fatalf("no source kind %s", kindName)
+	}
+	state, err := f.fetch(t)(kind, "shop", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := f.cfg.ExplainSource(kind, "shop", name, state, f.workloads, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func render(t *testing.T, report interface{}, format string) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := Render(&b, report, format); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+func TestGolden(t *testing.T) {
+	f := loadFixture(t, defaultConfig(t, ""))
+	notWatched := loadFixture(t, defaultConfig(t, "namespaces: [other]\nworkloadSelector: tier=front\n"))
+	tests := []struct {
+		name   string
+		report func(t *testing.T) interface{}
+		format string
+	}{
+		{"workload-every-form", func(t *testing.T) interface{} { return f.explainWorkload(t, "web") }, FormatTable},
+		{"workload-every-form.json", func(t *testing.T) interface{} { return f.explainWorkload(t, "web") }, FormatJSON},
+		{"workload-changed", func(t *testing.T) interface{} { return f.explainWorkload(t, "worker") }, FormatTable},
+		{"workload-pending", func(t *testing.T) interface{} { return f.explainWorkload(t, "db") }, FormatTable},
+		{"workload-first-sight", func(t *testing.T) interface{} { return f.explainWorkload(t, "agent") }, FormatTable},
+		{"workload-template-changed", func(t *testing.T) interface{} { return f.explainWorkload(t, "edited") }, FormatTable},
+		{"workload-not-opted-in", func(t *testing.T) interface{} { return f.explainWorkload(t, "legacy") }, FormatTable},
+		{"workload-optional-appeared", func(t *testing.T) interface{} { return f.explainWorkload(t, "optional-reader") }, FormatTable},
+		{"workload-required-appeared", func(t *testing.T) interface{} { return f.explainWorkload(t, "required-reader") }, FormatTable},
+		{"workload-source-deleted", func(t *testing.T) interface{} { return f.explainWorkload(t, "orphan") }, FormatTable},
+		{"workload-garbled-annotation", func(t *testing.T) interface{} { return f.explainWorkload(t, "garbled") }, FormatTable},
+		{"workload-no-template", func(t *testing.T) interface{} { return f.explainWorkload(t, "broken") }, FormatTable},
+		{"workload-not-watched", func(t *testing.T) interface{} { return notWatched.explainWorkload(t, "web") }, FormatTable},
+		{"source-configmap", func(t *testing.T) interface{} { return f.explainSource(t, "configmap/app-config", "") }, FormatTable},
+		{"source-configmap.yaml", func(t *testing.T) interface{} { return f.explainSource(t, "configmap/app-config", "") }, FormatYAML},
+		{"source-configmap-key-color", func(t *testing.T) interface{} { return f.explainSource(t, "configmap/app-config", "color") }, FormatTable},
+		{"source-configmap-key-unused", func(t *testing.T) interface{} { return f.explainSource(t, "configmap/app-config", "unused") }, FormatTable},
+		{"source-secret", func(t *testing.T) interface{} { return f.explainSource(t, "secret/app-secret", "") }, FormatTable},
+		{"source-absent-optional", func(t *testing.T) interface{} { return f.explainSource(t, "configmap/feature-flags", "") }, FormatTable},
+		{"source-not-watched", func(t *testing.T) interface{} { return notWatched.explainSource(t, "configmap/app-config", "") }, FormatTable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := explaintest.Normalise(render(t, tt.report(t), tt.format))
+			name := tt.name
+			if !strings.Contains(name, ".") {
+				name += ".txt"
+			}
+			explaintest.Compare(t, filepath.Join("testdata", "golden", name), got, *update)
+		})
+	}
+}
+
+// No output of any format ever holds a Secret value, raw or encoded.
+func TestNeverPrintsSecretValues(t *testing.T) {
+	f := loadFixture(t, defaultConfig(t, ""))
+	var values []string
+	for id, u := range f.sources {
+		if !strings.HasPrefix(id, "secret/") {
+			continue
+		}
+		data, _ := u.Object["data"].(map[string]interface{})
+		for _, v := range data {
+			encoded := v.(string)
+			decoded, err := base64.StdEncoding.DecodeString(encoded)
+			if err != nil {
+				t.Fatal(err)
+			}
+			values = append(values, encoded, string(decoded))
+		}
+	}
+	if len(values) == 0 {
+		t.Fatal("fixture has no secret values; this test checks nothing")
+	}
+	var reports []interface{}
+	for _, w := range f.workloads {
+		reports = append(reports, f.explainWorkload(t, w.Object.GetName()))
+	}
+	for id := range f.sources {
+		reports = append(reports, f.explainSource(t, id, ""))
+	}
+	for _, r := range reports {
+		for _, format := range []string{FormatTable, FormatJSON, FormatYAML} {
+			out := render(t, r, format)
+			for _, v := range values {
+				if strings.Contains(out, v) {
+					t.Errorf("output (%q) holds the secret value %q:\n%s", format, v, out)
+				}
+			}
+		}
+	}
+}
+
+// The places explain names for each source add up to exactly what the
+// controller's catalog reads: the same sources, keys and optionality.
+func TestUsesAgreeWithCatalog(t *testing.T) {
+	f := loadFixture(t, defaultConfig(t, ""))
+	for _, w := range f.workloads {
+		state := reduceWorkload(t, f.cfg, w)
+		uses := f.cfg.usesByID(w.Kind, w.Object, w.Object.GetNamespace())
+		if len(uses) != len(state.References) {
+			t.Errorf("%s: %d sources by place, %d in the catalog", w.Object.GetName(), len(uses), len(state.References))
+		}
+		for _, ref := range state.References {
+			us := uses[ref.ID]
+			if len(us) == 0 {
+				t.Errorf("%s: no place found for %s", w.Object.GetName(), ref.ID)
+				continue
+			}
+			optional, all := true, false
+			var keys []string
+			for _, u := range us {
+				optional = optional && u.Optional
+				all = all || u.AllKeys
+				keys = append(keys, u.Keys...)
+			}
+			slices.Sort(keys)
+			keys = slices.Compact(keys)
+			if all {
+				keys = nil
+			}
+			if optional != ref.Optional || !reflect.DeepEqual(keys, ref.Keys) {
+				t.Errorf("%s: %s: places give keys %v optional %v; catalog keys %v optional %v",
+					w.Object.GetName(), ref.ID, keys, optional, ref.Keys, ref.Optional)
+			}
+		}
+	}
+}
+
+// A config whose reference forms differ from the defaults names its own
+// forms and paths, "$." prefixes and trailing [*] included.
+func TestUsesOfCustomForms(t *testing.T) {
+	cfg := defaultConfig(t, `
+sources:
+- {name: bundle, version: v1, resource: bundles, group: example.com, dataFields: [spec]}
+references:
+- {source: bundle, from: ["$.bundles[*]", "sidecars[*].bundleRefs[*].ref"], name: id, keys: "only[*]"}
+`)
+	podSpec := map[string]interface{}{}
+	if err := yaml.Unmarshal([]byte(`
+bundles: [{id: a}, {name: named, id: b, only: [x, z]}]
+sidecars: [{name: s, bundleRefs: [{ref: {id: c}}]}]
+`), &podSpec); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range cfg.uses(podSpec) {
+		got = append(got, f.use.Reference+" "+f.use.Path+" "+f.ref.Name+" "+strings.Join(f.use.Keys, ","))
+	}
+	want := []string{
+		"references[0] bundles[0] a ",
+		"references[0] bundles[named] b x,z",
+		"references[0] sidecars[s].bundleRefs[0].ref c ",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+}
+
+func TestLoadConfig(t *testing.T) {
+	noEnv := func(string) (string, bool) { return "", false }
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("workers: 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadConfig(bad, noEnv); err == nil || !strings.Contains(err.Error(), "loading config from "+bad+": workers: must be between 1 and 1000, got 0") {
+		t.Errorf("bad file: %v", err)
+	}
+	if _, err := LoadConfig(filepath.Join(dir, "none.yaml"), noEnv); err == nil {
+		t.Error("a missing file named by --config must be an error")
+	}
+	env := func(k string) (string, bool) {
+		return filepath.Join(dir, "none.yaml"), k == "RESTART_CONTROLLER_CONFIG"
+	}
+	if _, err := LoadConfig("", env); err == nil {
+		t.Error("a missing file named by $RESTART_CONTROLLER_CONFIG must be an error")
+	}
+	c, err := LoadConfig("../../examples/config.yaml", noEnv)
+	if err != nil || c.File != "../../examples/config.yaml" || len(c.forms) != 7 {
+		t.Fatalf("examples/config.yaml: %v", err)
+	}
+	if _, err := os.Stat(DefaultConfigFile); err == nil {
+		t.Skip(DefaultConfigFile + " exists here")
+	}
+	if c, err := LoadConfig("", noEnv); err != nil || c.File != "" {
+		t.Errorf("without a file the built-in defaults are used: %v", err)
+	}
+}

@@ -1,0 +1,256 @@
+package explain
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Output formats.
+const (
+	FormatTable = ""
+	FormatJSON  = "json"
+	FormatYAML  = "yaml"
+)
+
+// CheckFormat returns an error for an unknown -o value.
+func CheckFormat(format string) error {
+	switch format {
+	case FormatTable, FormatJSON, FormatYAML:
+		return nil
+	}
+	return fmt.Errorf("unknown output format %q: use json or yaml, or leave -o out for a table", format)
+}
+
+// WriteStructured writes v as indented JSON or as YAML.
+func WriteStructured(w io.Writer, v interface{}, format string) error {
+	raw, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	if format == FormatYAML {
+		if raw, err = yaml.JSONToYAML(raw); err != nil {
+			return err
+		}
+	} else {
+		raw = append(raw, '\n')
+	}
+	_, err = w.Write(raw)
+	return err
+}
+
+// Render writes a report (*WorkloadReport or *SourceReport) in the format.
+func Render(w io.Writer, report interface{}, format string) error {
+	if format != FormatTable {
+		return WriteStructured(w, report, format)
+	}
+	var b strings.Builder
+	switch r := report.(type) {
+	case *WorkloadReport:
+		renderWorkload(&b, r)
+	case *SourceReport:
+		renderSource(&b, r)
+	default:
+		return fmt.Errorf("cannot render %T", report)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// table aligns rows of cells; an empty cell is shown as "-", so that every
+// column stays visible.
+type table struct {
+	tw *tabwriter.Writer
+}
+
+func newTable(w io.Writer, header ...string) *table {
+	t := &table{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)}
+	t.row(header...)
+	return t
+}
+
+func (t *table) row(cells ...string) {
+	for i, c := range cells {
+		if c == "" {
+			cells[i] = "-"
+		}
+	}
+	fmt.Fprintln(t.tw, strings.Join(cells, "\t"))
+}
+
+func (t *table) flush() { _ = t.tw.Flush() }
+
+func fields(w io.Writer, pairs ...string) {
+	t := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for i := 0; i+1 < len(pairs); i += 2 {
+		fmt.Fprintf(t, "%s:\t%s\n", pairs[i], pairs[i+1])
+	}
+	_ = t.Flush()
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func readsText(keys []string, all bool) string {
+	if all {
+		return "every key"
+	}
+	return strings.Join(keys, ", ")
+}
+
+func statusText(s string) string { return strings.ReplaceAll(s, "-", " ") }
+
+func appliedText(applied *string) string {
+	switch {
+	case applied == nil:
+		return "(not recorded)"
+	case *applied == appliedAbsent:
+		return "(absent)"
+	}
+	return *applied
+}
+
+func currentText(exists bool, current, status string) string {
+	switch {
+	case status == StatusUnreadable:
+		return "(unreadable)"
+	case !exists:
+		return "(absent)"
+	}
+	return current
+}
+
+func renderWorkload(w io.Writer, r *WorkloadReport) {
+	watched := "yes"
+	if !r.Watched {
+		watched = "no: " + r.NotWatched
+	}
+	recorded := "no"
+	switch {
+	case r.RecordError != "":
+		recorded = "yes, but the annotation cannot be read: " + r.RecordError
+	case r.Recorded && r.TemplateRecorded:
+		recorded = "yes, against the current pod template"
+	case r.Recorded:
+		recorded = "yes, but not against the current pod template"
+	}
+	pairs := []string{"Workload", r.Workload, "Namespace", r.Namespace, "Opted in", yesNo(r.OptedIn),
+		"Watched", watched, "Recorded", recorded}
+	if r.Problem != "" {
+		pairs = append(pairs, "Problem", r.Problem)
+	}
+	fields(w, pairs...)
+
+	if len(r.Sources) == 0 {
+		fmt.Fprintln(w, "\nIt reads no source.")
+	} else {
+		fmt.Fprintln(w)
+		// The checksums share the last column, so that their width (which
+		// the checksum format decides) moves no other column.
+		t := newTable(w, "SOURCE", "READS", "OPTIONAL", "STATUS", "CHECKSUM: APPLIED -> CURRENT")
+		for _, s := range r.Sources {
+			t.row(shortID(s.Kind, s.Name), readsText(s.Keys, s.AllKeys), yesNo(s.Optional), statusText(s.Status),
+				appliedText(s.Applied)+" -> "+currentText(s.Exists, s.Current, s.Status))
+		}
+		t.flush()
+
+		fmt.Fprintln(w)
+		t = newTable(w, "REFERENCE", "SOURCE", "READS", "OPTIONAL", "FORM")
+		for _, s := range r.Sources {
+			for _, u := range s.Uses {
+				t.row(u.Path, shortID(s.Kind, s.Name), readsText(u.Keys, u.AllKeys), yesNo(u.Optional), u.Reference)
+			}
+		}
+		t.flush()
+
+		var notes []string
+		for _, s := range r.Sources {
+			if s.Status != StatusUpToDate {
+				notes = append(notes, shortID(s.Kind, s.Name)+": "+s.Note)
+			}
+		}
+		if len(notes) > 0 {
+			fmt.Fprintln(w)
+			for _, n := range notes {
+				fmt.Fprintln(w, n)
+			}
+		}
+	}
+
+	fmt.Fprintf(w, "\nThe controller would now: %s\n", r.Decision.Action)
+	for _, reason := range r.Decision.Reasons {
+		fmt.Fprintf(w, "  - %s\n", reason)
+	}
+}
+
+func renderSource(w io.Writer, r *SourceReport) {
+	exists := "yes"
+	if !r.Exists {
+		exists = "no"
+	}
+	watched := "yes"
+	if !r.Watched {
+		watched = "no: " + r.NotWatched
+	}
+	pairs := []string{"Source", shortID(r.Kind, r.Name), "Namespace", r.Namespace, "Exists", exists}
+	if r.Exists {
+		keys := strings.Join(r.Keys, ", ")
+		if keys == "" {
+			keys = "(none)"
+		}
+		pairs = append(pairs, "Keys", keys+" (names only; values are never shown)")
+	}
+	pairs = append(pairs, "Watched", watched)
+	if r.Key != "" {
+		pairs = append(pairs, "Key", r.Key+" (only readers a change of it restarts)")
+	}
+	fields(w, pairs...)
+
+	fmt.Fprintln(w)
+	switch {
+	case len(r.Readers) == 0 && r.Key != "":
+		fmt.Fprintf(w, "A change of key %s restarts no opted-in workload.\n", r.Key)
+	case len(r.Readers) == 0:
+		fmt.Fprintln(w, "No opted-in workload reads it.")
+	default:
+		t := newTable(w, "READER", "READS", "OPTIONAL", "STATUS", "REFERENCES")
+		for _, rd := range r.Readers {
+			places := make([]string, len(rd.Uses))
+			for i, u := range rd.Uses {
+				places[i] = u.Path
+			}
+			t.row(rd.Workload, readsText(rd.Keys, rd.AllKeys), yesNo(rd.Optional), statusText(rd.Status), strings.Join(places, ", "))
+		}
+		t.flush()
+	}
+
+	if len(r.ByKey) > 0 {
+		fmt.Fprintln(w)
+		t := newTable(w, "A CHANGE OF KEY", "RESTARTS")
+		for _, k := range r.ByKey {
+			restarts := strings.Join(k.Restarts, ", ")
+			if restarts == "" {
+				restarts = "nothing"
+			}
+			t.row(k.Key, restarts)
+		}
+		t.flush()
+	}
+	if !r.Watched {
+		fmt.Fprintln(w, "\nA change restarts nothing: the controller does not watch this namespace.")
+	}
+	if len(r.NotOptedIn) > 0 {
+		fmt.Fprintf(w, "\nAlso read by workloads that are not opted in (never restarted): %s\n", strings.Join(r.NotOptedIn, ", "))
+	}
+	for _, s := range r.Skipped {
+		fmt.Fprintf(w, "\nNot listed: %s\n", s)
+	}
+}

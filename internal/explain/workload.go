@@ -1,0 +1,354 @@
+package explain
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/restart"
+)
+
+// Source statuses: what a workload's pods started with, compared with now.
+const (
+	StatusUpToDate    = "up-to-date"   // the data the pods read is what they started with
+	StatusChanged     = "changed"      // the data the pods read changed since they started
+	StatusPending     = "pending"      // recorded "pending": updated just before the pods started
+	StatusAppeared    = "appeared"     // did not exist when the pods started, exists now
+	StatusAbsent      = "absent"       // does not exist, and did not when recorded
+	StatusDeleted     = "deleted"      // existed when the pods started, deleted since
+	StatusNotRecorded = "not-recorded" // no applied checksum for it yet
+	StatusUnreadable  = "unreadable"   // could not be read with the caller's credentials
+)
+
+// Actions: what the controller would do with a workload now.
+const (
+	ActionNothing = "nothing"
+	ActionRecord  = "record"  // write the checksums annotation, no restart
+	ActionRestart = "restart" // a new restart timestamp in the pod template
+	ActionUnknown = "unknown" // a source could not be read
+)
+
+// The applied checksum values with a meaning of their own (restart/decide.go).
+const (
+	appliedAbsent  = ""
+	appliedPending = "pending"
+)
+
+// SourceFetcher returns the reduced state of a source, or nil and no error
+// when it does not exist.
+type SourceFetcher func(kind config.SourceKind, namespace, name string) (*catalog.SourceState, error)
+
+// WorkloadReport explains one workload.
+type WorkloadReport struct {
+	// Workload is kubectl's name for it, e.g. "deployment.apps/web".
+	Workload  string `json:"workload"`
+	Namespace string `json:"namespace"`
+	Resource  string `json:"resource"` // the configured resource, e.g. "deployments.v1.apps"
+	OptedIn   bool   `json:"optedIn"`
+	// Watched is false when the controller does not see it at all.
+	Watched    bool   `json:"watched"`
+	NotWatched string `json:"notWatched,omitempty"`
+	// Problem says why its references cannot be read, e.g. no pod template.
+	Problem string `json:"problem,omitempty"`
+	// Recorded is true when the workload has an applied-checksums annotation.
+	Recorded bool `json:"recorded"`
+	// TemplateRecorded is true when the checksums were recorded against the
+	// current pod template.
+	TemplateRecorded bool `json:"templateRecorded"`
+	// RecordError says why the applied-checksums annotation cannot be read.
+	RecordError string           `json:"recordError,omitempty"`
+	Sources     []WorkloadSource `json:"sources"`
+	Decision    Decision         `json:"decision"`
+}
+
+// WorkloadSource is one source a workload reads.
+type WorkloadSource struct {
+	Source   string   `json:"source"` // "configmap/NS/NAME", as in the annotation
+	Kind     string   `json:"kind"`
+	Name     string   `json:"name"`
+	Keys     []string `json:"keys,omitempty"`
+	AllKeys  bool     `json:"allKeys"`
+	Optional bool     `json:"optional"`
+	Exists   bool     `json:"exists"`
+	// Applied is the checksum its pods started with: "" when it did not exist,
+	// "pending" when a restart is due; absent when not recorded.
+	Applied *string `json:"applied,omitempty"`
+	// Current is the checksum of the data it reads now; empty when absent.
+	Current string `json:"current,omitempty"`
+	Status  string `json:"status"`
+	Note    string `json:"note"`
+	Error   string `json:"error,omitempty"`
+	Uses    []Use  `json:"uses"`
+}
+
+// Decision is what the controller would do now, and why.
+type Decision struct {
+	Action  string   `json:"action"`
+	Reasons []string `json:"reasons"`
+	// Changed lists the sources whose change causes the restart.
+	Changed []string `json:"changed,omitempty"`
+	// Record is the checksums annotation the controller would write.
+	Record map[string]string `json:"record,omitempty"`
+}
+
+// graceNote is what explain can honestly say about grace periods, which live
+// in the controller's memory only.
+const graceNote = "it would restart once the grace period of that change ends; explain cannot see the controller's " +
+	"grace periods: a change younger than the grace period is waiting, an older one is due now"
+
+// ExplainWorkload explains a workload object of the given configured kind,
+// reading its sources through fetch. The workload is reduced exactly as the
+// controller's cache reduces it, and the decision is restart.Decide's on the
+// current data, with no grace period known to be open.
+func (c *Config) ExplainWorkload(kind config.WorkloadKind, obj *unstructured.Unstructured, fetch SourceFetcher, now time.Time) (*WorkloadReport, error) {
+	reduced, err := catalog.ReduceWorkload(kind, c.Config)(obj)
+	if err != nil {
+		return nil, err
+	}
+	w, ok := reduced.(*catalog.WorkloadState)
+	if !ok {
+		return nil, fmt.Errorf("reducing %s: got %T", obj.GetName(), reduced)
+	}
+	r := &WorkloadReport{
+		Workload:         workloadName(obj),
+		Namespace:        w.Namespace,
+		Resource:         resourceString(kind),
+		OptedIn:          w.OptedIn,
+		Problem:          w.Problem,
+		Recorded:         w.HasApplied,
+		TemplateRecorded: w.HasApplied && w.AppliedTemplateHash != "" && w.AppliedTemplateHash == w.TemplateHash,
+		Sources:          []WorkloadSource{},
+	}
+	r.NotWatched = c.notWatched(w.Namespace, obj.GetLabels())
+	r.Watched = r.NotWatched == ""
+
+	applied := map[string]string{}
+	appliedErr := error(nil)
+	if w.HasApplied {
+		if appliedErr = json.Unmarshal([]byte(w.Applied), &applied); appliedErr != nil {
+			applied = map[string]string{}
+			r.RecordError = appliedErr.Error()
+		}
+	}
+	// Decide records current checksums without restarting when it cannot
+	// trust what is recorded or the pod template changed since.
+	recordOnly := !r.TemplateRecorded || appliedErr != nil
+	usesOf := c.usesByID(kind, obj, w.Namespace)
+	lookup := sourceLookup{}
+	unreadable := false
+	for _, ref := range w.References {
+		ws := WorkloadSource{
+			Source: ref.ID.String(), Kind: ref.ID.Kind, Name: ref.ID.Name,
+			Keys: ref.Keys, AllKeys: ref.Keys == nil, Optional: ref.Optional,
+			Uses: usesOf[ref.ID],
+		}
+		if old, known := applied[ref.ID.String()]; known {
+			ws.Applied = &old
+		}
+		// Extractors only name configured source kinds.
+		sk, _ := c.sourceKind(ref.ID.Kind)
+		state, fetchErr := fetch(sk, ref.ID.Namespace, ref.ID.Name)
+		if fetchErr != nil {
+			unreadable = true
+			ws.Error = fetchErr.Error()
+		} else if state != nil {
+			lookup[ref.ID] = state
+			ws.Exists = true
+			ws.Current = state.Checksum(ref.Keys)
+		}
+		ws.Status, ws.Note = sourceStatus(ws, fetchErr)
+		if recordOnly && (ws.Status == StatusChanged || ws.Status == StatusPending || ws.Status == StatusAppeared) {
+			ws.Note += "; but see the decision: the workload's checksums are recorded afresh"
+		}
+		r.Sources = append(r.Sources, ws)
+	}
+
+	switch {
+	case !w.OptedIn:
+		r.Decision = Decision{Action: ActionNothing, Reasons: []string{c.notOptedIn(obj)}}
+	case !r.Watched:
+		r.Decision = Decision{Action: ActionNothing, Reasons: []string{"the controller does not watch it: " + r.NotWatched}}
+	case w.Problem != "":
+		r.Decision = Decision{Action: ActionNothing, Reasons: []string{"its references cannot be read (" + w.Problem + "); the controller skips it"}}
+	case unreadable:
+		r.Decision = Decision{Action: ActionUnknown, Reasons: []string{"a source it reads could not be read with your credentials; see the sources"}}
+	default:
+		r.Decision = c.decision(w, r, lookup, appliedErr, now)
+	}
+	return r, nil
+}
+
+// decision runs restart.Decide and says why it came out as it did.
+func (c *Config) decision(w *catalog.WorkloadState, r *WorkloadReport, lookup sourceLookup, appliedErr error, now time.Time) Decision {
+	plan := restart.Decide(w, lookup, noWindows{}, now, c.OrderByResourceVersion)
+	d := Decision{}
+	if plan.Warning != "" {
+		d.Reasons = append(d.Reasons, plan.Warning)
+	}
+	switch {
+	case plan.Restart:
+		d.Action = ActionRestart
+		var names []string
+		for _, id := range plan.Changed {
+			d.Changed = append(d.Changed, id.String())
+			names = append(names, shortID(id.Kind, id.Name))
+		}
+		d.Reasons = append(d.Reasons, "what its pods read changed: "+strings.Join(names, ", "), graceNote)
+	case plan.Patch:
+		d.Action = ActionRecord
+		switch {
+		case !w.HasApplied:
+			d.Reasons = append(d.Reasons, "no applied checksums yet (first sight): the current checksums are recorded without a restart")
+		case appliedErr != nil:
+			// plan.Warning said it.
+		case w.AppliedTemplateHash == "":
+			d.Reasons = append(d.Reasons, "no template digest recorded (new, or last handled by xing's controller): the current checksums are recorded without a restart")
+		case w.AppliedTemplateHash != w.TemplateHash:
+			d.Reasons = append(d.Reasons, "the pod template changed since the checksums were recorded: that change rolls the pods, which read the current data, so the checksums are recorded without a restart")
+		default:
+			d.Reasons = append(d.Reasons, "the recorded checksums differ from the current ones in a way that needs no restart (a required source appeared, a source is no longer read, or a new one is read): they are recorded")
+		}
+		if !w.HasApplied || w.AppliedTemplateHash != w.TemplateHash {
+			d.Reasons = append(d.Reasons, "if a source it reads was updated within its grace period, the controller records \"pending\" for it instead and restarts once that ends; explain cannot see grace periods")
+		}
+		for _, id := range plan.Unverified {
+			d.Reasons = append(d.Reasons, id.String()+" is recorded as absent once the controller has confirmed with the API server that it does not exist")
+		}
+	default:
+		d.Action = ActionNothing
+		if len(w.References) == 0 {
+			d.Reasons = append(d.Reasons, "it reads no source")
+		} else {
+			d.Reasons = append(d.Reasons, "the data its pods read is what they started with")
+		}
+	}
+	if plan.Patch {
+		d.Record = plan.Applied
+	}
+	return d
+}
+
+// sourceStatus says how a source compares with what the pods started with.
+func sourceStatus(s WorkloadSource, fetchErr error) (status, note string) {
+	switch {
+	case fetchErr != nil:
+		return StatusUnreadable, "could not be read: " + fetchErr.Error()
+	case !s.Exists && s.Applied == nil:
+		return StatusAbsent, "does not exist; no applied checksum is recorded for it"
+	case !s.Exists && *s.Applied == appliedAbsent:
+		return StatusAbsent, "does not exist, and did not when its pods started"
+	case !s.Exists:
+		return StatusDeleted, "deleted since its pods started: a deletion restarts nothing, and the applied checksum is kept so that a re-creation with other data restarts"
+	case s.Applied == nil:
+		return StatusNotRecorded, "no applied checksum is recorded for it"
+	case *s.Applied == s.Current:
+		return StatusUpToDate, "the data its pods read is what they started with"
+	case *s.Applied == appliedPending:
+		return StatusPending, "recorded \"pending\": its data was updated just before the pods started, so a restart is due"
+	case *s.Applied == appliedAbsent && s.Optional:
+		return StatusAppeared, "created since its pods started without it (optional): a restart is due"
+	case *s.Applied == appliedAbsent:
+		return StatusAppeared, "created since; its pods could not start without it, so they start with it: recorded without a restart"
+	default:
+		return StatusChanged, "the data its pods read changed since they started"
+	}
+}
+
+// usesByID groups the places of the workload's pod spec that name each source.
+func (c *Config) usesByID(kind config.WorkloadKind, obj *unstructured.Unstructured, namespace string) map[catalog.SourceID][]Use {
+	out := map[catalog.SourceID][]Use{}
+	template, ok := kind.PodTemplatePath.Object(obj.Object)
+	if !ok {
+		return out
+	}
+	podSpec, ok := template["spec"].(map[string]interface{})
+	if !ok {
+		return out
+	}
+	for _, f := range c.uses(podSpec) {
+		id := catalog.SourceID{Kind: f.ref.Kind, Namespace: namespace, Name: f.ref.Name}
+		out[id] = append(out[id], f.use)
+	}
+	return out
+}
+
+// notWatched says why the controller does not see a workload, or "".
+func (c *Config) notWatched(namespace string, objLabels map[string]string) string {
+	var why []string
+	if s := c.namespaceNotWatched(namespace); s != "" {
+		why = append(why, s)
+	}
+	if !c.WorkloadSelector.Matches(labels.Set(objLabels)) {
+		why = append(why, fmt.Sprintf("its labels do not match the config's workloadSelector %q", c.WorkloadSelector.String()))
+	}
+	return strings.Join(why, "; ")
+}
+
+// namespaceNotWatched says why the controller does not watch a namespace, or "".
+func (c *Config) namespaceNotWatched(namespace string) string {
+	if len(c.Namespaces) > 0 && !slices.Contains(c.Namespaces, namespace) {
+		return fmt.Sprintf("namespace %s is not among the config's namespaces (%s)", namespace, strings.Join(c.Namespaces, ", "))
+	}
+	return ""
+}
+
+func (c *Config) notOptedIn(obj *unstructured.Unstructured) string {
+	v, ok := obj.GetAnnotations()[c.Annotations.OptIn]
+	if !ok {
+		return fmt.Sprintf("not opted in: it has no annotation %s: enabled", c.Annotations.OptIn)
+	}
+	return fmt.Sprintf("not opted in: its annotation %s is %q, not \"enabled\"", c.Annotations.OptIn, v)
+}
+
+// workloadName is kubectl's name for an object: "deployment.apps/web".
+func workloadName(obj *unstructured.Unstructured) string {
+	gvk := obj.GroupVersionKind()
+	name := strings.ToLower(gvk.Kind)
+	if gvk.Group != "" {
+		name += "." + gvk.Group
+	}
+	return name + "/" + obj.GetName()
+}
+
+func resourceString(kind config.WorkloadKind) string {
+	s := kind.GVR.Resource + "." + kind.GVR.Version
+	if kind.GVR.Group != "" {
+		s += "." + kind.GVR.Group
+	}
+	return s
+}
+
+func shortID(kind, name string) string { return kind + "/" + name }
+
+// sourceLookup serves restart.Decide the sources explain read.
+type sourceLookup map[catalog.SourceID]*catalog.SourceState
+
+func (l sourceLookup) Source(id catalog.SourceID) (*catalog.SourceState, bool) {
+	s, ok := l[id]
+	return s, ok
+}
+
+// noWindows is what explain knows of grace periods: nothing. Decide then
+// treats every difference as due, which explain words as "once its grace
+// period ends".
+type noWindows struct{}
+
+func (noWindows) Due(catalog.SourceID, time.Time) (time.Time, bool) { return time.Time{}, false }
+func (noWindows) Updating(catalog.SourceID, time.Time) bool         { return false }
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
