@@ -11,9 +11,21 @@ import (
 // workloads that read it; it replaces listing workloads on every source event.
 const BySourceIndex = "bySource"
 
+// InFlightIndex is the workload cache index of restarts whose rollout has no
+// result yet, under the single value inFlight: the cap on rollouts in flight
+// counts them without listing every workload.
+const InFlightIndex = "inFlight"
+
+const inFlight = "inFlight"
+
 // WorkloadIndexers are the indexers every workload informer must carry.
 func WorkloadIndexers() cache.Indexers {
-	return cache.Indexers{BySourceIndex: func(obj interface{}) ([]string, error) {
+	return cache.Indexers{InFlightIndex: func(obj interface{}) ([]string, error) {
+		if w, ok := obj.(*WorkloadState); ok && w.InFlight {
+			return []string{inFlight}, nil
+		}
+		return nil, nil
+	}, BySourceIndex: func(obj interface{}) ([]string, error) {
 		w, ok := obj.(*WorkloadState)
 		if !ok {
 			return nil, nil
@@ -97,6 +109,28 @@ func (c *Catalog) WorkloadsReading(id SourceID) []WorkloadKey {
 	for resource, stores := range c.workloads {
 		for _, store := range stores {
 			objs, err := store.ByIndex(BySourceIndex, id.String())
+			if err != nil {
+				continue
+			}
+			for _, obj := range objs {
+				if w, ok := obj.(*WorkloadState); ok {
+					keys = append(keys, WorkloadKey{Resource: resource, Namespace: w.Namespace, Name: w.Name})
+				}
+			}
+		}
+	}
+	return keys
+}
+
+// InFlight returns the keys of the workloads whose last restart's rollout has
+// no result yet.
+func (c *Catalog) InFlight() []WorkloadKey {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var keys []WorkloadKey
+	for resource, stores := range c.workloads {
+		for _, store := range stores {
+			objs, err := store.ByIndex(InFlightIndex, inFlight)
 			if err != nil {
 				continue
 			}

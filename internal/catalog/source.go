@@ -235,13 +235,14 @@ func sortedKeys(m map[string]Digest) []string {
 // client, for kinds client-go knows); both give the same digests, because
 // applied checksums outlive any one way of fetching. Tombstones and already
 // reduced objects pass through: client-go may hand an object over twice.
-func ReduceSource(dataFields []string) cache.TransformFunc {
+// The annotations named by keep are kept, the others dropped.
+func ReduceSource(dataFields []string, keep ...string) cache.TransformFunc {
 	return func(obj interface{}) (interface{}, error) {
 		switch o := obj.(type) {
 		case *unstructured.Unstructured:
-			return reduceUnstructuredSource(o, dataFields), nil
+			return reduceUnstructuredSource(o, dataFields, keep), nil
 		case *corev1.ConfigMap:
-			state := newSourceState(o)
+			state := newSourceState(o, keep)
 			for _, field := range dataFields {
 				switch field {
 				case "data":
@@ -252,7 +253,7 @@ func ReduceSource(dataFields []string) cache.TransformFunc {
 			}
 			return state, nil
 		case *corev1.Secret:
-			state := newSourceState(o)
+			state := newSourceState(o, keep)
 			for _, field := range dataFields {
 				switch field {
 				case "data":
@@ -270,15 +271,15 @@ func ReduceSource(dataFields []string) cache.TransformFunc {
 			if err != nil {
 				return nil, fmt.Errorf("reducing %T: %w", o, err)
 			}
-			return reduceUnstructuredSource(&unstructured.Unstructured{Object: content}, dataFields), nil
+			return reduceUnstructuredSource(&unstructured.Unstructured{Object: content}, dataFields, keep), nil
 		default:
 			return obj, nil
 		}
 	}
 }
 
-func newSourceState(o metav1.Object) *SourceState {
-	return &SourceState{
+func newSourceState(o metav1.Object, keep []string) *SourceState {
+	state := &SourceState{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            o.GetName(),
 			Namespace:       o.GetNamespace(),
@@ -287,10 +288,26 @@ func newSourceState(o metav1.Object) *SourceState {
 		},
 		Digests: map[string]Digest{},
 	}
+	for _, k := range keep {
+		if v, ok := o.GetAnnotations()[k]; ok {
+			if state.Annotations == nil {
+				state.Annotations = map[string]string{}
+			}
+			state.Annotations[k] = v
+		}
+	}
+	return state
 }
 
-func reduceUnstructuredSource(u *unstructured.Unstructured, dataFields []string) *SourceState {
-	state := newSourceState(u)
+// Change identifies the source's current data as a whole: the ID of a change
+// in wave decisions, in holds, and in the release annotation (16 hex
+// characters).
+func (c *SourceState) Change() string {
+	return c.checksum(nil, func(k string, d Digest) Digest { return inField(c.field(k), d) })
+}
+
+func reduceUnstructuredSource(u *unstructured.Unstructured, dataFields, keep []string) *SourceState {
+	state := newSourceState(u, keep)
 	state.TypeMeta = metav1.TypeMeta{APIVersion: u.GetAPIVersion(), Kind: u.GetKind()}
 	for _, field := range dataFields {
 		values, ok := u.Object[field].(map[string]interface{})

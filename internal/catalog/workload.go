@@ -5,7 +5,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -14,7 +16,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/pacing"
 	"github.com/restart-controller/restart-controller/internal/refs"
+	"github.com/restart-controller/restart-controller/internal/rollout"
 )
 
 // WorkloadKey is the queue key of a workload. It is comparable, so the queue
@@ -66,6 +70,31 @@ type WorkloadState struct {
 	NotRolled string `json:"notRolled,omitempty"`
 	// Problem explains why references could not be read, e.g. no pod template.
 	Problem string `json:"problem,omitempty"`
+
+	// Rollout is where the workload's rollout stands, read from its status
+	// by its kind's rule when it entered the cache: all of the status that
+	// decisions need.
+	Rollout rollout.Status `json:"rollout"`
+	// Record and Hold are the raw rollout and hold annotations (package
+	// pacing); InFlight says Record names a restart whose rollout has no
+	// result yet.
+	Record   string `json:"record,omitempty"`
+	Hold     string `json:"hold,omitempty"`
+	InFlight bool   `json:"inFlight,omitempty"`
+	// IgnoreSources are the entries of the ignore-sources annotation:
+	// "KIND/NAME" or "NAME".
+	IgnoreSources []string `json:"ignoreSources,omitempty"`
+}
+
+// Ignores reports whether the workload's ignore-sources annotation names the
+// source, as "KIND/NAME" or as a bare NAME (any kind).
+func (w *WorkloadState) Ignores(id SourceID) bool {
+	for _, entry := range w.IgnoreSources {
+		if entry == id.Name || entry == id.Kind+"/"+id.Name {
+			return true
+		}
+	}
+	return false
 }
 
 // DeepCopyObject is required of cached objects.
@@ -74,6 +103,9 @@ func (w *WorkloadState) DeepCopyObject() runtime.Object {
 	w.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	// nil stays nil: client-go's mutation detector compares copies with
 	// reflect.DeepEqual, which tells nil from empty.
+	if w.IgnoreSources != nil {
+		out.IgnoreSources = append([]string(nil), w.IgnoreSources...)
+	}
 	if w.References != nil {
 		out.References = make([]Reference, len(w.References))
 		for i, r := range w.References {
@@ -92,7 +124,9 @@ func (w *WorkloadState) SameDecisionInputs(other *WorkloadState) bool {
 	if w.OptedIn != other.OptedIn || w.Applied != other.Applied || w.HasApplied != other.HasApplied ||
 		w.AppliedTemplateHash != other.AppliedTemplateHash || w.TemplateHash != other.TemplateHash ||
 		w.TemplateRV != other.TemplateRV || w.NotRolled != other.NotRolled ||
-		w.Problem != other.Problem || len(w.References) != len(other.References) {
+		w.Problem != other.Problem || len(w.References) != len(other.References) ||
+		w.Rollout.Phase != other.Rollout.Phase || w.Record != other.Record || w.Hold != other.Hold ||
+		!slices.Equal(w.IgnoreSources, other.IgnoreSources) {
 		return false
 	}
 	for i := range w.References {
@@ -137,6 +171,13 @@ func reduceWorkload(u *unstructured.Unstructured, kind config.WorkloadKind, cfg 
 		Applied:             applied,
 		HasApplied:          hasApplied,
 		AppliedTemplateHash: annotations[cfg.Annotations.AppliedTemplateHash],
+		Rollout:             kind.Rollout.Evaluate(u.Object),
+		Record:              annotations[cfg.Annotations.Rollout],
+		Hold:                annotations[cfg.Annotations.Hold],
+		IgnoreSources:       splitList(annotations[cfg.Annotations.IgnoreSources]),
+	}
+	if record, err := pacing.ParseRecord(state.Record); err == nil && record.InFlight() {
+		state.InFlight = true
 	}
 	for _, c := range kind.NotRolledWhen {
 		if c.Holds(u.Object) {
@@ -161,6 +202,18 @@ func reduceWorkload(u *unstructured.Unstructured, kind config.WorkloadKind, cfg 
 	}
 	state.References = mergeReferences(u.GetNamespace(), found)
 	return state
+}
+
+// splitList splits a comma-separated annotation value, dropping blanks; nil
+// when there is nothing.
+func splitList(value string) []string {
+	var out []string
+	for _, part := range strings.Split(value, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
 }
 
 func mergeReferences(namespace string, found []refs.Ref) []Reference {

@@ -13,7 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/restart-controller/restart-controller/internal/pacing"
 	"github.com/restart-controller/restart-controller/internal/refs"
+	"github.com/restart-controller/restart-controller/internal/rollout"
 )
 
 // client-go's leader election refuses a renew deadline within this factor of
@@ -59,7 +61,66 @@ func compile(f *File, p *problems) *Config {
 	c.Workloads = compileWorkloads(f.Workloads, p)
 	c.Extractors = compileReferences(f.References, f.Sources, p)
 	c.OrderByResourceVersion = f.OrderByResourceVersion
+	c.Waves, c.MaxInFlight = compileWaves(f.Waves, p)
+	c.Breaker = compileBreaker(f.Breaker, p)
 	return c
+}
+
+// Bounds of the fleet-safety settings.
+const (
+	maxFleetCount  = 100000
+	maxGrowth      = 10
+	maxBudget      = 1000
+	minWindow      = time.Second
+	maxWindow      = 24 * time.Hour
+	minDeadline    = time.Second
+	maxDeadline    = 24 * time.Hour
+	maxQuietPeriod = 24 * time.Hour
+)
+
+func compileWaves(f FileWaves, p *problems) (pacing.Waves, int) {
+	checkRange(p, "waves.unpacedUpTo", f.UnpacedUpTo, 0, maxFleetCount)
+	checkRange(p, "waves.firstWave", f.FirstWave, 1, maxFleetCount)
+	if !(f.Growth >= 1 && f.Growth <= maxGrowth) { // also false for NaN
+		p.addf("waves.growth", "must be between 1 and %d, got %v", maxGrowth, f.Growth)
+	}
+	checkRange(p, "waves.maxInFlight", f.MaxInFlight, 1, maxFleetCount)
+	return pacing.Waves{UnpacedUpTo: f.UnpacedUpTo, First: f.FirstWave, Growth: f.Growth}, f.MaxInFlight
+}
+
+func compileBreaker(f FileBreaker, p *problems) pacing.Breaker {
+	b := pacing.Breaker{Budget: f.Budget, Window: time.Duration(f.Window), Quiet: time.Duration(f.Quiet)}
+	checkRange(p, "breaker.budget", b.Budget, 0, maxBudget)
+	checkDuration(p, "breaker.window", b.Window, minWindow, maxWindow)
+	checkDuration(p, "breaker.quiet", b.Quiet, 0, maxQuietPeriod)
+	return b
+}
+
+func compileRollout(path string, gvr schema.GroupVersionResource, f FileRollout, p *problems) rollout.Rule {
+	r := rollout.Rule{Kind: rollout.Kind(f.Status), ReadyConditions: f.ReadyConditions, Deadline: time.Duration(f.Deadline)}
+	if f.Status == "" {
+		r.Kind = rollout.BuiltinKind(gvr)
+	} else if !slices.Contains(rollout.Kinds, r.Kind) {
+		names := make([]string, len(rollout.Kinds))
+		for i, k := range rollout.Kinds {
+			names[i] = string(k)
+		}
+		p.addf(path+".status", "must be one of %s, got %q", strings.Join(names, ", "), f.Status)
+	}
+	if len(f.ReadyConditions) > 0 && r.Kind != rollout.KindConditions {
+		p.addf(path+".readyConditions", "only the conditions rule reads them; this kind's rule is %s", r.Kind)
+	}
+	for i, c := range f.ReadyConditions {
+		if c == "" {
+			p.addf(fmt.Sprintf("%s.readyConditions[%d]", path, i), "must not be empty")
+		}
+	}
+	if r.Deadline != 0 {
+		checkDuration(p, path+".deadline", r.Deadline, minDeadline, maxDeadline)
+	} else {
+		r.Deadline = rollout.DefaultDeadline
+	}
+	return r
 }
 
 func compileSettings(f *File, p *problems) Settings {
@@ -166,6 +227,11 @@ func compileAnnotations(a FileAnnotations, p *problems) Annotations {
 		{"annotations.appliedChecksums", a.AppliedChecksums},
 		{"annotations.restartTimestamp", a.RestartTimestamp},
 		{"annotations.appliedTemplateHash", a.AppliedTemplateHash},
+		{"annotations.rollout", a.Rollout},
+		{"annotations.hold", a.Hold},
+		{"annotations.ignoreSources", a.IgnoreSources},
+		{"annotations.ignore", a.Ignore},
+		{"annotations.release", a.Release},
 	} {
 		checkName(p, k.path, k.value, content.IsQualifiedName)
 		if other, dup := seen[k.value]; dup && k.value != "" {
@@ -174,7 +240,8 @@ func compileAnnotations(a FileAnnotations, p *problems) Annotations {
 		seen[k.value] = k.path
 	}
 	return Annotations{OptIn: a.OptIn, AppliedChecksums: a.AppliedChecksums, RestartTimestamp: a.RestartTimestamp,
-		AppliedTemplateHash: a.AppliedTemplateHash}
+		AppliedTemplateHash: a.AppliedTemplateHash, Rollout: a.Rollout, Hold: a.Hold,
+		IgnoreSources: a.IgnoreSources, Ignore: a.Ignore, Release: a.Release}
 }
 
 func compileNamespaces(namespaces []string, p *problems) []string {
@@ -240,7 +307,7 @@ func compileWorkloads(kinds []FileWorkloadKind, p *problems) []WorkloadKind {
 		} else {
 			gvrs[gvr] = i
 		}
-		out[i] = WorkloadKind{GVR: gvr}
+		out[i] = WorkloadKind{GVR: gvr, Rollout: compileRollout(path+".rollout", gvr, k.Rollout, p)}
 		if k.PodTemplatePath == "" {
 			p.add(path+".podTemplatePath", errRequired)
 			continue

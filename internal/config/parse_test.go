@@ -12,7 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
+	"github.com/restart-controller/restart-controller/internal/pacing"
 	"github.com/restart-controller/restart-controller/internal/refs"
+	"github.com/restart-controller/restart-controller/internal/rollout"
 )
 
 const examplePath = "../../examples/config.yaml"
@@ -93,6 +95,22 @@ func TestExampleIsTheDefault(t *testing.T) {
 	}
 	if !defaults.OrderByResourceVersion {
 		t.Error("orderByResourceVersion is off by default")
+	}
+	if want := (pacing.Waves{UnpacedUpTo: 3, First: 1, Growth: 2}); defaults.Waves != want || defaults.MaxInFlight != 50 {
+		t.Errorf("waves %+v, maxInFlight %d", defaults.Waves, defaults.MaxInFlight)
+	}
+	if want := (pacing.Breaker{Budget: 5, Window: 30 * time.Minute, Quiet: 2 * time.Minute}); defaults.Breaker != want {
+		t.Errorf("breaker %+v", defaults.Breaker)
+	}
+	var rules []string
+	for _, w := range defaults.Workloads {
+		rules = append(rules, fmt.Sprintf("%s/%s", w.Rollout.Kind, w.Rollout.Deadline))
+	}
+	if want := []string{"deployment/10m0s", "statefulset/10m0s", "daemonset/10m0s", "argo-rollout/10m0s"}; !reflect.DeepEqual(rules, want) {
+		t.Errorf("rollout rules %v, want %v", rules, want)
+	}
+	if a := defaults.Annotations; a.Rollout == "" || a.Hold == "" || a.IgnoreSources == "" || a.Ignore == "" || a.Release == "" {
+		t.Errorf("fleet-safety annotation keys missing: %+v", a)
 	}
 	wantSources := []SourceKind{
 		{Name: "configmap", GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, DataFields: []string{"data", "binaryData"}},
@@ -242,6 +260,33 @@ annotations:
 			want: []string{
 				`annotations.appliedChecksums: must differ from annotations.optIn (both "example.com/restart")`,
 				`annotations.appliedTemplateHash: must differ from annotations.restartTimestamp (both "example.com/stamp")`,
+			},
+		},
+		{
+			name: "fleet safety out of bounds",
+			file: `
+annotations: {hold: com.xing.deployment-restart.rollout, release: ""}
+waves: {unpacedUpTo: -1, firstWave: 0, growth: 0.5, maxInFlight: 0}
+breaker: {budget: 1001, window: 0s, quiet: -1s}
+workloads:
+- {group: apps, version: v1, resource: deployments, podTemplatePath: spec.template, rollout: {status: deploy, deadline: 100ms}}
+- {group: apps, version: v1, resource: daemonsets, podTemplatePath: spec.template, rollout: {readyConditions: [Ready]}}
+- {group: example.com, version: v1, resource: widgets, podTemplatePath: spec.template, rollout: {readyConditions: [""], deadline: 48h}}`,
+			want: []string{
+				`annotations.hold: must differ from annotations.rollout (both "com.xing.deployment-restart.rollout")`,
+				`annotations.release: required`,
+				`breaker.budget: must be between 0 and 1000, got 1001`,
+				`breaker.quiet: must be between 0s and 24h0m0s, got -1s`,
+				`breaker.window: must be between 1s and 24h0m0s, got 0s`,
+				`waves.firstWave: must be between 1 and 100000, got 0`,
+				`waves.growth: must be between 1 and 10, got 0.5`,
+				`waves.maxInFlight: must be between 1 and 100000, got 0`,
+				`waves.unpacedUpTo: must be between 0 and 100000, got -1`,
+				`workloads[0].rollout.deadline: must be between 1s and 24h0m0s, got 100ms`,
+				`workloads[0].rollout.status: must be one of deployment, statefulset, daemonset, argo-rollout, conditions, none, got "deploy"`,
+				`workloads[1].rollout.readyConditions: only the conditions rule reads them; this kind's rule is daemonset`,
+				`workloads[2].rollout.deadline: must be between 1s and 24h0m0s, got 48h0m0s`,
+				`workloads[2].rollout.readyConditions[0]: must not be empty`,
 			},
 		},
 		{
@@ -622,4 +667,30 @@ workloads:
 
 func spec(key string, v interface{}) map[string]interface{} {
 	return map[string]interface{}{"spec": map[string]interface{}{key: v}}
+}
+
+// A kind added by configuration declares how its status is read; one that
+// says nothing gets the generic rule and the default deadline.
+func TestRolloutRules(t *testing.T) {
+	c, err := Parse([]byte(`
+workloads:
+- {group: example.com, version: v1, resource: widgets, podTemplatePath: spec.template,
+   rollout: {status: conditions, readyConditions: [Synced, Ready], deadline: 15m}}
+- {group: example.com, version: v1, resource: gadgets, podTemplatePath: spec.template}
+- {group: batch, version: v1, resource: cronjobs, podTemplatePath: spec.jobTemplate.spec.template, rollout: {status: none}}
+- {group: apps, version: v1, resource: deployments, podTemplatePath: spec.template, rollout: {deadline: 30s}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []rollout.Rule{
+		{Kind: rollout.KindConditions, ReadyConditions: []string{"Synced", "Ready"}, Deadline: 15 * time.Minute},
+		{Kind: rollout.KindConditions, Deadline: rollout.DefaultDeadline},
+		{Kind: rollout.KindNone, Deadline: rollout.DefaultDeadline},
+		{Kind: rollout.KindDeployment, Deadline: 30 * time.Second},
+	}
+	for i, w := range c.Workloads {
+		if !reflect.DeepEqual(w.Rollout, want[i]) {
+			t.Errorf("workloads[%d].rollout = %+v, want %+v", i, w.Rollout, want[i])
+		}
+	}
 }

@@ -52,6 +52,43 @@ type File struct {
 	// server keeps sources and workloads in different storage
 	// (--etcd-servers-overrides), where the numbers do not compare.
 	OrderByResourceVersion bool `json:"orderByResourceVersion"`
+	// Waves pace the restarts one change of one source causes.
+	Waves FileWaves `json:"waves"`
+	// Breaker holds a workload restarted too often.
+	Breaker FileBreaker `json:"breaker"`
+}
+
+// FileWaves are the settings of health-gated waves (README, "Fleet safety").
+type FileWaves struct {
+	// UnpacedUpTo: a change reaching at most this many workloads restarts
+	// them at once.
+	UnpacedUpTo int `json:"unpacedUpTo"`
+	// FirstWave is the size of the first wave; each next one is Growth times
+	// the previous.
+	FirstWave int     `json:"firstWave"`
+	Growth    float64 `json:"growth"`
+	// MaxInFlight caps the paced rollouts under way across the controller.
+	MaxInFlight int `json:"maxInFlight"`
+}
+
+// FileBreaker holds a workload restarted more than Budget times within
+// Window until its sources stay still for Quiet.
+type FileBreaker struct {
+	Budget int      `json:"budget"`
+	Window Duration `json:"window"`
+	Quiet  Duration `json:"quiet"`
+}
+
+// FileRollout says how a workload kind's rollout is followed after a restart.
+type FileRollout struct {
+	// Status names the rule reading the kind's status: deployment,
+	// statefulset, daemonset, argo-rollout, conditions or none; empty means
+	// the built-in rule of the resource (conditions for kinds it does not know).
+	Status string `json:"status"`
+	// ReadyConditions are the condition types the conditions rule reads.
+	ReadyConditions []string `json:"readyConditions"`
+	// Deadline bounds a rollout; empty means 10m.
+	Deadline Duration `json:"deadline"`
 }
 
 // FileLeaderElection configures leader election on a Lease.
@@ -73,6 +110,16 @@ type FileAnnotations struct {
 	// AppliedTemplateHash records the pod template the checksums were taken
 	// against; not in xing's controller, whose annotations are all kept.
 	AppliedTemplateHash string `json:"appliedTemplateHash"`
+	// Rollout records on the workload what its last restart delivered and
+	// how its rollout ended; Hold records why a restart is held.
+	Rollout string `json:"rollout"`
+	Hold    string `json:"hold"`
+	// IgnoreSources, on a workload, names sources whose changes restart it not.
+	IgnoreSources string `json:"ignoreSources"`
+	// Ignore, on a source, set to "true", makes its changes restart nothing.
+	Ignore string `json:"ignore"`
+	// Release, on a source, set to a held change's ID, lets that change go on.
+	Release string `json:"release"`
 }
 
 // FileSourceKind is a watched source resource (ConfigMaps, Secrets, ...).
@@ -96,6 +143,8 @@ type FileWorkloadKind struct {
 	// replaces no pods (a paused Deployment, an OnDelete StatefulSet); any
 	// one that holds makes a restart a "RestartNotRolled" Warning Event.
 	NotRolledWhen []FileCondition `json:"notRolledWhen"`
+	// Rollout says how the kind's rollout is followed after a restart.
+	Rollout FileRollout `json:"rollout"`
 }
 
 // FileCondition holds when the value at Path equals Equals.

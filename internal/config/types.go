@@ -7,7 +7,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/restart-controller/restart-controller/internal/pacing"
 	"github.com/restart-controller/restart-controller/internal/refs"
+	"github.com/restart-controller/restart-controller/internal/rollout"
 )
 
 // Config is the validated, compiled configuration. It is immutable once built
@@ -25,6 +27,12 @@ type Config struct {
 	// OrderByResourceVersion compares resourceVersions across sources and
 	// workloads to tell which write came first (docs/design.md).
 	OrderByResourceVersion bool
+	// Waves pace the restarts of one change of one source; MaxInFlight caps
+	// the paced rollouts under way across the controller.
+	Waves       pacing.Waves
+	MaxInFlight int
+	// Breaker holds a workload restarted too often.
+	Breaker pacing.Breaker
 }
 
 // Settings are the process settings layered from defaults, file, env and flags.
@@ -64,6 +72,16 @@ type Annotations struct {
 	// against, so a template change (which rolls pods by itself) re-records
 	// checksums instead of restarting a second time.
 	AppliedTemplateHash string
+	// Rollout and Hold are written on workloads (package pacing).
+	Rollout string
+	Hold    string
+	// IgnoreSources is read on workloads: a comma-separated list of sources
+	// ("configmap/NAME", or a NAME of any kind) whose changes restart it not.
+	IgnoreSources string
+	// Ignore is read on sources: "true" makes their changes restart nothing.
+	Ignore string
+	// Release is read on sources: a held change's ID lets that change go on.
+	Release string
 }
 
 // SourceKind is a watched source resource, e.g. ConfigMaps.
@@ -81,6 +99,8 @@ type WorkloadKind struct {
 	// NotRolledWhen are the conditions under which a template change
 	// replaces no pods.
 	NotRolledWhen []Condition
+	// Rollout reads the kind's status after a restart.
+	Rollout rollout.Rule
 }
 
 // Condition holds when the single value at Path equals Equals.

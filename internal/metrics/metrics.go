@@ -35,6 +35,9 @@ type Metrics struct {
 	WatchedWorkloads *prometheus.GaugeVec
 	EventsDropped    prometheus.Counter
 	DryRun           prometheus.Gauge
+	RolloutDuration  *prometheus.HistogramVec
+	Rollouts         *prometheus.CounterVec
+	held             *prometheus.GaugeVec
 	reloadOK         prometheus.Gauge
 	reloadTime       prometheus.Gauge
 	configInfo       *prometheus.GaugeVec
@@ -104,7 +107,25 @@ func New(counts func() (sources, workloads int)) *Metrics {
 		"1 for the hash (of the file's bytes) of the config in force.", "hash")
 	m.DryRun = f.gauge("restart_controller_dry_run",
 		"1 when running with --dry-run: decisions are made and reported, nothing is patched.")
+	m.Rollouts = f.counterVec("restart_controller_rollouts_total",
+		"Rollouts followed after a restart, by outcome: complete, failed (by the workload's own status, or not complete within its deadline), not-rolling (paused, OnDelete).", "outcome")
+	m.RolloutDuration = f.histogramVec("restart_controller_rollout_duration_seconds",
+		"Time from a restart to the end of the rollout that followed it, by outcome.",
+		[]float64{1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 3600}, "outcome")
+	m.held = f.gaugeVec("restart_controller_restarts_held",
+		"Workloads whose due restart is held, by reason: wave (a rollout of the same change failed) or breaker (restarted too often).", "reason")
+	// Both reasons are exposed from the start, so a held count of zero reads
+	// as 0 rather than as a missing series.
+	m.held.WithLabelValues("wave")
+	m.held.WithLabelValues("breaker")
 	return m
+}
+
+// SetHeld publishes how many restarts are held for each reason.
+func (m *Metrics) SetHeld(byReason map[string]int) {
+	for _, reason := range []string{"wave", "breaker"} {
+		m.held.WithLabelValues(reason).Set(float64(byReason[reason]))
+	}
 }
 
 // SetConfigLoaded records a load of the config file: its hash when it is put
@@ -160,6 +181,12 @@ func (f factory) gaugeVec(name, help string, labels ...string) *prometheus.Gauge
 
 func (f factory) gaugeFunc(name, help string, value func() float64) {
 	f.register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, value), name, "gauge", help)
+}
+
+func (f factory) histogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
+	f.register(h, name, "histogram", help, labels...)
+	return h
 }
 
 func (f factory) histogram(name, help string, buckets []float64) prometheus.Histogram {

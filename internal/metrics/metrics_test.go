@@ -63,6 +63,8 @@ func TestDocsCoverTheRegistry(t *testing.T) {
 	m.ReconcileErrors.WithLabelValues("conflict").Inc()
 	m.WatchedWorkloads.WithLabelValues("deployments.apps").Set(1)
 	m.SetConfigLoaded("abc", true, time.Now())
+	m.Rollouts.WithLabelValues("complete").Inc()
+	m.RolloutDuration.WithLabelValues("complete").Observe(1)
 	documented := map[string]bool{}
 	for _, d := range m.Docs() {
 		documented[d.Name] = true

@@ -22,6 +22,7 @@ import (
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/metrics"
+	"github.com/restart-controller/restart-controller/internal/rollout"
 )
 
 // Catalog is what the controller reads: cached workloads and sources.
@@ -29,6 +30,9 @@ type Catalog interface {
 	SourceLookup
 	Workload(key catalog.WorkloadKey) (*catalog.WorkloadState, bool)
 	WorkloadsReading(id catalog.SourceID) []catalog.WorkloadKey
+	// InFlight lists the workloads whose last restart's rollout has no
+	// result yet.
+	InFlight() []catalog.WorkloadKey
 }
 
 // EventRecorder reports persistent failures on the workload they concern, where
@@ -61,15 +65,20 @@ type Controller struct {
 	now     func() time.Time
 
 	templateFields map[schema.GroupVersionResource][]string
-	queue          workqueue.TypedRateLimitingInterface[catalog.WorkloadKey]
-	dryRun         simulatedPatches
+	// rules read each kind's rollout status after a restart.
+	rules  map[schema.GroupVersionResource]rollout.Rule
+	fleet  *fleet
+	queue  workqueue.TypedRateLimitingInterface[catalog.WorkloadKey]
+	dryRun simulatedPatches
 }
 
 // New builds a controller. The queue exists from the start so that events
 // arriving while caches sync are kept until workers run.
 func New(cfg *config.Config, cat Catalog, client dynamic.Interface, exists ExistsFunc, m *metrics.Metrics, events EventRecorder, log hclog.Logger) (*Controller, error) {
 	fields := map[schema.GroupVersionResource][]string{}
+	rules := map[schema.GroupVersionResource]rollout.Rule{}
 	for i, w := range cfg.Workloads {
+		rules[w.GVR] = w.Rollout
 		f, ok := w.PodTemplatePath.Fields()
 		if !ok {
 			return nil, fmt.Errorf("workloads[%d].podTemplatePath: %s fans out; a patch needs one place", i, w.PodTemplatePath)
@@ -93,6 +102,8 @@ func New(cfg *config.Config, cat Catalog, client dynamic.Interface, exists Exist
 		log:            log,
 		now:            time.Now,
 		templateFields: fields,
+		rules:          rules,
+		fleet:          newFleet(time.Now()),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[catalog.WorkloadKey]{
 			Name:            "workloads",
 			MetricsProvider: m.QueueMetrics(),
@@ -111,6 +122,7 @@ func (c *Controller) SourceCreated(id catalog.SourceID) { c.sourceEvent(id, true
 func (c *Controller) sourceEvent(id catalog.SourceID, created bool) {
 	now := c.now()
 	due, merged := c.windows.Observe(id, now, created)
+	c.fleet.changed(id, now)
 	c.metrics.ChangesProcessed.Inc()
 	if merged {
 		c.metrics.ChangesMerged.Inc()
@@ -286,6 +298,8 @@ func (c *Controller) Reconcile(ctx context.Context, key catalog.WorkloadKey) err
 	w, ok := c.catalog.Workload(key)
 	if !ok || !w.OptedIn {
 		c.dryRun.forget(key)
+		c.metrics.SetHeld(c.fleet.setHeld(key, ""))
+		c.fleet.setQueued(key, false)
 		return nil
 	}
 	log := c.log.With("workload", key.String())
@@ -293,16 +307,57 @@ func (c *Controller) Reconcile(ctx context.Context, key catalog.WorkloadKey) err
 		log.Warn("cannot read references; skipping", "problem", w.Problem)
 		return nil
 	}
-	if c.cfg.Settings.DryRun {
+	dryRun := c.cfg.Settings.DryRun
+	if dryRun {
 		w = c.dryRun.overlay(key, w)
 	}
 	now := c.now()
-	plan := Decide(w, c.catalog, c.windows, now, c.cfg.OrderByResourceVersion)
+	if !dryRun {
+		if c.fleet.behind(key, w, now) {
+			// Our last write is not in the cache yet; its update event
+			// brings the workload back.
+			return nil
+		}
+		// The rollout of the last restart first: its outcome may hold or
+		// release the restarts of others, and of this one.
+		if wrote, err := c.follow(ctx, key, w, now); wrote || err != nil {
+			return err
+		}
+	}
+	view, ignored := c.withOptOuts(w)
+	plan := Decide(view, c.catalog, c.windows, now, c.cfg.OrderByResourceVersion)
 	if plan.Warning != "" {
 		log.Warn(plan.Warning)
 	}
 	if plan.Wait > 0 {
 		c.queue.AddAfter(key, plan.Wait)
+	}
+	if len(ignored) > 0 {
+		log.Info("recording changes whose restart is opted out", "sources", fmt.Sprint(ignored))
+		plan.Patch = true // the view's checksums differ from the annotation's
+	}
+	if !dryRun {
+		g := c.gatePlan(key, w, &plan, now)
+		c.fleet.setQueued(key, g.queued)
+		switch {
+		case g.hold != nil:
+			if g.recheck > 0 {
+				c.queue.AddAfter(key, g.recheck)
+			}
+			return c.holdRestart(ctx, key, w, g.hold)
+		case g.queued:
+			log.Debug("restart waits for its wave")
+			c.queue.AddAfter(key, queuedRecheck)
+			c.metrics.SetHeld(c.fleet.setHeld(key, ""))
+			if w.Hold != "" && c.staleHold(w.Hold) {
+				return c.patchAnnotations(ctx, key, w.ResourceVersion, map[string]interface{}{c.cfg.Annotations.Hold: nil})
+			}
+			return nil
+		}
+		c.metrics.SetHeld(c.fleet.setHeld(key, ""))
+		if !g.at.IsZero() {
+			now = g.at
+		}
 	}
 	if !plan.Patch {
 		return nil
@@ -310,9 +365,11 @@ func (c *Controller) Reconcile(ctx context.Context, key catalog.WorkloadKey) err
 	for _, id := range plan.Unverified {
 		found, err := c.exists(ctx, id)
 		if err != nil {
+			c.fleet.unreserve(key)
 			return fmt.Errorf("confirming that %s does not exist: %w", id, err)
 		}
 		if found {
+			c.fleet.unreserve(key)
 			return fmt.Errorf("%s: %w", id, errCacheBehind)
 		}
 	}
@@ -323,11 +380,15 @@ func (c *Controller) Reconcile(ctx context.Context, key catalog.WorkloadKey) err
 	}
 	body, err := BuildPatch(c.templateFields[key.Resource], c.cfg.Annotations, w, plan, now)
 	if err != nil {
+		c.fleet.unreserve(key)
 		return fmt.Errorf("building patch for %s: %w", key, err)
 	}
 	start := time.Now()
 	_, err = c.client.Resource(key.Resource).Namespace(key.Namespace).Patch(ctx, key.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: "restart-controller"})
 	c.metrics.PatchDuration.Observe(time.Since(start).Seconds())
+	if err != nil {
+		c.fleet.unreserve(key)
+	}
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

@@ -2,6 +2,7 @@ package restart
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -25,6 +26,7 @@ import (
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/metrics"
+	"github.com/restart-controller/restart-controller/internal/pacing"
 	"github.com/restart-controller/restart-controller/internal/refs"
 )
 
@@ -212,10 +214,26 @@ func (h *harness) patches() []k8stesting.PatchAction {
 	return out
 }
 
-// patchBody is the exact patch the controller must send.
+// patchBody is the exact patch the controller must send. A restart's record
+// names, for each source, its change: for a workload reading every key, the
+// checksum without its version prefix.
 func patchBody(rv, applied, templateHash, templatePath string, restart bool) string {
+	record := ""
+	if restart {
+		sums := map[string]string{}
+		if err := json.Unmarshal([]byte(applied), &sums); err != nil {
+			panic(err)
+		}
+		sources := map[string]string{}
+		for id, sum := range sums {
+			sources[id] = strings.TrimPrefix(sum, "v2:")
+		}
+		at, _ := time.Parse(time.RFC3339Nano, stampAtNow)
+		raw, _ := json.Marshal(pacing.Record{At: at, Sources: sources, Restarts: []time.Time{at}})
+		record = `,"` + rolloutKey + `":"` + strings.ReplaceAll(string(raw), `"`, `\"`) + `"`
+	}
 	body := `{"metadata":{"annotations":{"` + appliedKey + `":"` + strings.ReplaceAll(applied, `"`, `\"`) + `",` +
-		`"` + templateHashKey + `":"` + templateHash + `"},"resourceVersion":"` + rv + `"}`
+		`"` + templateHashKey + `":"` + templateHash + `"` + record + `},"resourceVersion":"` + rv + `"}`
 	if restart {
 		stamp := `{"metadata":{"annotations":{"` + timestampKey + `":"` + stampAtNow + `"}}}`
 		for _, f := range reverse(strings.Split(templatePath, ".")) {
@@ -390,9 +408,34 @@ func TestReconcileRestartSettles(t *testing.T) {
 			t.Errorf("%s: our own restart changed the template hash", u.GetKind())
 		}
 
-		// The informer delivers the patched object; nothing more to do, even
-		// much later.
+		// The informer delivers the patched object, its rollout done: the
+		// one more write is the rollout's outcome on the record.
+		if err := unstructured.SetNestedMap(patched.Object, map[string]interface{}{
+			"replicas": int64(2), "updatedReplicas": int64(2), "availableReplicas": int64(2),
+		}, "status"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.client.Resource(gvr).Namespace("shop").Update(context.Background(), patched, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 		h.cache(patched)
+		h.c.now = func() time.Time { return reconcileNow.Add(time.Minute) }
+		if err := h.c.Reconcile(context.Background(), key); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(h.patches()); n != 2 {
+			t.Fatalf("%s: %d patches, want the restart and its outcome", u.GetKind(), n)
+		}
+		done, err := h.client.Resource(gvr).Namespace("shop").Get(context.Background(), u.GetName(), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec := done.GetAnnotations()[rolloutKey]; !strings.Contains(rec, `"result":"complete"`) {
+			t.Errorf("%s: rollout record %s", u.GetKind(), rec)
+		}
+
+		// Nothing more to do, even much later.
+		h.cache(done)
 		h.c.now = func() time.Time { return reconcileNow.Add(time.Hour) }
 		actions := len(h.client.Actions())
 		if err := h.c.Reconcile(context.Background(), key); err != nil {
@@ -441,7 +484,7 @@ func TestReconcileGracePeriod(t *testing.T) {
 	}
 	applied := annotation(t, map[string]string{cmApp.String(): sourceState(t, cmApp, map[string]string{"a": "3"}).Checksum(nil)})
 	want := patchBody("42", applied, h.reduce(u).TemplateHash, "spec.template", true)
-	want = strings.Replace(want, stampAtNow, now.UTC().Format(time.RFC3339Nano), 1)
+	want = strings.ReplaceAll(want, stampAtNow, now.UTC().Format(time.RFC3339Nano))
 	if string(patches[0].GetPatch()) != want {
 		t.Errorf("patch body:\n got %s\nwant %s", patches[0].GetPatch(), want)
 	}
@@ -527,8 +570,9 @@ func TestProcessNextErrorHandling(t *testing.T) {
 			})
 			rec := &fakeRecorder{}
 			h.c.events = rec
-			h.c.cfg = &config.Config{Settings: h.cfg.Settings, Annotations: h.cfg.Annotations}
-			h.c.cfg.Settings.IgnoredErrors = tc.ignored
+			cfg := *h.cfg
+			cfg.Settings.IgnoredErrors = tc.ignored
+			h.c.cfg = &cfg
 
 			key := keyOf(deploymentsGVR, w)
 			h.c.queue.Add(key)

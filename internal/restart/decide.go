@@ -65,6 +65,19 @@ type Plan struct {
 	// sources may lag behind the cache of workloads, so the caller confirms
 	// the absence with the API server before writing it.
 	Unverified []catalog.SourceID
+	// Extra are workload annotations fleet safety adds to the patch (the
+	// rollout record; nil removes a hold). Decide never sets them.
+	Extra map[string]interface{}
+}
+
+// setExtra adds an annotation to the patch (nil removes it) and makes the
+// plan patch.
+func (p *Plan) setExtra(key string, value interface{}) {
+	if p.Extra == nil {
+		p.Extra = map[string]interface{}{}
+	}
+	p.Extra[key] = value
+	p.Patch = true
 }
 
 // templateRecord is the value of the applied-template-hash annotation: the

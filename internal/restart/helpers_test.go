@@ -22,6 +22,11 @@ const (
 	appliedKey      = "com.xing.deployment-restart.applied-config-checksums"
 	templateHashKey = "com.xing.deployment-restart.applied-template-hash"
 	timestampKey    = "com.xing.deployment-restart.timestamp"
+	rolloutKey      = "com.xing.deployment-restart.rollout"
+	holdKey         = "com.xing.deployment-restart.hold"
+	releaseKey      = "com.xing.deployment-restart.release"
+	ignoreKey       = "com.xing.deployment-restart.ignore"
+	ignoreSrcKey    = "com.xing.deployment-restart.ignore-sources"
 )
 
 func exampleConfig(t testing.TB) *config.Config {
@@ -34,7 +39,8 @@ func exampleConfig(t testing.TB) *config.Config {
 	if err != nil {
 		t.Fatalf("examples/config.yaml: %v", err)
 	}
-	want := config.Annotations{OptIn: optInKey, AppliedChecksums: appliedKey, RestartTimestamp: timestampKey, AppliedTemplateHash: templateHashKey}
+	want := config.Annotations{OptIn: optInKey, AppliedChecksums: appliedKey, RestartTimestamp: timestampKey, AppliedTemplateHash: templateHashKey,
+		Rollout: rolloutKey, Hold: holdKey, Release: releaseKey, Ignore: ignoreKey, IgnoreSources: ignoreSrcKey}
 	if cfg.Annotations != want {
 		t.Fatalf("example annotations %+v, want %+v", cfg.Annotations, want)
 	}

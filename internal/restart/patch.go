@@ -21,13 +21,17 @@ func BuildPatch(templateFields []string, annotations config.Annotations, w *cata
 	if err != nil {
 		return nil, fmt.Errorf("encoding applied checksums: %w", err)
 	}
+	ann := map[string]interface{}{
+		annotations.AppliedChecksums:    string(applied),
+		annotations.AppliedTemplateHash: templateRecordOf(w, plan),
+	}
+	for k, v := range plan.Extra {
+		ann[k] = v
+	}
 	patch := map[string]interface{}{
 		"metadata": map[string]interface{}{
 			"resourceVersion": w.ResourceVersion,
-			"annotations": map[string]interface{}{
-				annotations.AppliedChecksums:    string(applied),
-				annotations.AppliedTemplateHash: templateRecordOf(w, plan),
-			},
+			"annotations":     ann,
 		},
 	}
 	if plan.Restart {

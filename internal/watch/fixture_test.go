@@ -137,6 +137,8 @@ func (r *syncRecorder) SourceCreated(id catalog.SourceID) {
 	r.created = append(r.created, id)
 }
 
+func (r *syncRecorder) SourceAnnotated(catalog.SourceID) {}
+
 func (r *syncRecorder) WorkloadChanged(key catalog.WorkloadKey) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -14,7 +14,10 @@ import (
 type recorder struct {
 	sources   []catalog.SourceID
 	workloads []catalog.WorkloadKey
+	annotated []catalog.SourceID
 }
+
+func (r *recorder) SourceAnnotated(id catalog.SourceID) { r.annotated = append(r.annotated, id) }
 
 func (r *recorder) SourceChanged(id catalog.SourceID)       { r.sources = append(r.sources, id) }
 func (r *recorder) SourceCreated(id catalog.SourceID)       { r.sources = append(r.sources, id) }
@@ -34,6 +37,8 @@ func TestSourceHandlerComputesKeysOnlyForDataChanges(t *testing.T) {
 	v1 := sourceState("1", map[string]byte{"a": 1})
 	v1Relabelled := sourceState("2", map[string]byte{"a": 1})
 	v2 := sourceState("3", map[string]byte{"a": 2})
+	released := sourceState("4", map[string]byte{"a": 1})
+	released.Annotations = map[string]string{"release": "0123456789abcdef"}
 	cases := []struct {
 		name  string
 		event func(h cache.ResourceEventHandler)
@@ -43,6 +48,7 @@ func TestSourceHandlerComputesKeysOnlyForDataChanges(t *testing.T) {
 		{"created after start", func(h cache.ResourceEventHandler) { h.OnAdd(v1, false) }, 1},
 		{"metadata-only update", func(h cache.ResourceEventHandler) { h.OnUpdate(v1, v1Relabelled) }, 0},
 		{"data update", func(h cache.ResourceEventHandler) { h.OnUpdate(v1, v2) }, 1},
+		{"release annotation is no data change", func(h cache.ResourceEventHandler) { h.OnUpdate(v1, released) }, 0},
 		{"deleted", func(h cache.ResourceEventHandler) { h.OnDelete(v1) }, 0},
 		{"tombstone", func(h cache.ResourceEventHandler) {
 			h.OnDelete(cache.DeletedFinalStateUnknown{Key: "shop/app", Obj: v1})
@@ -125,5 +131,23 @@ func TestNotReadyBeforeTheInitialSync(t *testing.T) {
 	w.synced = append(w.synced, func() bool { return false })
 	if err := w.Ready(); err == nil {
 		t.Fatal("ready while a later informer has not synced")
+	}
+}
+
+// A change of a kept annotation (release, ignore) alone is reported as such,
+// so the readers are decided again at once, without a grace period.
+func TestSourceHandlerReportsAnnotations(t *testing.T) {
+	v1 := sourceState("1", map[string]byte{"a": 1})
+	released := sourceState("2", map[string]byte{"a": 1})
+	released.Annotations = map[string]string{"release": "0123456789abcdef"}
+	both := sourceState("3", map[string]byte{"a": 2})
+	both.Annotations = map[string]string{"release": "x"}
+	rec := &recorder{}
+	h := sourceHandler{kind: "configmap", handler: rec, metrics: metrics.New(func() (int, int) { return 0, 0 })}
+	h.OnUpdate(v1, released)
+	h.OnUpdate(released, released)
+	h.OnUpdate(released, both)
+	if len(rec.annotated) != 1 || len(rec.sources) != 1 {
+		t.Fatalf("annotated %v, changed %v", rec.annotated, rec.sources)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +36,9 @@ type Handler interface {
 	SourceCreated(id catalog.SourceID)
 	// WorkloadChanged reports a workload that appeared or changed in a way decisions see.
 	WorkloadChanged(key catalog.WorkloadKey)
+	// SourceAnnotated reports a change of the annotations kept of a source
+	// (ignore, release) without a change of its data.
+	SourceAnnotated(id catalog.SourceID)
 }
 
 // Watcher owns the informers.
@@ -220,7 +224,7 @@ func (w *Watcher) startSourceInformers(ctx context.Context, kind config.SourceKi
 		// The store joins the catalog before the informer runs, so no key it
 		// yields can be looked up before its store is known.
 		w.catalog.AddSourceStore(kind.Name, informer.GetIndexer())
-		if err := w.start(ctx, informer, catalog.ReduceSource(kind.DataFields), handler); err != nil {
+		if err := w.start(ctx, informer, catalog.ReduceSource(kind.DataFields, w.cfg.Annotations.Ignore, w.cfg.Annotations.Release), handler); err != nil {
 			return fmt.Errorf("watching %s: %w", kind.GVR, err)
 		}
 	}
@@ -282,8 +286,15 @@ func (h sourceHandler) OnUpdate(oldObj, newObj interface{}) {
 	h.metrics.ResourceVersions.Inc()
 	oldState, ok1 := oldObj.(*catalog.SourceState)
 	newState, ok2 := newObj.(*catalog.SourceState)
-	if ok1 && ok2 && !oldState.SameData(newState) {
-		h.handler.SourceChanged(catalog.SourceID{Kind: h.kind, Namespace: newState.Namespace, Name: newState.Name})
+	if !ok1 || !ok2 {
+		return
+	}
+	id := catalog.SourceID{Kind: h.kind, Namespace: newState.Namespace, Name: newState.Name}
+	switch {
+	case !oldState.SameData(newState):
+		h.handler.SourceChanged(id)
+	case !maps.Equal(oldState.Annotations, newState.Annotations):
+		h.handler.SourceAnnotated(id)
 	}
 }
 

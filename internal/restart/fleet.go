@@ -1,0 +1,558 @@
+package restart
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/pacing"
+	"github.com/restart-controller/restart-controller/internal/rollout"
+)
+
+// Fleet safety: rollout tracking, health-gated waves, the breaker, opt-outs.
+//
+// Everything that decides lives on the objects: the rollout record and the
+// hold on each workload (package pacing), the release and ignore annotations
+// on sources, and the sources' data (a change is named by its data). Wave
+// progress is derived from the readers of a source: which already carry the
+// change and how their rollouts ended. So a new process, after a SIGKILL or
+// a failover, reaches the decisions the last one would have: it never
+// releases a hold or restarts a held wave. What the controller keeps in
+// memory may be lost without harm:
+//
+//   - reservations: restarts patched whose record the cache does not show
+//     yet, so that two workers never both take the last place of a wave;
+//   - when each source last changed, for the breaker's quiet time. A new
+//     process takes its own start as that time, so it holds a workload at
+//     least as long as the one before would have.
+type fleet struct {
+	started time.Time
+
+	mu         sync.Mutex
+	lastChange map[catalog.SourceID]time.Time
+	reserved   map[catalog.WorkloadKey]reservation
+	held       map[catalog.WorkloadKey]pacing.HoldKind
+	// queued are workloads waiting for their wave or for the cap: each
+	// rollout that ends wakes them.
+	queued map[catalog.WorkloadKey]bool
+}
+
+type reservation struct {
+	record *pacing.Record
+	expiry time.Time
+}
+
+// reservationTTL bounds how long a reservation outlives its patch when the
+// cache never shows the record (the workload was deleted meanwhile).
+const reservationTTL = 2 * time.Minute
+
+// queuedRecheck is how often a workload waiting for its wave is decided
+// again even if no rollout ending woke it.
+const queuedRecheck = 15 * time.Second
+
+func newFleet(now time.Time) *fleet {
+	return &fleet{
+		started:    now,
+		lastChange: map[catalog.SourceID]time.Time{},
+		reserved:   map[catalog.WorkloadKey]reservation{},
+		held:       map[catalog.WorkloadKey]pacing.HoldKind{},
+		queued:     map[catalog.WorkloadKey]bool{},
+	}
+}
+
+func (f *fleet) changed(id catalog.SourceID, now time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lastChange[id] = now
+}
+
+// lastChanged is when any of the sources last changed, as far as this
+// process knows: never earlier than its start.
+func (f *fleet) lastChanged(refs []catalog.Reference) time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	last := f.started
+	for _, r := range refs {
+		if t, ok := f.lastChange[r.ID]; ok && t.After(last) {
+			last = t
+		}
+	}
+	return last
+}
+
+// setHeld records whether a workload's restart is held ("" when not) and
+// returns the counts per reason for the gauge.
+func (f *fleet) setHeld(key catalog.WorkloadKey, kind pacing.HoldKind) map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if kind == "" {
+		delete(f.held, key)
+	} else {
+		f.held[key] = kind
+	}
+	counts := map[string]int{}
+	for _, k := range f.held {
+		counts[string(k)]++
+	}
+	return counts
+}
+
+func (f *fleet) setQueued(key catalog.WorkloadKey, queued bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if queued {
+		f.queued[key] = true
+	} else {
+		delete(f.queued, key)
+	}
+}
+
+func (f *fleet) queuedKeys() []catalog.WorkloadKey {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Collect(maps.Keys(f.queued))
+}
+
+// unreserve drops a reservation whose patch failed (or was never sent).
+func (f *fleet) unreserve(key catalog.WorkloadKey) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.reserved, key)
+}
+
+// recordOf returns the workload's rollout record: a reservation made by this
+// process that the cache does not show yet, or the cached annotation. Called
+// with f.mu held.
+func (f *fleet) recordOf(key catalog.WorkloadKey, w *catalog.WorkloadState, now time.Time) (rec *pacing.Record, reserved bool) {
+	cached, _ := pacing.ParseRecord(w.Record)
+	if r, ok := f.reserved[key]; ok {
+		caughtUp := cached != nil && (cached.At.After(r.record.At) || cached.At.Equal(r.record.At) && cached.Result == r.record.Result)
+		if caughtUp || now.After(r.expiry) {
+			delete(f.reserved, key)
+		} else {
+			return r.record, true
+		}
+	}
+	return cached, false
+}
+
+// reserve remembers a record this process is writing, until the cache shows
+// it. Called with f.mu held.
+func (f *fleet) reserve(key catalog.WorkloadKey, rec *pacing.Record, now time.Time) {
+	f.reserved[key] = reservation{record: rec, expiry: now.Add(reservationTTL)}
+}
+
+// behind reports whether the cache does not show yet a record this process
+// wrote on the workload: deciding on it now would decide on a stale view.
+func (f *fleet) behind(key catalog.WorkloadKey, w *catalog.WorkloadState, now time.Time) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, reserved := f.recordOf(key, w, now)
+	return reserved
+}
+
+// inFlight counts the rollouts under way: records without a result in the
+// cache, and reservations it does not show yet. Called with f.mu held.
+func (c *Controller) inFlight(now time.Time) int {
+	keys := c.catalog.InFlight()
+	n := len(keys)
+	for key, r := range c.fleet.reserved {
+		if now.After(r.expiry) {
+			continue
+		}
+		if !slices.Contains(keys, key) {
+			n++
+		}
+	}
+	return n
+}
+
+// SourceAnnotated is called by the watcher when a source's release or ignore
+// annotation changed: its readers are decided again at once.
+func (c *Controller) SourceAnnotated(id catalog.SourceID) {
+	for _, key := range c.catalog.WorkloadsReading(id) {
+		c.queue.Add(key)
+	}
+}
+
+// follow judges the rollout of the workload's last restart, if it is still
+// followed, and records its outcome on the workload once there is one. It
+// reports whether it wrote: the decision then waits for the cache to show
+// the write (the update enqueues the workload again).
+func (c *Controller) follow(ctx context.Context, key catalog.WorkloadKey, w *catalog.WorkloadState, now time.Time) (bool, error) {
+	rec, err := pacing.ParseRecord(w.Record)
+	if err != nil {
+		c.log.Warn("unreadable rollout record; the next restart replaces it", "workload", key.String(), "error", err)
+		return false, nil
+	}
+	if !rec.InFlight() {
+		return false, nil
+	}
+	status := w.Rollout
+	if w.NotRolled != "" {
+		status = rollout.Status{Phase: rollout.NotRolling, Reason: "NotRolled", Message: w.NotRolled}
+	}
+	verdict := c.rules[key.Resource].Judge(status, rec.At, now)
+	if verdict.Result == rollout.Pending {
+		// The deadline: decide again then, if no status change comes first.
+		c.queue.AddAfter(key, verdict.Wait+10*time.Millisecond)
+		return false, nil
+	}
+	done := rec.WithResult(verdict, now)
+	if err := c.patchAnnotations(ctx, key, w.ResourceVersion, map[string]interface{}{c.cfg.Annotations.Rollout: pacing.Encode(done)}); err != nil {
+		return true, err
+	}
+	// Until the cache shows the result, wave decisions see it here.
+	c.fleet.mu.Lock()
+	c.fleet.reserve(key, done, now)
+	c.fleet.mu.Unlock()
+	took := now.Sub(rec.At)
+	outcome := string(verdict.Result)
+	c.metrics.Rollouts.WithLabelValues(outcome).Inc()
+	c.metrics.RolloutDuration.WithLabelValues(outcome).Observe(took.Seconds())
+	log := c.log.With("workload", key.String(), "after", took.Round(time.Millisecond))
+	restarted := rec.At.UTC().Format(time.RFC3339)
+	switch verdict.Result {
+	case rollout.Succeeded:
+		log.Info("rollout complete")
+		c.event(w, corev1.EventTypeNormal, "RolloutComplete", "Rollout",
+			"Rollout of the restart at %s complete after %s", restarted, took.Round(time.Second))
+	case rollout.Unsucceeded:
+		log.Warn("rollout failed", "reason", verdict.Reason, "message", verdict.Message)
+		c.event(w, corev1.EventTypeWarning, "RolloutFailed", "Rollout",
+			"Rollout of the restart at %s failed after %s: %s: %s", restarted, took.Round(time.Second), verdict.Reason, verdict.Message)
+	default:
+		log.Info("rollout not followed: the workload does not roll its pods by itself", "reason", verdict.Reason)
+	}
+	c.wake(rec.Sources, now)
+	return true, nil
+}
+
+// wake enqueues, for each source a rollout that ended had delivered, the
+// readers that may move now: those its waves admit, and when the change is
+// halted those to hold; and every workload waiting for the cap.
+func (c *Controller) wake(sources map[string]string, now time.Time) {
+	var keys []catalog.WorkloadKey
+	c.fleet.mu.Lock()
+	for raw := range sources {
+		id, ok := parseSourceID(raw)
+		if !ok {
+			continue
+		}
+		src, ok := c.catalog.Source(id)
+		if !ok {
+			continue
+		}
+		byName, state := c.waveState(id, src, now)
+		for _, name := range append(state.Admit, state.Held...) {
+			keys = append(keys, byName[name])
+		}
+	}
+	c.fleet.mu.Unlock()
+	keys = append(keys, c.fleet.queuedKeys()...)
+	for _, key := range keys {
+		c.queue.Add(key)
+	}
+}
+
+func parseSourceID(s string) (catalog.SourceID, bool) {
+	parts := strings.SplitN(s, "/", 3)
+	if len(parts) != 3 {
+		return catalog.SourceID{}, false
+	}
+	return catalog.SourceID{Kind: parts[0], Namespace: parts[1], Name: parts[2]}, true
+}
+
+// waveState evaluates the waves of the source's current change over its
+// readers, and maps member names back to keys. Called with c.fleet.mu held.
+func (c *Controller) waveState(id catalog.SourceID, src *catalog.SourceState, now time.Time) (map[string]catalog.WorkloadKey, pacing.State) {
+	change := src.Change()
+	sid := id.String()
+	byName := map[string]catalog.WorkloadKey{}
+	var members []pacing.Member
+	for _, key := range c.catalog.WorkloadsReading(id) {
+		r, ok := c.catalog.Workload(key)
+		if !ok || !r.OptedIn || r.Problem != "" || r.Ignores(id) {
+			continue
+		}
+		m := pacing.Member{Key: key.String()}
+		byName[m.Key] = key
+		rec, reserved := c.fleet.recordOf(key, r, now)
+		if rec.Delivered(sid, change) {
+			m.Restarted, m.Result = true, rec.Result
+			m.Failure = rec.Reason
+			if rec.Message != "" {
+				m.Failure += ": " + rec.Message
+			}
+		}
+		if !reserved {
+			m.Pending = pendingFor(r, id, src)
+		}
+		if hold, _ := pacing.ParseHold(r.Hold); hold != nil {
+			switch {
+			case hold.HoldsChange(sid, change):
+				m.HeldHere, m.Cause = true, hold.Cause
+			case hold.Kind == pacing.HoldWave && hold.Source == sid:
+				// A hold for an older change of this source: stale.
+			default:
+				m.HeldElsewhere = true
+			}
+		}
+		members = append(members, m)
+	}
+	released := src.Annotations[c.cfg.Annotations.Release] == change
+	return byName, c.cfg.Waves.Evaluate(members, released)
+}
+
+// pendingFor reports whether a reader's pods run other data of the source
+// than it holds now, such that a restart for it is due (as Decide would find,
+// leaving aside grace periods, which waves do not need).
+func pendingFor(w *catalog.WorkloadState, id catalog.SourceID, src *catalog.SourceState) bool {
+	if !w.HasApplied {
+		return false
+	}
+	if rec := parseTemplateRecord(w.AppliedTemplateHash); rec.hash == "" || rec.hash != w.TemplateHash {
+		return false
+	}
+	applied := map[string]string{}
+	if err := json.Unmarshal([]byte(w.Applied), &applied); err != nil {
+		return false
+	}
+	old, known := applied[id.String()]
+	if !known {
+		return false
+	}
+	for _, ref := range w.References {
+		if ref.ID != id {
+			continue
+		}
+		if src.Matches(old, ref.Keys) || (old == absent && !ref.Optional) {
+			return false
+		}
+		return true
+	}
+	return false
+}
+
+// withOptOuts returns the workload as decisions should see it: for each
+// source whose changes it ignores (the source's ignore annotation, or the
+// workload's ignore-sources annotation), the current checksum as if its
+// pods had read it. The change is recorded, never restarted for.
+func (c *Controller) withOptOuts(w *catalog.WorkloadState) (*catalog.WorkloadState, []catalog.SourceID) {
+	if !w.HasApplied {
+		return w, nil // first sight records every checksum anyway
+	}
+	applied := map[string]string{}
+	if err := json.Unmarshal([]byte(w.Applied), &applied); err != nil {
+		return w, nil
+	}
+	var ignored []catalog.SourceID
+	for _, ref := range w.References {
+		src, ok := c.catalog.Source(ref.ID)
+		if !ok || !(src.Annotations[c.cfg.Annotations.Ignore] == "true" || w.Ignores(ref.ID)) {
+			continue
+		}
+		old, known := applied[ref.ID.String()]
+		if !known || src.Matches(old, ref.Keys) {
+			continue
+		}
+		applied[ref.ID.String()] = src.Checksum(ref.Keys)
+		ignored = append(ignored, ref.ID)
+	}
+	if len(ignored) == 0 {
+		return w, nil
+	}
+	raw, _ := json.Marshal(applied) // a map of strings always encodes
+	view := *w                      // the cached object is shared and never changed
+	view.Applied = string(raw)
+	return &view, ignored
+}
+
+// gate is what fleet safety says about a plan.
+type gate struct {
+	// hold, when set, holds the restart: it is written on the workload.
+	hold *pacing.Hold
+	// recheck, when positive, is when a held restart is decided again.
+	recheck time.Duration
+	// queued: the restart waits for its wave or the cap, without a hold.
+	queued bool
+	// at is when the restart was let through, with the waves' lock held: the
+	// time its record and timestamp carry, never before the rollouts it
+	// waited for ended.
+	at time.Time
+}
+
+// gatePlan applies the breaker and the waves to a plan that restarts. It may
+// drop sources riding along (still in their grace period) whose waves have
+// no place for the workload yet, and adds to the plan the rollout record the
+// restart writes, with the removal of any hold. A plan without a restart only
+// loses a hold that has nothing left to hold.
+func (c *Controller) gatePlan(key catalog.WorkloadKey, w *catalog.WorkloadState, plan *Plan, now time.Time) gate {
+	hold, err := pacing.ParseHold(w.Hold)
+	if err != nil {
+		c.log.Warn("unreadable hold annotation; removing it", "workload", key.String(), "error", err)
+	}
+	if !plan.Restart {
+		if w.Hold != "" && plan.Wait == 0 {
+			// Nothing is due or waiting: no restart left to hold.
+			plan.setExtra(c.cfg.Annotations.Hold, nil)
+		}
+		return gate{}
+	}
+	prev, _ := pacing.ParseRecord(w.Record)
+	var restarts []time.Time
+	if prev != nil {
+		restarts = prev.Restarts
+	}
+	b := c.cfg.Breaker
+	heldByBreaker := hold != nil && hold.Kind == pacing.HoldBreaker
+	switch verdict, wait := b.Check(restarts, heldByBreaker, c.fleet.lastChanged(w.References), now); verdict {
+	case pacing.Trip:
+		return gate{hold: &pacing.Hold{Kind: pacing.HoldBreaker, Since: now,
+			Cause: fmt.Sprintf("restarted %d times within %s (budget %d)", pacing.Recent(restarts, b.Window, now), b.Window, b.Budget)},
+			recheck: b.Quiet}
+	case pacing.Keep:
+		return gate{hold: hold, recheck: wait}
+	}
+
+	applied := map[string]string{}
+	_ = json.Unmarshal([]byte(w.Applied), &applied) // Decide has warned about a bad one
+	c.fleet.mu.Lock()
+	defer c.fleet.mu.Unlock()
+	now = c.now()
+	delivered := map[string]string{}
+	paced := false
+	self := key.String()
+	for _, ref := range w.References {
+		sid := ref.ID.String()
+		value := plan.Applied[sid]
+		if value == applied[sid] || value == absent || value == pending {
+			continue // not new data for the pods
+		}
+		src, ok := c.catalog.Source(ref.ID)
+		if !ok {
+			continue
+		}
+		due := slices.Contains(plan.Changed, ref.ID)
+		_, state := c.waveState(ref.ID, src, now)
+		admitted := !state.Paced || slices.Contains(state.Admit, self)
+		switch {
+		case admitted:
+			delivered[sid] = src.Change()
+			paced = paced || state.Paced
+		case !due:
+			// Riding along: it will get its own restart in its own wave.
+			if old, known := applied[sid]; known {
+				plan.Applied[sid] = old
+			} else {
+				delete(plan.Applied, sid)
+			}
+		case state.Halted:
+			return gate{hold: &pacing.Hold{Kind: pacing.HoldWave, Source: sid, Change: src.Change(), Cause: state.Cause, Since: now}}
+		default:
+			return gate{queued: true}
+		}
+	}
+	if paced && c.cfg.MaxInFlight > 0 && c.inFlight(now) >= c.cfg.MaxInFlight {
+		return gate{queued: true}
+	}
+	// The new rollout delivers again what the last one delivered and is
+	// still current: its outcome speaks for those changes too.
+	if prev != nil {
+		for sid, change := range prev.Sources {
+			if _, ok := delivered[sid]; ok {
+				continue
+			}
+			if id, ok := parseSourceID(sid); ok {
+				if src, ok := c.catalog.Source(id); ok && src.Change() == change {
+					delivered[sid] = change
+				}
+			}
+		}
+	}
+	rec := pacing.NewRecord(prev, delivered, now, b.Window)
+	c.fleet.reserve(key, rec, now)
+	plan.setExtra(c.cfg.Annotations.Rollout, pacing.Encode(rec))
+	if w.Hold != "" {
+		plan.setExtra(c.cfg.Annotations.Hold, nil)
+	}
+	return gate{at: now}
+}
+
+// staleHold reports a wave hold whose change is over: its source changed
+// again, is gone, or the change was released.
+func (c *Controller) staleHold(raw string) bool {
+	hold, err := pacing.ParseHold(raw)
+	if err != nil {
+		return true
+	}
+	if hold == nil || hold.Kind != pacing.HoldWave {
+		return false
+	}
+	id, ok := parseSourceID(hold.Source)
+	if !ok {
+		return true
+	}
+	src, ok := c.catalog.Source(id)
+	return !ok || src.Change() != hold.Change || src.Annotations[c.cfg.Annotations.Release] == hold.Change
+}
+
+// holdRestart keeps a held restart from happening: it writes the hold on the
+// workload unless it is there already, and says so once, in the log and as a
+// RestartHeld Event.
+func (c *Controller) holdRestart(ctx context.Context, key catalog.WorkloadKey, w *catalog.WorkloadState, hold *pacing.Hold) error {
+	c.metrics.SetHeld(c.fleet.setHeld(key, hold.Kind))
+	if old, _ := pacing.ParseHold(w.Hold); old != nil && old.Kind == hold.Kind && old.Source == hold.Source &&
+		old.Change == hold.Change && old.Cause == hold.Cause {
+		return nil
+	}
+	if err := c.patchAnnotations(ctx, key, w.ResourceVersion, map[string]interface{}{c.cfg.Annotations.Hold: pacing.Encode(hold)}); err != nil {
+		return err
+	}
+	log := c.log.With("workload", key.String())
+	switch hold.Kind {
+	case pacing.HoldWave:
+		id, _ := parseSourceID(hold.Source)
+		log.Warn("restart held: a rollout of the same change failed", "source", hold.Source, "change", hold.Change, "failed", hold.Cause)
+		c.event(w, corev1.EventTypeWarning, "RestartHeld", "Hold",
+			"Restart held: the change %s of %s is halted, a rollout of it failed: %s. A new change of %s resumes; "+
+				"to let this change go on: kubectl annotate %s %s -n %s %s=%s --overwrite",
+			hold.Change, hold.Source, hold.Cause, hold.Source, id.Kind, id.Name, id.Namespace, c.cfg.Annotations.Release, hold.Change)
+	default:
+		log.Warn("restart held by the breaker", "cause", hold.Cause, "quiet", c.cfg.Breaker.Quiet)
+		c.event(w, corev1.EventTypeWarning, "RestartHeld", "Hold",
+			"Restart held: %s; it restarts once the sources it reads have been still for %s",
+			hold.Cause, c.cfg.Breaker.Quiet)
+	}
+	return nil
+}
+
+// patchAnnotations writes annotations (nil removes one) on the workload as
+// cached at resourceVersion rv: a conflict means the cache is behind, and
+// the workload is decided again on fresh state.
+func (c *Controller) patchAnnotations(ctx context.Context, key catalog.WorkloadKey, rv string, annotations map[string]interface{}) error {
+	body, err := json.Marshal(map[string]interface{}{
+		"metadata": map[string]interface{}{"resourceVersion": rv, "annotations": annotations},
+	})
+	if err != nil {
+		return fmt.Errorf("encoding patch: %w", err)
+	}
+	start := time.Now()
+	_, err = c.client.Resource(key.Resource).Namespace(key.Namespace).Patch(ctx, key.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: "restart-controller"})
+	c.metrics.PatchDuration.Observe(time.Since(start).Seconds())
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("patching %s: %w", key, err)
+	}
+	return nil
+}
