@@ -37,7 +37,7 @@ type Metrics struct {
 	DryRun           prometheus.Gauge
 	RolloutDuration  *prometheus.HistogramVec
 	Rollouts         *prometheus.CounterVec
-	held             *prometheus.GaugeVec
+	Held             *prometheus.GaugeVec
 	reloadOK         prometheus.Gauge
 	reloadTime       prometheus.Gauge
 	configInfo       *prometheus.GaugeVec
@@ -112,19 +112,19 @@ func New(counts func() (sources, workloads int)) *Metrics {
 	m.RolloutDuration = f.histogramVec("restart_controller_rollout_duration_seconds",
 		"Time from a restart to the end of the rollout that followed it, by outcome.",
 		[]float64{1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 3600}, "outcome")
-	m.held = f.gaugeVec("restart_controller_restarts_held",
+	m.Held = f.gaugeVec("restart_controller_restarts_held",
 		"Workloads whose due restart is held, by reason: wave (a rollout of the same change failed) or breaker (restarted too often).", "reason")
 	// Both reasons are exposed from the start, so a held count of zero reads
 	// as 0 rather than as a missing series.
-	m.held.WithLabelValues("wave")
-	m.held.WithLabelValues("breaker")
+	m.Held.WithLabelValues("wave")
+	m.Held.WithLabelValues("breaker")
 	return m
 }
 
 // SetHeld publishes how many restarts are held for each reason.
 func (m *Metrics) SetHeld(byReason map[string]int) {
 	for _, reason := range []string{"wave", "breaker"} {
-		m.held.WithLabelValues(reason).Set(float64(byReason[reason]))
+		m.Held.WithLabelValues(reason).Set(float64(byReason[reason]))
 	}
 }
 

@@ -49,6 +49,14 @@ func writeConfig(t *testing.T, name string, change func(map[string]interface{}))
 	return path
 }
 
+// withoutBreaker turns the breaker off. The resilience tests change sources
+// several times a second on purpose, to prove no change is lost; the breaker
+// would (rightly) hold their workloads until the sources stay still, which
+// fleet_safety_test.go proves on its own.
+func withoutBreaker(cfg map[string]interface{}) {
+	cfg["breaker"] = map[string]interface{}{"budget": 0}
+}
+
 func isolatedConfig(t *testing.T, name, ns string, keys isolatedKeys, extra func(map[string]interface{})) string {
 	return writeConfig(t, name, func(cfg map[string]interface{}) {
 		cfg["namespaces"] = []interface{}{ns}
@@ -73,7 +81,7 @@ func TestChaosKillNineLosesNoRestart(t *testing.T) {
 	ns := newNamespace(t)
 	keys := keysFor("chaos")
 	f := newFleet(t, ns, keys, 50, 20)
-	configFile := isolatedConfig(t, "chaos", ns, keys, nil)
+	configFile := isolatedConfig(t, "chaos", ns, keys, withoutBreaker)
 	args := []string{"--restart-grace-period", "500ms", "--restart-check-period", "100"}
 	ctx := ctxFor(t)
 	p, err := env.startController(ctx, "chaos", configFile, args...)
@@ -120,6 +128,7 @@ func TestLeaderFailover(t *testing.T) {
 	keys := keysFor("failover")
 	f := newFleet(t, ns, keys, 12, 6)
 	configFile := isolatedConfig(t, "failover", ns, keys, func(cfg map[string]interface{}) {
+		withoutBreaker(cfg)
 		cfg["leaderElection"] = map[string]interface{}{
 			"enabled": true, "namespace": ns, "leaseName": "restart-controller",
 			"leaseDuration": "4s", "renewDeadline": "3s", "retryPeriod": "500ms",
@@ -204,7 +213,7 @@ func TestAPIServerOutage(t *testing.T) {
 	ns := newNamespace(t)
 	keys := keysFor("outage")
 	f := newFleet(t, ns, keys, 10, 5)
-	configFile := isolatedConfig(t, "outage", ns, keys, nil)
+	configFile := isolatedConfig(t, "outage", ns, keys, withoutBreaker)
 	ctx := ctxFor(t)
 	p, err := env.startController(ctx, "outage", configFile, "--restart-grace-period", "2s")
 	if err != nil {

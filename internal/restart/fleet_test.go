@@ -1,0 +1,378 @@
+package restart
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/pacing"
+)
+
+// fleetHarness is n Deployments w00..wNN reading every key of ConfigMap
+// shop/app, recorded with dataV1, in the fake API server and the cache; the
+// source holds dataV2, its grace period over.
+type fleetHarness struct {
+	*harness
+	keys []catalog.WorkloadKey
+	rec  *fakeRecorder
+}
+
+func newFleetHarness(t *testing.T, n int) *fleetHarness {
+	t.Helper()
+	var objs []*unstructured.Unstructured
+	base := newHarness(t, nil, nil, nil)
+	for i := 0; i < n; i++ {
+		u := fromYAML(t, webDeployment)
+		u.SetName(fmt.Sprintf("w%02d", i))
+		objs = append(objs, settle(base, u, dataV1))
+	}
+	h := newHarness(t, objs, objs, dataV2)
+	f := &fleetHarness{harness: h, rec: &fakeRecorder{}}
+	h.c.events = f.rec
+	for _, u := range objs {
+		f.keys = append(f.keys, keyOf(deploymentsGVR, u))
+	}
+	return f
+}
+
+// reconcileAll reconciles every workload, last first (the order must not
+// matter), and returns the names of those restarted by it.
+func (f *fleetHarness) reconcileAll() []string {
+	f.t.Helper()
+	before := len(f.client.Actions())
+	for i := len(f.keys) - 1; i >= 0; i-- {
+		if err := f.c.Reconcile(context.Background(), f.keys[i]); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	return f.restartedSince(before)
+}
+
+func (f *fleetHarness) restartedSince(before int) []string {
+	var names []string
+	for _, a := range f.client.Actions()[before:] {
+		if p, ok := a.(interface{ GetPatch() []byte }); ok && strings.Contains(string(p.GetPatch()), timestampKey) {
+			names = append(names, a.(interface{ GetName() string }).GetName())
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+func (f *fleetHarness) get(name string) *unstructured.Unstructured {
+	f.t.Helper()
+	u, err := f.client.Resource(deploymentsGVR).Namespace("shop").Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return u
+}
+
+// sync brings the cache up to the fake API server, as the informer would.
+func (f *fleetHarness) sync() {
+	for _, k := range f.keys {
+		f.cache(f.get(k.Name))
+	}
+}
+
+// rollOut gives the named workloads the status of a finished rollout.
+func (f *fleetHarness) rollOut(names ...string) {
+	f.t.Helper()
+	for _, name := range names {
+		u := f.get(name)
+		if err := unstructured.SetNestedMap(u.Object, map[string]interface{}{
+			"replicas": int64(2), "updatedReplicas": int64(2), "availableReplicas": int64(2),
+		}, "status"); err != nil {
+			f.t.Fatal(err)
+		}
+		if _, err := f.client.Resource(deploymentsGVR).Namespace("shop").Update(context.Background(), u, metav1.UpdateOptions{}); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
+func (f *fleetHarness) record(name string) *pacing.Record {
+	f.t.Helper()
+	r, err := pacing.ParseRecord(f.get(name).GetAnnotations()[rolloutKey])
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return r
+}
+
+func (f *fleetHarness) hold(name string) *pacing.Hold {
+	f.t.Helper()
+	h, err := pacing.ParseHold(f.get(name).GetAnnotations()[holdKey])
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return h
+}
+
+// step syncs the cache, reconciles everything and returns what restarted.
+func (f *fleetHarness) step() []string {
+	f.sync()
+	return f.reconcileAll()
+}
+
+// Waves of 1, 2, 4, ... in name order, each let through once every rollout
+// of the change so far has completed; the record of each restart names the
+// change it delivered.
+func TestWavesOpenOnCompletedRollouts(t *testing.T) {
+	f := newFleetHarness(t, 10)
+	change := sourceState(t, cmApp, dataV2).Change()
+	if got := f.reconcileAll(); !reflect.DeepEqual(got, []string{"w00"}) {
+		t.Fatalf("first wave %v, want [w00]", got)
+	}
+	if r := f.record("w00"); !r.InFlight() || r.Sources[cmApp.String()] != change || !r.At.Equal(reconcileNow) {
+		t.Fatalf("record %+v", r)
+	}
+	// While w00 rolls out, nothing more.
+	if got := f.step(); len(got) != 0 {
+		t.Fatalf("restarted %v while the first wave rolls out", got)
+	}
+	f.rollOut("w00")
+	f.step() // w00's outcome is recorded...
+	if r := f.record("w00"); r.Result != "complete" {
+		t.Fatalf("w00 record %+v", r)
+	}
+	if got := f.step(); !reflect.DeepEqual(got, []string{"w01", "w02"}) {
+		t.Fatalf("second wave %v, want [w01 w02]", got)
+	}
+	f.rollOut("w01") // half the wave done: the next one waits
+	f.step()
+	if got := f.step(); len(got) != 0 {
+		t.Fatalf("restarted %v with w02 still rolling out", got)
+	}
+	f.rollOut("w02")
+	f.step()
+	if got := f.step(); !reflect.DeepEqual(got, []string{"w03", "w04", "w05", "w06"}) {
+		t.Fatalf("third wave %v", got)
+	}
+	if n := testutil.ToFloat64(f.c.metrics.Rollouts.WithLabelValues("complete")); n != 3 {
+		t.Fatalf("rollouts complete %v, want 3", n)
+	}
+	var complete int
+	for _, e := range f.rec.events {
+		if e.reason == "RolloutComplete" {
+			complete++
+		}
+	}
+	if complete != 3 {
+		t.Fatalf("%d RolloutComplete events, want 3: %+v", complete, f.rec.events)
+	}
+}
+
+// A rollout that does not complete within the deadline fails and halts the
+// change: every other reader gets a hold naming the source, the change and
+// the failure, once, with a RestartHeld Event; the gauge counts them. A
+// release annotation with the change's ID lets the change go on.
+func TestFailedRolloutHoldsTheRestAndReleaseResumes(t *testing.T) {
+	f := newFleetHarness(t, 10)
+	change := sourceState(t, cmApp, dataV2).Change()
+	f.reconcileAll()
+	f.sync()
+	f.c.now = func() time.Time { return reconcileNow.Add(11 * time.Minute) } // past the 10m deadline
+	f.reconcileAll()
+	if r := f.record("w00"); r.Result != "failed" || r.Reason != "DeadlineExceeded" {
+		t.Fatalf("w00 record %+v", r)
+	}
+	if got := f.step(); len(got) != 0 {
+		t.Fatalf("restarted %v after the first wave failed", got)
+	}
+	for _, k := range f.keys[1:] {
+		h := f.hold(k.Name)
+		if h == nil || h.Kind != pacing.HoldWave || h.Source != cmApp.String() || h.Change != change ||
+			!strings.HasPrefix(h.Cause, "deployments.apps/shop/w00: DeadlineExceeded") {
+			t.Fatalf("%s hold %+v", k.Name, h)
+		}
+	}
+	if n := testutil.ToFloat64(f.c.metrics.Rollouts.WithLabelValues("failed")); n != 1 {
+		t.Fatalf("failed rollouts %v", n)
+	}
+	held := func() int {
+		var n int
+		for _, e := range f.rec.events {
+			if e.reason == "RestartHeld" {
+				n++
+			}
+		}
+		return n
+	}
+	if held() != 9 {
+		t.Fatalf("%d RestartHeld events, want 9", held())
+	}
+	note := f.rec.events[len(f.rec.events)-1].note
+	if !strings.Contains(note, "kubectl annotate configmap app -n shop "+releaseKey+"="+change) {
+		t.Fatalf("RestartHeld note %q does not say how to release", note)
+	}
+	gauge := func() float64 { return testutil.ToFloat64(f.c.metrics.Held.WithLabelValues("wave")) }
+	if gauge() != 9 {
+		t.Fatalf("held gauge %v, want 9", gauge())
+	}
+	// Decided again (a restart of the controller does the same): no new
+	// writes, no new Events, still held.
+	patches, events := len(f.patches()), len(f.rec.events)
+	f.step()
+	if len(f.patches()) != patches || len(f.rec.events) != events || gauge() != 9 {
+		t.Fatalf("held workloads decided again into %d patches, events %v", len(f.patches())-patches, f.rec.events[events:])
+	}
+	// A fresh controller over the same cluster holds them just the same.
+	fresh := newHarness(t, nil, nil, dataV2)
+	fresh.client, fresh.c.client = f.client, f.client
+	for _, k := range f.keys {
+		fresh.cache(f.get(k.Name))
+	}
+	fresh.c.now = f.c.now
+	for _, k := range f.keys {
+		if err := fresh.c.Reconcile(context.Background(), k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(f.patches()) != patches {
+		t.Fatalf("a fresh controller wrote %d patches", len(f.patches())-patches)
+	}
+	if g := testutil.ToFloat64(fresh.c.metrics.Held.WithLabelValues("wave")); g != 9 {
+		t.Fatalf("fresh controller's held gauge %v, want 9", g)
+	}
+
+	// The release.
+	src := sourceState(t, cmApp, dataV2)
+	src.Annotations = map[string]string{releaseKey: change}
+	if err := f.sources.Update(src); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.step(); !reflect.DeepEqual(got, []string{"w01", "w02"}) {
+		t.Fatalf("after the release %v, want the second wave [w01 w02]", got)
+	}
+	if h := f.hold("w01"); h != nil {
+		t.Fatalf("the restart kept the hold %+v", h)
+	}
+	f.step()
+	if gauge() != 0 {
+		t.Fatalf("held gauge %v after the release, want 0: the rest wait for their waves, not held", gauge())
+	}
+}
+
+// A new change of a halted source starts its waves over, from the first:
+// the workload that failed gets the new data first, nobody else yet.
+func TestNewChangeResumesFromTheFirstWave(t *testing.T) {
+	f := newFleetHarness(t, 10)
+	f.reconcileAll()
+	f.sync()
+	f.c.now = func() time.Time { return reconcileNow.Add(11 * time.Minute) }
+	f.reconcileAll()
+	f.step()
+	f.setSource(map[string]string{"a": "3"})
+	if got := f.step(); !reflect.DeepEqual(got, []string{"w00"}) {
+		t.Fatalf("a new change restarted %v, want its first wave [w00]", got)
+	}
+	if g := testutil.ToFloat64(f.c.metrics.Held.WithLabelValues("wave")); g != 0 {
+		t.Fatalf("held gauge %v: the holds of the old change are over", g)
+	}
+}
+
+// The breaker: a workload restarted its budget of times within the window
+// is held, and restarted once its sources have been still for the quiet time.
+func TestBreakerHoldsThenRestartsOnce(t *testing.T) {
+	u := settle(newHarness(t, nil, nil, nil), fromYAML(t, webDeployment), dataV1)
+	var restarts []time.Time
+	for i := 5; i > 0; i-- {
+		restarts = append(restarts, reconcileNow.Add(-time.Duration(i)*time.Minute))
+	}
+	prev := &pacing.Record{At: restarts[4], Result: "complete", Restarts: restarts}
+	u = withAnnotations(u, map[string]string{rolloutKey: pacing.Encode(prev)})
+	h := newHarness(t, []*unstructured.Unstructured{u}, []*unstructured.Unstructured{u}, dataV2)
+	rec := &fakeRecorder{}
+	h.c.events = rec
+	key := keyOf(deploymentsGVR, u)
+	h.c.SourceChanged(cmApp) // the source just changed
+	h.c.now = func() time.Time { return reconcileNow.Add(10 * time.Second) }
+	if err := h.c.Reconcile(context.Background(), key); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := h.client.Resource(deploymentsGVR).Namespace("shop").Get(context.Background(), "web", metav1.GetOptions{})
+	hold, _ := pacing.ParseHold(got.GetAnnotations()[holdKey])
+	if hold == nil || hold.Kind != pacing.HoldBreaker || !strings.Contains(hold.Cause, "restarted 5 times within 30m0s") {
+		t.Fatalf("hold %+v", hold)
+	}
+	if _, ok, _ := unstructured.NestedString(got.Object, "spec", "template", "metadata", "annotations", timestampKey); ok {
+		t.Fatal("restarted past the budget")
+	}
+	if len(rec.events) != 1 || rec.events[0].reason != "RestartHeld" || rec.events[0].eventtype != corev1.EventTypeWarning {
+		t.Fatalf("events %+v", rec.events)
+	}
+	h.cache(got)
+	// Still changing: held.
+	h.c.SourceChanged(cmApp)
+	h.c.now = func() time.Time { return reconcileNow.Add(time.Minute) }
+	if err := h.c.Reconcile(context.Background(), key); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(h.patches()); n != 1 {
+		t.Fatalf("%d patches while held", n)
+	}
+	// Still for the quiet time (2m): one restart, the hold removed.
+	h.c.now = func() time.Time { return reconcileNow.Add(20 * time.Second).Add(3 * time.Minute) }
+	if err := h.c.Reconcile(context.Background(), key); err != nil {
+		t.Fatal(err)
+	}
+	patches := h.patches()
+	if len(patches) != 2 || !strings.Contains(string(patches[1].GetPatch()), timestampKey) ||
+		!strings.Contains(string(patches[1].GetPatch()), `"`+holdKey+`":null`) {
+		t.Fatalf("patches %s", patches[len(patches)-1].GetPatch())
+	}
+}
+
+// Opt-outs: a change of a source annotated to be ignored, or named by the
+// workload's ignore-sources annotation, is recorded without a restart.
+func TestOptOutsRecordWithoutRestart(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		workload map[string]string
+		source   map[string]string
+	}{
+		{"source annotation", nil, map[string]string{ignoreKey: "true"}},
+		{"workload annotation, kind and name", map[string]string{ignoreSrcKey: "secret/x, configmap/app"}, nil},
+		{"workload annotation, name", map[string]string{ignoreSrcKey: "app"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := settle(newHarness(t, nil, nil, nil), fromYAML(t, webDeployment), dataV1)
+			if tc.workload != nil {
+				u = withAnnotations(u, tc.workload)
+			}
+			h := newHarness(t, []*unstructured.Unstructured{u}, []*unstructured.Unstructured{u}, nil)
+			src := sourceState(t, cmApp, dataV2)
+			src.Annotations = tc.source
+			if err := h.sources.Update(src); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.c.Reconcile(context.Background(), keyOf(deploymentsGVR, u)); err != nil {
+				t.Fatal(err)
+			}
+			patches := h.patches()
+			if len(patches) != 1 || strings.Contains(string(patches[0].GetPatch()), timestampKey) {
+				t.Fatalf("patches %v", patches)
+			}
+			applied := map[string]string{}
+			got, _ := h.client.Resource(deploymentsGVR).Namespace("shop").Get(context.Background(), "web", metav1.GetOptions{})
+			if err := json.Unmarshal([]byte(got.GetAnnotations()[appliedKey]), &applied); err != nil {
+				t.Fatal(err)
+			}
+			if applied[cmApp.String()] != src.Checksum(nil) {
+				t.Fatalf("applied %v, want the ignored change recorded", applied)
+			}
+		})
+	}
+}
