@@ -298,8 +298,8 @@ func (c *Controller) Reconcile(ctx context.Context, key catalog.WorkloadKey) err
 	w, ok := c.catalog.Workload(key)
 	if !ok || !w.OptedIn {
 		c.dryRun.forget(key)
+		c.fleet.forget(key)
 		c.metrics.SetHeld(c.fleet.setHeld(key, ""))
-		c.fleet.setQueued(key, false)
 		return nil
 	}
 	log := c.log.With("workload", key.String())

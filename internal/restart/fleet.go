@@ -46,6 +46,48 @@ type fleet struct {
 	// queued are workloads waiting for their wave or for the cap: each
 	// rollout that ends wakes them.
 	queued map[catalog.WorkloadKey]bool
+	// parsed memoizes the annotations wave decisions read of each cached
+	// workload object: a decision reads every reader of a source.
+	parsed map[catalog.WorkloadKey]parsedWorkload
+}
+
+// parsedWorkload is what wave decisions read of one cached workload object.
+type parsedWorkload struct {
+	state   *catalog.WorkloadState // the cached object it was read from
+	applied map[string]string      // nil when not trusted (see pendingFor)
+	record  *pacing.Record
+	hold    *pacing.Hold
+}
+
+// read returns the parsed annotations of a cached workload object, parsing
+// them once per object. Called with f.mu held.
+func (f *fleet) read(key catalog.WorkloadKey, w *catalog.WorkloadState) parsedWorkload {
+	if p, ok := f.parsed[key]; ok && p.state == w {
+		return p
+	}
+	p := parsedWorkload{state: w}
+	p.record, _ = pacing.ParseRecord(w.Record)
+	p.hold, _ = pacing.ParseHold(w.Hold)
+	if w.HasApplied {
+		if rec := parseTemplateRecord(w.AppliedTemplateHash); rec.hash != "" && rec.hash == w.TemplateHash {
+			applied := map[string]string{}
+			if json.Unmarshal([]byte(w.Applied), &applied) == nil {
+				p.applied = applied
+			}
+		}
+	}
+	f.parsed[key] = p
+	return p
+}
+
+// forget drops what is kept of a workload that is gone or opted out.
+func (f *fleet) forget(key catalog.WorkloadKey) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.parsed, key)
+	delete(f.held, key)
+	delete(f.queued, key)
+	delete(f.reserved, key)
 }
 
 type reservation struct {
@@ -59,7 +101,7 @@ const reservationTTL = 2 * time.Minute
 
 // queuedRecheck is how often a workload waiting for its wave is decided
 // again even if no rollout ending woke it.
-const queuedRecheck = 15 * time.Second
+const queuedRecheck = 30 * time.Second
 
 func newFleet(now time.Time) *fleet {
 	return &fleet{
@@ -68,6 +110,7 @@ func newFleet(now time.Time) *fleet {
 		reserved:   map[catalog.WorkloadKey]reservation{},
 		held:       map[catalog.WorkloadKey]pacing.HoldKind{},
 		queued:     map[catalog.WorkloadKey]bool{},
+		parsed:     map[catalog.WorkloadKey]parsedWorkload{},
 	}
 }
 
@@ -135,7 +178,7 @@ func (f *fleet) unreserve(key catalog.WorkloadKey) {
 // process that the cache does not show yet, or the cached annotation. Called
 // with f.mu held.
 func (f *fleet) recordOf(key catalog.WorkloadKey, w *catalog.WorkloadState, now time.Time) (rec *pacing.Record, reserved bool) {
-	cached, _ := pacing.ParseRecord(w.Record)
+	cached := f.read(key, w).record
 	if r, ok := f.reserved[key]; ok {
 		caughtUp := cached != nil && (cached.At.After(r.record.At) || cached.At.Equal(r.record.At) && cached.Result == r.record.Result)
 		if caughtUp || now.After(r.expiry) {
@@ -296,10 +339,11 @@ func (c *Controller) waveState(id catalog.SourceID, src *catalog.SourceState, no
 				m.Failure += ": " + rec.Message
 			}
 		}
+		parsed := c.fleet.read(key, r)
 		if !reserved {
-			m.Pending = pendingFor(r, id, src)
+			m.Pending = pendingFor(r, parsed.applied, id, src)
 		}
-		if hold, _ := pacing.ParseHold(r.Hold); hold != nil {
+		if hold := parsed.hold; hold != nil {
 			switch {
 			case hold.HoldsChange(sid, change):
 				m.HeldHere, m.Cause = true, hold.Cause
@@ -318,15 +362,10 @@ func (c *Controller) waveState(id catalog.SourceID, src *catalog.SourceState, no
 // pendingFor reports whether a reader's pods run other data of the source
 // than it holds now, such that a restart for it is due (as Decide would find,
 // leaving aside grace periods, which waves do not need).
-func pendingFor(w *catalog.WorkloadState, id catalog.SourceID, src *catalog.SourceState) bool {
-	if !w.HasApplied {
-		return false
-	}
-	if rec := parseTemplateRecord(w.AppliedTemplateHash); rec.hash == "" || rec.hash != w.TemplateHash {
-		return false
-	}
-	applied := map[string]string{}
-	if err := json.Unmarshal([]byte(w.Applied), &applied); err != nil {
+// applied is the workload's applied checksums, nil when they cannot be
+// trusted (none, unreadable, or recorded against another pod template).
+func pendingFor(w *catalog.WorkloadState, applied map[string]string, id catalog.SourceID, src *catalog.SourceState) bool {
+	if applied == nil {
 		return false
 	}
 	old, known := applied[id.String()]
