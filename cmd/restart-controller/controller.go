@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/checksumkey"
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/metrics"
 	"github.com/restart-controller/restart-controller/internal/restart"
@@ -95,7 +96,16 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 	if err != nil {
 		return fmt.Errorf("creating metadata client: %w", err)
 	}
-	ctrl, err := restart.New(cfg, cat, client, restart.APIExists(meta, cfg.Sources), m, recorder, log.Named("restart"))
+	key, err := checksumkey.Ensure(ctx, kube.CoreV1(), cfg.Settings.LeaseNamespace, cfg.Settings.ChecksumKeySecret)
+	if err != nil {
+		return fmt.Errorf("loading the checksum key: %w", err)
+	}
+	sums, err := catalog.NewHasher(key)
+	if err != nil {
+		return fmt.Errorf("loading the checksum key: %w", err)
+	}
+	log.Info("checksum key loaded", "secret", cfg.Settings.LeaseNamespace+"/"+cfg.Settings.ChecksumKeySecret, "key_id", sums.KeyID())
+	ctrl, err := restart.New(cfg, cat, client, restart.APIExists(meta, cfg.Sources), sums, m, recorder, log.Named("restart"))
 	if err != nil {
 		return err
 	}

@@ -197,7 +197,8 @@ type Need struct {
 // Needs lists every permission the controller uses with cfg: its informers
 // list and watch every source and workload kind (the absence check is a
 // metadata-only list), it patches workloads, records Events (events.k8s.io)
-// on them, and holds a Lease when leader election is on.
+// on them, reads (creating it once) its checksum key Secret in its own
+// namespace, and holds a Lease when leader election is on.
 func Needs(cfg *config.Config) []Need {
 	scopes := cfg.Namespaces
 	if len(scopes) == 0 {
@@ -214,6 +215,8 @@ func Needs(cfg *config.Config) []Need {
 		out = append(out, Need{schema.GroupResource{Group: "events.k8s.io", Resource: "events"}, []string{"create", "patch"}, ns,
 			"Events about failures, on workloads"})
 	}
+	out = append(out, Need{schema.GroupResource{Resource: "secrets"}, []string{"get", "create"},
+		cfg.Settings.LeaseNamespace, "the checksum key Secret " + cfg.Settings.ChecksumKeySecret})
 	if cfg.Settings.LeaderElect {
 		out = append(out, Need{schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, []string{"get", "create", "update"},
 			cfg.Settings.LeaseNamespace, "leader election"})

@@ -57,6 +57,7 @@ type Controller struct {
 	metrics *metrics.Metrics
 	events  EventRecorder
 	exists  ExistsFunc
+	sums    catalog.Hasher
 	log     hclog.Logger
 	now     func() time.Time
 
@@ -67,7 +68,7 @@ type Controller struct {
 
 // New builds a controller. The queue exists from the start so that events
 // arriving while caches sync are kept until workers run.
-func New(cfg *config.Config, cat Catalog, client dynamic.Interface, exists ExistsFunc, m *metrics.Metrics, events EventRecorder, log hclog.Logger) (*Controller, error) {
+func New(cfg *config.Config, cat Catalog, client dynamic.Interface, exists ExistsFunc, sums catalog.Hasher, m *metrics.Metrics, events EventRecorder, log hclog.Logger) (*Controller, error) {
 	fields := map[schema.GroupVersionResource][]string{}
 	for i, w := range cfg.Workloads {
 		f, ok := w.PodTemplatePath.Fields()
@@ -90,6 +91,7 @@ func New(cfg *config.Config, cat Catalog, client dynamic.Interface, exists Exist
 		metrics:        m,
 		events:         events,
 		exists:         exists,
+		sums:           sums,
 		log:            log,
 		now:            time.Now,
 		templateFields: fields,
@@ -297,7 +299,7 @@ func (c *Controller) Reconcile(ctx context.Context, key catalog.WorkloadKey) err
 		w = c.dryRun.overlay(key, w)
 	}
 	now := c.now()
-	plan := Decide(w, c.catalog, c.windows, now, c.cfg.OrderByResourceVersion)
+	plan := Decide(w, c.catalog, c.windows, now, c.cfg.OrderByResourceVersion, c.sums)
 	if plan.Warning != "" {
 		log.Warn(plan.Warning)
 	}

@@ -128,7 +128,7 @@ func newHarness(t *testing.T, inAPI []*unstructured.Unstructured, cached []*unst
 		h.cache(u)
 	}
 
-	c, err := New(cfg, cat, h.client, h.exists, metrics.New(func() (int, int) { return 0, 0 }), nil, hclog.NewNullLogger())
+	c, err := New(cfg, cat, h.client, h.exists, testSums, metrics.New(func() (int, int) { return 0, 0 }), nil, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func settle(h *harness, u *unstructured.Unstructured, data map[string]string) *u
 	w := h.reduce(out)
 	applied := map[string]string{}
 	for _, r := range w.References {
-		applied[r.ID.String()] = sourceState(h.t, r.ID, data).Checksum(r.Keys)
+		applied[r.ID.String()] = sourceState(h.t, r.ID, data).Checksum(testSums, r.Keys)
 	}
 	ann := out.GetAnnotations()
 	ann[appliedKey] = annotation(h.t, applied)
@@ -345,7 +345,7 @@ spec: {replicas: 1}
 				t.Errorf("field manager %q", p.PatchOptions.FieldManager)
 			}
 			w := h.reduce(u)
-			applied := annotation(t, map[string]string{cmApp.String(): sourceState(t, cmApp, r.source).Checksum(nil)})
+			applied := annotation(t, map[string]string{cmApp.String(): sourceState(t, cmApp, r.source).Checksum(testSums, nil)})
 			path := strings.Join(h.c.templateFields[gvr], ".")
 			want := patchBody(u.GetResourceVersion(), applied, w.TemplateHash, path, r.wantRestart)
 			if string(p.GetPatch()) != want {
@@ -439,7 +439,7 @@ func TestReconcileGracePeriod(t *testing.T) {
 	if len(patches) != 1 {
 		t.Fatalf("%d patches after the grace period, want 1", len(patches))
 	}
-	applied := annotation(t, map[string]string{cmApp.String(): sourceState(t, cmApp, map[string]string{"a": "3"}).Checksum(nil)})
+	applied := annotation(t, map[string]string{cmApp.String(): sourceState(t, cmApp, map[string]string{"a": "3"}).Checksum(testSums, nil)})
 	want := patchBody("42", applied, h.reduce(u).TemplateHash, "spec.template", true)
 	want = strings.Replace(want, stampAtNow, now.UTC().Format(time.RFC3339Nano), 1)
 	if string(patches[0].GetPatch()) != want {
@@ -450,7 +450,7 @@ func TestReconcileGracePeriod(t *testing.T) {
 func TestNewRejectsFanningOutTemplatePath(t *testing.T) {
 	cfg := exampleConfig(t)
 	cfg.Workloads = append(cfg.Workloads, config.WorkloadKind{GVR: cronjobsGVR, PodTemplatePath: refs.MustParsePath("spec.templates[*]")})
-	if _, err := New(cfg, catalog.New(), fake.NewSimpleDynamicClient(runtime.NewScheme()), nil, metrics.New(func() (int, int) { return 0, 0 }), nil, hclog.NewNullLogger()); err == nil {
+	if _, err := New(cfg, catalog.New(), fake.NewSimpleDynamicClient(runtime.NewScheme()), nil, testSums, metrics.New(func() (int, int) { return 0, 0 }), nil, hclog.NewNullLogger()); err == nil {
 		t.Error("New accepted a pod template path with [*]")
 	}
 }
@@ -730,9 +730,9 @@ func TestReconcileUpgradeFromVersion1Checksums(t *testing.T) {
 			if len(patches) != 1 {
 				t.Fatalf("%d patches, want 1", len(patches))
 			}
-			now := sourceState(t, cmApp, tc.data).Checksum(nil)
-			if !strings.HasPrefix(now, "v2:") {
-				t.Fatalf("current checksum %q is not version 2", now)
+			now := sourceState(t, cmApp, tc.data).Checksum(testSums, nil)
+			if !strings.HasPrefix(now, "v3."+testSums.KeyID()+":") {
+				t.Fatalf("current checksum %q is not version 3 under the test key", now)
 			}
 			want := patchBody("42", annotation(t, map[string]string{cmApp.String(): now}), w.TemplateHash, "spec.template", tc.restart)
 			if got := string(patches[0].GetPatch()); got != want {
@@ -758,7 +758,7 @@ func TestReconcileUpgradeFromVersion1Checksums(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `{"metadata":{"annotations":{` +
-		`"com.xing.deployment-restart.applied-config-checksums":"{\"configmap/shop/app\":\"` + sourceState(t, cmApp, dataV1).Checksum(nil) + `\"}",` +
+		`"com.xing.deployment-restart.applied-config-checksums":"{\"configmap/shop/app\":\"` + sourceState(t, cmApp, dataV1).Checksum(testSums, nil) + `\"}",` +
 		`"com.xing.deployment-restart.applied-template-hash":"` + w.TemplateHash + `"},"resourceVersion":"42"}}`
 	if got := string(h.patches()[0].GetPatch()); got != want {
 		t.Errorf("re-record patch:\n got %s\nwant %s", got, want)
@@ -781,7 +781,7 @@ func TestReconcileOrdersSourceUpdateBeforeTemplateChange(t *testing.T) {
 		applied string
 		record  string
 	}{
-		{"ordered: recorded, no restart", true, sourceState(t, cmApp, dataV2).Checksum(nil),
+		{"ordered: recorded, no restart", true, sourceState(t, cmApp, dataV2).Checksum(testSums, nil),
 			h0.reduce(u).TemplateHash + "@100@5d6f0000-0000-4000-8000-000000000042"},
 		{"ordering off: pending", false, pending, h0.reduce(u).TemplateHash},
 	} {
@@ -899,7 +899,7 @@ func TestReconcileRestartNotRolled(t *testing.T) {
 			if len(patches) != 1 {
 				t.Fatalf("%d patches, want 1", len(patches))
 			}
-			applied := annotation(t, map[string]string{cmApp.String(): sourceState(t, cmApp, tc.data).Checksum(nil)})
+			applied := annotation(t, map[string]string{cmApp.String(): sourceState(t, cmApp, tc.data).Checksum(testSums, nil)})
 			if got, want := string(patches[0].GetPatch()), patchBody("42", applied, h.reduce(settled).TemplateHash, "spec.template", true); got != want {
 				t.Errorf("patch body:\n got %s\nwant %s", got, want)
 			}
