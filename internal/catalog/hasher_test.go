@@ -89,3 +89,27 @@ func TestHasherKeysAndRebaseline(t *testing.T) {
 		t.Error("the zero Hasher computes checksums without a key")
 	}
 }
+
+// FuzzRecordedChecksum feeds arbitrary annotation values to the checksum
+// parser: never a panic; a version later than this build's (written by a
+// newer release) never matches, so it counts as a change; and only the
+// checksums of the data itself match it.
+func FuzzRecordedChecksum(f *testing.F) {
+	s := secretWithPIN(&testing.T{}, "1")
+	v1, _ := s.ChecksumOf(1, nil)
+	v2, _ := s.ChecksumOf(2, nil)
+	for _, seed := range []string{"", "pending", v1, v2, s.Checksum(testSums, nil), "v3.:0123456789abcdef",
+		"v3.0123456z:0123456789abcdef", "v99999999999999999999:0123456789abcdef", "v3.01234567:", ":", "v", "v3.01234567:0123456789abcdeF"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, recorded string) {
+		v := RecordedVersion(recorded)
+		if v < 0 || (v > ChecksumVersion && s.Matches(testSums, recorded, nil)) {
+			t.Fatalf("RecordedVersion(%q) = %d, and it matches", recorded, v)
+		}
+		if s.Matches(testSums, recorded, nil) && recorded != v1 && recorded != v2 && recorded != s.Checksum(testSums, nil) {
+			t.Fatalf("%q matches data it was not computed from", recorded)
+		}
+		_ = testSums.Rebaseline(recorded)
+	})
+}

@@ -753,3 +753,20 @@ func FuzzDecideHostileAnnotation(f *testing.F) {
 		}
 	})
 }
+
+// FuzzTemplateRecord feeds arbitrary applied-template-hash annotations to
+// their parser: never a panic, and what is read back writes the same.
+func FuzzTemplateRecord(f *testing.F) {
+	for _, seed := range []string{"", tmplNow, tmplNow + "@100@" + webUID, "@@", "a@b", "a@1@", "a@01@u", "a@1@u@v", "a@-1@u", "a@99999999999999999999999@u"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, annotation string) {
+		r := parseTemplateRecord(annotation)
+		if again := parseTemplateRecord(r.String()); again != r {
+			t.Fatalf("%q read as %+v, written as %q, read back as %+v", annotation, r, r.String(), again)
+		}
+		if RecordedTemplateHash(annotation) != r.hash {
+			t.Fatal("RecordedTemplateHash disagrees with the parser")
+		}
+	})
+}
