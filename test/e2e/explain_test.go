@@ -486,7 +486,7 @@ current-context: x
 	subject := ns + "/restart-controller"
 	check := func(t *testing.T, wantCode int, configFile string, extra ...string) string {
 		t.Helper()
-		args := append([]string{"check", "--config", configFile, "--kubeconfig", env.cluster.Kubeconfig, "--as-service-account", subject}, extra...)
+		args := append([]string{"check", "--config", configFile, "--kubeconfig", env.cluster.Kubeconfig, "--as-service-account", subject, "--leader-election-namespace", ns}, extra...)
 		r := runCLI(t, args...)
 		if r.code != wantCode {
 			t.Fatalf("check: exit %d, want %d\n%s\n%s", r.code, wantCode, r.stdout, r.stderr)
@@ -536,7 +536,7 @@ current-context: x
 		var out string
 		// RBAC reaches the authorizer through its informers: a moment.
 		waitFor(t, "RBAC in effect", func() (bool, error) {
-			r := runCLI(t, "check", "--config", examples, "--kubeconfig", env.cluster.Kubeconfig, "--as-service-account", subject)
+			r := runCLI(t, "check", "--config", examples, "--kubeconfig", env.cluster.Kubeconfig, "--as-service-account", subject, "--leader-election-namespace", ns)
 			out = r.stdout
 			if r.code != 0 {
 				return false, fmt.Errorf("exit %d:\n%s", r.code, r.stdout)
@@ -586,7 +586,7 @@ current-context: x
 		}
 		var out string
 		waitFor(t, "the missing verb seen", func() (bool, error) {
-			r := runCLI(t, "check", "--config", examples, "--kubeconfig", env.cluster.Kubeconfig, "--as-service-account", subject)
+			r := runCLI(t, "check", "--config", examples, "--kubeconfig", env.cluster.Kubeconfig, "--as-service-account", subject, "--leader-election-namespace", ns)
 			out = r.stdout
 			if r.code != 1 {
 				return false, fmt.Errorf("exit %d:\n%s", r.code, r.stdout)
