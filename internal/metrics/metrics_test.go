@@ -61,6 +61,7 @@ func TestDocsCoverTheRegistry(t *testing.T) {
 	m := New(func() (int, int) { return 0, 0 })
 	m.ReconcileErrors.WithLabelValues("conflict").Inc()
 	m.WatchedWorkloads.WithLabelValues("deployments.apps").Set(1)
+	m.KindDegraded.WithLabelValues("daemonsets.apps", "", "forbidden").Set(1)
 	documented := map[string]bool{}
 	for _, d := range m.Docs() {
 		documented[d.Name] = true
