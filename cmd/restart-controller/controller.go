@@ -52,8 +52,9 @@ func restConfig(s config.Settings) (*rest.Config, error) {
 }
 
 // runController runs until ctx ends; onSynced is called once the caches have
-// synced.
-func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, onSynced func()) error {
+// synced. lookupEnv reads POD_NAME, POD_NAMESPACE and POD_UID, which name the
+// Pod that Events about degraded kinds are recorded on.
+func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, lookupEnv func(string) (string, bool), onSynced func()) error {
 	started := time.Now()
 	rc, err := restConfig(cfg.Settings)
 	if err != nil {
@@ -87,7 +88,10 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, on
 		return err
 	}
 	watcher := watch.New(cfg, rc, client, disc, cat, ctrl, m, log.Named("watch"), discoveryInterval)
-	srv, err := server.Listen(cfg.Settings.MetricsAddress, m.Registry, watcher.Ready, cfg.Settings.EnableProfiling)
+	watcher.ReportHealth(accessReviewer(kube), healthEvents(recorder, selfReference(cfg.Settings, lookupEnv), log.Named("watch")))
+	// A replica with degraded kinds is ready: every other kind works and it
+	// may lead. /readyz names the degraded kinds after "ok".
+	srv, err := server.Listen(cfg.Settings.MetricsAddress, m.Registry, watcher.Readiness, cfg.Settings.EnableProfiling)
 	if err != nil {
 		return err
 	}
@@ -112,7 +116,7 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, on
 		return fmt.Errorf("starting event recording: %w", err)
 	}
 	if err := watcher.Start(ctx); err != nil {
-		return fmt.Errorf("starting watches: %w", err)
+		return fmt.Errorf("starting watches: %w", err) // a *watch.ConfigError is a configuration error: exit 2
 	}
 	wg.Add(1)
 	go func() {
@@ -130,7 +134,8 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, on
 	onSynced()
 	sources, workloads := cat.Counts()
 	m.Ready.Set(1)
-	log.Info("caches synced", "sources", sources, "workloads", workloads, "after", time.Since(started).Round(time.Millisecond))
+	log.Info("caches synced", "sources", sources, "workloads", workloads, "after", time.Since(started).Round(time.Millisecond),
+		"degraded", len(watcher.Degraded()))
 
 	if !cfg.Settings.LeaderElect {
 		m.Leader.Set(1)
