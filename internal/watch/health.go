@@ -329,8 +329,8 @@ func (w *Watcher) degrade(tr *tracked, reason string, missing []string, detail, 
 	}
 }
 
-// recover clears the mark if it is still the one checked.
-func (w *Watcher) recover(tr *tracked, m *mark) {
+// markRecovered clears the mark if it is still the one checked.
+func (w *Watcher) markRecovered(tr *tracked, m *mark) {
 	w.health.mu.Lock()
 	slot := w.slot(tr, m.Reason)
 	if *slot != m {
@@ -482,14 +482,14 @@ func (w *Watcher) checkRecoveries(ctx context.Context) {
 			if c.m.Reason == ReasonForbidden && (listWatchDenied || (!answered && !progressed)) {
 				continue
 			}
-			w.recover(c.tr, c.m)
+			w.markRecovered(c.tr, c.m)
 			if c.m.Reason == ReasonForbidden && patchDenied {
 				// Watched now, but still unable to restart.
 				w.degrade(c.tr, ReasonPatchForbidden, []string{"patch"}, "access review: may not patch", "")
 			}
 			continue
 		}
-		w.recover(c.tr, c.m)
+		w.markRecovered(c.tr, c.m)
 	}
 }
 
