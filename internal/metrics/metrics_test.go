@@ -63,6 +63,7 @@ func TestDocsCoverTheRegistry(t *testing.T) {
 	m.ReconcileErrors.WithLabelValues("conflict").Inc()
 	m.WatchedWorkloads.WithLabelValues("deployments.apps").Set(1)
 	m.SetConfigLoaded("abc", true, time.Now())
+	m.KindDegraded.WithLabelValues("daemonsets.apps", "", "forbidden").Set(1)
 	documented := map[string]bool{}
 	for _, d := range m.Docs() {
 		documented[d.Name] = true

@@ -68,7 +68,7 @@ type Controller struct {
 
 // New builds a controller. The queue exists from the start so that events
 // arriving while caches sync are kept until workers run.
-func New(cfg *config.Config, cat Catalog, client dynamic.Interface, exists ExistsFunc, sums catalog.Hasher, m *metrics.Metrics, events EventRecorder, log hclog.Logger) (*Controller, error) {
+func New(cfg *config.Config, cat Catalog, client dynamic.Interface, exists ExistsFunc, m *metrics.Metrics, events EventRecorder, log hclog.Logger) (*Controller, error) {
 	fields := map[schema.GroupVersionResource][]string{}
 	for i, w := range cfg.Workloads {
 		f, ok := w.PodTemplatePath.Fields()
@@ -91,7 +91,6 @@ func New(cfg *config.Config, cat Catalog, client dynamic.Interface, exists Exist
 		metrics:        m,
 		events:         events,
 		exists:         exists,
-		sums:           sums,
 		log:            log,
 		now:            time.Now,
 		templateFields: fields,
@@ -101,6 +100,11 @@ func New(cfg *config.Config, cat Catalog, client dynamic.Interface, exists Exist
 		}),
 	}, nil
 }
+
+// UseChecksums sets how checksums are computed: the key is loaded only once
+// the configuration has been checked against the cluster (so a wrong one
+// creates nothing), after New and before Run.
+func (c *Controller) UseChecksums(sums catalog.Hasher) { c.sums = sums }
 
 // SourceChanged is called by the watcher when a source's data changed.
 func (c *Controller) SourceChanged(id catalog.SourceID) { c.sourceEvent(id, false) }

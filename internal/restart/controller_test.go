@@ -128,11 +128,12 @@ func newHarness(t *testing.T, inAPI []*unstructured.Unstructured, cached []*unst
 		h.cache(u)
 	}
 
-	c, err := New(cfg, cat, h.client, h.exists, testSums, metrics.New(func() (int, int) { return 0, 0 }), nil, hclog.NewNullLogger())
+	c, err := New(cfg, cat, h.client, h.exists, metrics.New(func() (int, int) { return 0, 0 }), nil, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.now = func() time.Time { return reconcileNow }
+	c.UseChecksums(testSums)
 	t.Cleanup(c.queue.ShutDown)
 	h.c = c
 	return h
@@ -450,7 +451,7 @@ func TestReconcileGracePeriod(t *testing.T) {
 func TestNewRejectsFanningOutTemplatePath(t *testing.T) {
 	cfg := exampleConfig(t)
 	cfg.Workloads = append(cfg.Workloads, config.WorkloadKind{GVR: cronjobsGVR, PodTemplatePath: refs.MustParsePath("spec.templates[*]")})
-	if _, err := New(cfg, catalog.New(), fake.NewSimpleDynamicClient(runtime.NewScheme()), nil, testSums, metrics.New(func() (int, int) { return 0, 0 }), nil, hclog.NewNullLogger()); err == nil {
+	if _, err := New(cfg, catalog.New(), fake.NewSimpleDynamicClient(runtime.NewScheme()), nil, metrics.New(func() (int, int) { return 0, 0 }), nil, hclog.NewNullLogger()); err == nil {
 		t.Error("New accepted a pod template path with [*]")
 	}
 }
