@@ -450,3 +450,66 @@ func TestDeploymentMatchesManifests(t *testing.T) {
 		t.Errorf("pod spec differs from manifests/deployment.yaml's:\n--- chart\n%s--- manifests\n%s", g, w)
 	}
 }
+
+func readYAML(t *testing.T, path string) map[string]interface{} {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]interface{}{}
+	if err := yaml.Unmarshal(raw, &m); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return m
+}
+
+// TestMonitoringMatchesManifests: the alerts, the dashboard and the scrape
+// settings are the same in the chart and in manifests/monitoring/.
+func TestMonitoringMatchesManifests(t *testing.T) {
+	_, root := helm(t)
+	files := filepath.Join(Chart(root), "files")
+	mon := filepath.Join(root, "manifests", "monitoring")
+
+	dashboard, err := os.ReadFile(filepath.Join(files, "dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if copied, err := os.ReadFile(filepath.Join(mon, "dashboard.json")); err != nil || !bytes.Equal(copied, dashboard) {
+		t.Errorf("manifests/monitoring/dashboard.json differs from the chart's (%v); copy it: "+
+			"cp charts/restart-controller/files/dashboard.json manifests/monitoring/", err)
+	}
+	rules := readYAML(t, filepath.Join(files, "prometheus-rules.yaml"))
+	if spec := readYAML(t, filepath.Join(mon, "prometheusrule.yaml"))["spec"]; !reflect.DeepEqual(spec, map[string]interface{}(rules)) {
+		t.Error("the spec of manifests/monitoring/prometheusrule.yaml differs from charts/restart-controller/files/prometheus-rules.yaml")
+	}
+
+	objs := render(t, nonDefault...)
+	if spec := only(t, objs, "PrometheusRule")["spec"]; !reflect.DeepEqual(spec, map[string]interface{}(rules)) {
+		t.Error("the chart's PrometheusRule spec differs from files/prometheus-rules.yaml")
+	}
+	var dashboards int
+	for _, o := range objs {
+		if o.Kind() == "ConfigMap" && strings.HasSuffix(o.Name(), "-dashboard") {
+			dashboards++
+			data, _ := o["data"].(map[string]interface{})
+			if got, _ := data["restart-controller.json"].(string); strings.TrimSpace(got) != strings.TrimSpace(string(dashboard)) {
+				t.Error("the chart's dashboard ConfigMap does not hold files/dashboard.json")
+			}
+			labels, _ := o["metadata"].(map[string]interface{})["labels"].(map[string]interface{})
+			if labels["grafana_dashboard"] != "1" {
+				t.Errorf("dashboard ConfigMap labels %v lack grafana_dashboard: \"1\"", labels)
+			}
+		}
+	}
+	if dashboards != 1 {
+		t.Errorf("%d dashboard ConfigMaps rendered, want 1", dashboards)
+	}
+	endpoints := func(o map[string]interface{}) interface{} {
+		spec, _ := o["spec"].(map[string]interface{})
+		return spec["endpoints"]
+	}
+	if got, want := endpoints(only(t, objs, "ServiceMonitor")), endpoints(readYAML(t, filepath.Join(mon, "servicemonitor.yaml"))); !reflect.DeepEqual(got, want) {
+		t.Errorf("ServiceMonitor endpoints: chart %v, manifests/monitoring %v", got, want)
+	}
+}
