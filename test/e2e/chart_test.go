@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -79,7 +80,10 @@ func testChartInstall(t *testing.T, variant string, variantValues func(string) m
 	values["nodeSelector"] = map[string]interface{}{testcluster.NodeLabelKey: testcluster.NodeLabelValue}
 	valuesFile := writeYAML(t, release+"-values.yaml", values)
 
-	helm, err := charts.Helm(ctx)
+	// The first run builds helm from its Go module (minutes), hence its own deadline.
+	buildCtx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	helm, err := charts.Helm(buildCtx)
 	if err != nil {
 		t.Fatal(err)
 	}
