@@ -1,6 +1,10 @@
 # syntax=docker/dockerfile:1
 # Static, non-root image of restart-controller.
-#   docker build --build-arg VERSION=$(git describe --tags --always --dirty) -t restart-controller .
+#   docker build --build-arg VERSION=$(git describe --tags --always --dirty) \
+#     --build-arg REVISION=$(git rev-parse HEAD) -t restart-controller .
+# `make image` builds the same image without a Docker engine (hack/image, FROM
+# scratch plus passwd, group and CA certificates); hack/image/dockerfile_test.go
+# keeps this file and that image in agreement on user, entrypoint, port and labels.
 
 FROM golang:1.26 AS build
 WORKDIR /src
@@ -15,6 +19,12 @@ RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache
       -o /out/restart-controller ./cmd/restart-controller
 
 FROM gcr.io/distroless/static-debian12:nonroot
+ARG VERSION=dev
+ARG REVISION=unknown
+LABEL org.opencontainers.image.title="restart-controller" \
+      org.opencontainers.image.source="https://github.com/restart-controller/restart-controller" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}"
 COPY --from=build /out/restart-controller /restart-controller
 USER 65532:65532
 EXPOSE 10254
