@@ -155,7 +155,7 @@ func TestRenderDefault(t *testing.T) {
 func TestRenderNonDefault(t *testing.T) {
 	objs := render(t, nonDefault...)
 	want := map[string]int{
-		"ServiceAccount": 1, "Role": 2, "RoleBinding": 2, "ConfigMap": 2, "Deployment": 1, "Service": 1,
+		"ServiceAccount": 1, "Role": 3, "RoleBinding": 3, "ConfigMap": 2, "Deployment": 1, "Service": 1,
 		"NetworkPolicy": 1, "ServiceMonitor": 1, "PrometheusRule": 1,
 	}
 	if got := kinds(objs); !reflect.DeepEqual(got, want) {
@@ -181,9 +181,10 @@ func TestRenderNonDefault(t *testing.T) {
 	}
 	sort.Strings(roleNamespaces)
 	sort.Strings(bindingNamespaces)
-	if w := []string{"team-a", "team-b"}; !slices.Equal(roleNamespaces, w) || !slices.Equal(bindingNamespaces, w) {
-		t.Errorf("Roles in %v, RoleBindings in %v, want one each in %v (no leader election Role)",
-			roleNamespaces, bindingNamespaces, w)
+	// One per watched namespace, and the controller's own (the checksum key;
+	// no Lease without leader election).
+	if w := []string{namespace, "team-a", "team-b"}; !slices.Equal(roleNamespaces, w) || !slices.Equal(bindingNamespaces, w) {
+		t.Errorf("Roles in %v, RoleBindings in %v, want one each in %v", roleNamespaces, bindingNamespaces, w)
 	}
 
 	var d appsv1.Deployment
@@ -371,8 +372,8 @@ func TestRBACMatchesManifests(t *testing.T) {
 	}
 
 	for _, o := range render(t, nonDefault...) {
-		if o.Kind() != "Role" {
-			continue
+		if o.Kind() != "Role" || o.Namespace() == namespace {
+			continue // the controller's own namespace: the checksum key
 		}
 		var r rbacv1.Role
 		if err := o.Into(&r); err != nil {

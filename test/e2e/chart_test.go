@@ -18,8 +18,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
 
@@ -151,7 +149,11 @@ func testChartInstall(t *testing.T, variant string, variantValues func(string) m
 
 	// The token of the chart's ServiceAccount, as a pod of the chart would have.
 	sa := dep.Spec.Template.Spec.ServiceAccountName
-	kubeconfig, saClient := serviceAccountKubeconfig(t, releaseNS, sa)
+	kubeconfig, saConfig := serviceAccountKubeconfig(t, releaseNS, sa)
+	saClient, err := kubernetes.NewForConfig(saConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
 	review, err := saClient.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -173,9 +175,11 @@ func testChartInstall(t *testing.T, variant string, variantValues func(string) m
 			args = append(args, a)
 		}
 	}
+	// What POD_NAME and POD_NAMESPACE give the pod through the downward API:
+	// its own namespace holds the Lease and the checksum key Secret.
+	args = append(args, "--leader-election-namespace", releaseNS)
 	if slices.Contains(container.Args, "--leader-elect") {
-		// What POD_NAME and POD_NAMESPACE give the pod through the downward API.
-		args = append(args, "--leader-election-identity", release+"-0", "--leader-election-namespace", releaseNS)
+		args = append(args, "--leader-election-identity", release+"-0")
 	}
 	p, err := env.startController(ctx, release, configFile, args...)
 	if err != nil {
@@ -308,38 +312,6 @@ func dropVerb(t *testing.T, ctx context.Context, objs []charts.Object, appNS, gr
 		return
 	}
 	t.Fatal("no ClusterRole, nor a Role in the app's namespace, rendered")
-}
-
-// serviceAccountKubeconfig writes a kubeconfig holding a TokenRequest token
-// of the ServiceAccount, for the cluster's server (insecure-skip-tls-verify,
-// as internal/testcluster's own kubeconfig), and returns a client using it.
-func serviceAccountKubeconfig(t *testing.T, ns, name string) (string, kubernetes.Interface) {
-	t.Helper()
-	expiry := int64(3600)
-	tr, err := env.kube.CoreV1().ServiceAccounts(ns).CreateToken(ctxFor(t), name, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("token for %s/%s: %v", ns, name, err)
-	}
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["testcluster"] = &clientcmdapi.Cluster{Server: env.cluster.RESTConfig.Host, InsecureSkipTLSVerify: true}
-	kc.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
-	kc.Contexts[name] = &clientcmdapi.Context{Cluster: "testcluster", AuthInfo: name, Namespace: ns}
-	kc.CurrentContext = name
-	path := filepath.Join(env.workDir, ns+"-"+name+".kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
-		t.Fatal(err)
-	}
-	rc, err := clientcmd.BuildConfigFromFlags("", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return path, client
 }
 
 func writeYAML(t *testing.T, name string, v interface{}) string {

@@ -421,8 +421,8 @@ func TestRBACMissingKindDegradesWithoutStalling(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := env.kube.RbacV1().RoleBindings(manifestsNamespace).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: sa + "-leader-election"}, Subjects: subject,
-		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "restart-controller-leader-election"},
+		ObjectMeta: metav1.ObjectMeta{Name: sa + "-own-namespace"}, Subjects: subject,
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "restart-controller-own-namespace"},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -100,7 +100,7 @@ order the kinds appear in the config (as manifests/rbac.yaml writes them).
   resources: [{{ join ", " (get $workloads .) }}]
   verbs: [list, watch, patch]
 {{- end }}
-- apiGroups: ["", events.k8s.io]
+- apiGroups: [events.k8s.io]
   resources: [events]
   verbs: [create, patch]
 {{- with .Values.rbac.extraRules }}
