@@ -125,7 +125,13 @@ func TestDockerfileAgrees(t *testing.T) {
 		t.Fatalf("Dockerfile has %d stages, want a build stage and a final one", len(stages))
 	}
 	final := stages[len(stages)-1]
-	if !strings.Contains(final.from, "distroless/static") || !strings.HasSuffix(final.from, ":nonroot") {
+	// Every base is pinned by digest; the tag stays for the reader.
+	for _, st := range stages {
+		if !regexp.MustCompile(`@sha256:[0-9a-f]{64}$`).MatchString(st.from) {
+			t.Errorf("FROM %q is not pinned by digest", st.from)
+		}
+	}
+	if tag, _, _ := strings.Cut(final.from, "@"); !strings.Contains(tag, "distroless/static") || !strings.HasSuffix(tag, ":nonroot") {
 		t.Errorf("final FROM %q, want distroless/static...:nonroot, the base this image reproduces", final.from)
 	}
 	cf, err := openLayout(t).ConfigFile()
