@@ -127,7 +127,7 @@ func TestDockerfileAgrees(t *testing.T) {
 	final := stages[len(stages)-1]
 	// Every base is pinned by digest; the tag stays for the reader.
 	for _, st := range stages {
-		if !regexp.MustCompile(`@sha256:[0-9a-f]{64}$`).MatchString(st.from) {
+		if !regexp.MustCompile(`@sha256:[0-9a-f]{64}( AS \w+)?$`).MatchString(st.from) {
 			t.Errorf("FROM %q is not pinned by digest", st.from)
 		}
 	}
