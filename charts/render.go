@@ -4,7 +4,6 @@
 package charts
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -14,10 +13,10 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/restart-controller/restart-controller/internal/testcluster"
 	"sigs.k8s.io/yaml"
 )
 
-const modulePath = "github.com/restart-controller/restart-controller"
 
 // Object is one rendered Kubernetes object.
 type Object map[string]interface{}
@@ -53,39 +52,8 @@ func (o Object) Into(v interface{}) error {
 	return yaml.UnmarshalStrict(b, v)
 }
 
-// Root is the repository root: the folder of this module's go.mod, found by
-// walking up from the working directory.
-func Root() (string, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for dir := wd; ; {
-		if isThisModule(filepath.Join(dir, "go.mod")) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod of module %s above %s", modulePath, wd)
-		}
-		dir = parent
-	}
-}
-
-func isThisModule(gomod string) bool {
-	f, err := os.Open(gomod)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if fields := strings.Fields(s.Text()); len(fields) >= 2 && fields[0] == "module" {
-			return strings.Trim(fields[1], `"`) == modulePath
-		}
-	}
-	return false
-}
+// Root is the repository root.
+func Root() (string, error) { return testcluster.RepoRoot() }
 
 // Helm runs hack/build-helm.sh and returns the helm binary's path. The first
 // run builds helm (minutes); later runs return at once from the cache.
