@@ -5,7 +5,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 BIN := bin/restart-controller
 DEMO_DIR ?= $(CURDIR)/.demo
 
-.PHONY: all build test unit e2e vet fmt-check repo-check fuzz demo demo-down cluster-bins bench image clean
+.PHONY: all build test unit e2e vet fmt-check repo-check fuzz demo demo-down cluster-bins bench image image-test monitoring-check helm plugin clean
 
 all: build
 
@@ -13,10 +13,12 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN) ./cmd/restart-controller
 
 ## test: every test, unit and end-to-end on a local control plane (built on first run).
-test: repo-check vet fmt-check unit e2e
+test: repo-check vet fmt-check unit image-test monitoring-check e2e
 
 vet:
 	$(GO) vet ./...
+	$(GO) -C hack/image vet ./...
+	$(GO) -C hack/monitoring-check vet ./...
 
 # No binary or file over 1 MiB may be tracked (build outputs belong in .gitignore).
 repo-check:
@@ -26,10 +28,10 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-unit:
+unit: helm
 	$(GO) test -race -short -count=1 ./...
 
-e2e: cluster-bins
+e2e: cluster-bins helm
 	$(GO) test -count=1 -timeout 40m -v ./internal/testcluster/ ./test/e2e/
 
 ## fuzz: every fuzz target for FUZZTIME each (seed corpora run in `make unit` too).
@@ -56,8 +58,25 @@ demo-down:
 bench: build cluster-bins
 	$(GO) run ./hack/bench --controller $(BIN) $(BENCH_ARGS)
 
+## image: OCI image without a Docker engine (bin/image, bin/restart-controller-image.tar); prints the digest.
 image:
-	docker build -t restart-controller:$(VERSION) .
+	$(GO) -C hack/image run . -version $(VERSION)
+
+## image-test: build the image, check its config and run its binary; the Dockerfile must agree.
+image-test:
+	$(GO) -C hack/image test -count=1 ./...
+
+## monitoring-check: alerts and dashboard parsed by Prometheus, naming only exported metrics.
+monitoring-check:
+	$(GO) -C hack/monitoring-check test -count=1 ./...
+
+## helm: build helm from its Go module once (cached like the cluster binaries).
+helm:
+	@hack/build-helm.sh >/dev/null
+
+## plugin: the binary as a kubectl plugin (kubectl restart-controller explain ...).
+plugin: build
+	ln -sf restart-controller bin/kubectl-restart_controller
 
 clean:
 	rm -rf bin .e2e.log

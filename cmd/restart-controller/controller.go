@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/checksumkey"
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/metrics"
 	"github.com/restart-controller/restart-controller/internal/restart"
@@ -58,8 +59,10 @@ func restConfig(s config.Settings) (*rest.Config, error) {
 // runController runs the controller with one config until ctx ends; onSynced
 // is called once the caches have synced. The metrics and the server outlive
 // it (a reload runs it again with a new config), so it publishes what they
-// read through live.
-func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m *metrics.Metrics, live *live, onSynced func()) error {
+// read through live. lookupEnv reads POD_NAME, POD_NAMESPACE and POD_UID,
+// which name the Pod that Events about degraded kinds are recorded on.
+func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m *metrics.Metrics, live *live,
+	lookupEnv func(string) (string, bool), onSynced func()) error {
 	started := time.Now()
 	rc, err := restConfig(cfg.Settings)
 	if err != nil {
@@ -100,6 +103,7 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 		return err
 	}
 	watcher := watch.New(cfg, rc, client, disc, cat, ctrl, m, log.Named("watch"), discoveryInterval)
+	watcher.ReportHealth(accessReviewer(kube), healthEvents(recorder, selfReference(cfg.Settings, lookupEnv), log.Named("watch")))
 	live.set(cat, watcher)
 
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -114,8 +118,20 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 		return fmt.Errorf("starting event recording: %w", err)
 	}
 	if err := watcher.Start(ctx); err != nil {
-		return fmt.Errorf("starting watches: %w", err)
+		return fmt.Errorf("starting watches: %w", err) // a *watch.ConfigError is a configuration error: exit 2
 	}
+	// Only now, with the configuration checked against the cluster, may the
+	// key Secret be created.
+	key, err := checksumkey.Ensure(ctx, kube.CoreV1(), cfg.Settings.LeaseNamespace, cfg.Settings.ChecksumKeySecret)
+	if err != nil {
+		return fmt.Errorf("loading the checksum key: %w", err)
+	}
+	sums, err := catalog.NewHasher(key)
+	if err != nil {
+		return fmt.Errorf("loading the checksum key: %w", err)
+	}
+	ctrl.UseChecksums(sums)
+	log.Info("checksum key loaded", "secret", cfg.Settings.LeaseNamespace+"/"+cfg.Settings.ChecksumKeySecret, "key_id", sums.KeyID())
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -132,7 +148,8 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 	onSynced()
 	sources, workloads := cat.Counts()
 	m.Ready.Set(1)
-	log.Info("caches synced", "sources", sources, "workloads", workloads, "after", time.Since(started).Round(time.Millisecond))
+	log.Info("caches synced", "sources", sources, "workloads", workloads, "after", time.Since(started).Round(time.Millisecond),
+		"degraded", len(watcher.Degraded()))
 
 	if !cfg.Settings.LeaderElect {
 		m.Leader.Set(1)

@@ -19,6 +19,7 @@ import (
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/logging"
 	"github.com/restart-controller/restart-controller/internal/memlimit"
+	"github.com/restart-controller/restart-controller/internal/watch"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -61,7 +62,8 @@ func main() {
 }
 
 // run returns the process exit code: 0 on a clean stop, 1 when the controller
-// failed, 2 when the configuration is invalid (nothing was touched).
+// failed, 2 when the configuration is invalid (nothing was touched), whether
+// the config loader or the cluster's discovery found it.
 func run(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer, onSynced func()) int {
 	fs := pflag.NewFlagSet("restart-controller", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -94,7 +96,14 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		cli.Flags(fs)
 		return cli.Load(fs, args, lookupEnv)
 	}
-	if err := supervise(ctx, cfg, reload, log, onSynced); err != nil {
+	if err := supervise(ctx, cfg, reload, log, lookupEnv, onSynced); err != nil {
+		// A mistake the cluster reveals (a misspelled built-in resource) is
+		// a configuration error too: nothing was watched or written.
+		var clusterConfig *watch.ConfigError
+		if errors.As(err, &clusterConfig) {
+			fmt.Fprintf(stderr, "restart-controller: invalid configuration (checked against the cluster):\n%v\n", clusterConfig)
+			return 2
+		}
 		log.Error("stopped with error", "error", err)
 		return 1
 	}

@@ -45,11 +45,14 @@ func (l *live) counts() (sources, workloads int) {
 	return 0, 0
 }
 
-func (l *live) ready() error {
+// readiness is what /readyz answers: the running watcher's, which names
+// degraded kinds (a replica with some is still ready: every other kind
+// works and it may lead).
+func (l *live) readiness() (string, error) {
 	if w := l.watcher.Load(); w != nil {
-		return w.Ready()
+		return w.Readiness()
 	}
-	return errors.New("starting")
+	return "", errors.New("starting")
 }
 
 // supervise serves metrics and health, and runs the controller with cfg until
@@ -62,10 +65,11 @@ func (l *live) ready() error {
 // A reload restarts the watches, not the process: the new run compares every
 // workload with current data at start, as after any restart, so the reload
 // itself restarts no workload.
-func supervise(ctx context.Context, cfg *config.Config, load func() (*config.Config, error), log hclog.Logger, onSynced func()) error {
+func supervise(ctx context.Context, cfg *config.Config, load func() (*config.Config, error), log hclog.Logger,
+	lookupEnv func(string) (string, bool), onSynced func()) error {
 	l := &live{}
 	m := metrics.New(l.counts)
-	srv, err := server.Listen(cfg.Settings.MetricsAddress, m.Registry, l.ready, cfg.Settings.EnableProfiling)
+	srv, err := server.Listen(cfg.Settings.MetricsAddress, m.Registry, l.readiness, cfg.Settings.EnableProfiling)
 	if err != nil {
 		return err
 	}
@@ -86,7 +90,7 @@ func supervise(ctx context.Context, cfg *config.Config, load func() (*config.Con
 	for {
 		runCtx, stopRun := context.WithCancel(ctx)
 		done := make(chan error, 1)
-		go func(cfg *config.Config) { done <- runController(runCtx, cfg, log, m, l, onSynced) }(cfg)
+		go func(cfg *config.Config) { done <- runController(runCtx, cfg, log, m, l, lookupEnv, onSynced) }(cfg)
 		next, err := awaitReload(ctx, cfg, changes, done, load, log, m)
 		stopRun()
 		if next == nil {
@@ -151,14 +155,20 @@ func sameProcessSettings(old, next config.Settings) error {
 }
 
 // pollFile sends the file's content each time it differs from the last
-// content seen, until ctx ends. A file that cannot be read is logged once
-// per failure streak and sent nothing.
+// content sent, once two reads in a row agree: a file being written in place
+// reads empty or cut short for a moment, and an empty file is a valid config
+// (every default), so a change is acted on only when it has settled. A file
+// that cannot be read is logged once per failure streak and sent nothing.
+// It stops when ctx ends.
 func pollFile(ctx context.Context, path string, last []byte, every time.Duration, log hclog.Logger) <-chan []byte {
 	out := make(chan []byte)
 	go func() {
 		ticker := time.NewTicker(every)
 		defer ticker.Stop()
-		failing := false
+		var (
+			failing bool
+			seen    []byte // the content of the previous read, when it was a change
+		)
 		for {
 			select {
 			case <-ctx.Done():
@@ -170,14 +180,19 @@ func pollFile(ctx context.Context, path string, last []byte, every time.Duration
 				if !failing {
 					log.Warn("cannot read the config file; the running config stays in force", "error", err)
 				}
-				failing = true
+				failing, seen = true, nil
 				continue
 			}
 			failing = false
-			if bytes.Equal(content, last) {
+			switch {
+			case bytes.Equal(content, last):
+				seen = nil
+				continue
+			case seen == nil || !bytes.Equal(content, seen):
+				seen = content // a change: send it if the next read agrees
 				continue
 			}
-			last = content
+			last, seen = content, nil
 			select {
 			case out <- content:
 			case <-ctx.Done():

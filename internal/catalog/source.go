@@ -5,12 +5,14 @@
 package catalog
 
 import (
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash"
 	"sort"
 	"strconv"
 	"strings"
@@ -108,23 +110,30 @@ const defaultField = "data"
 //	           format, and this controller's before issue 8)
 //	version 2: "v2:" and 16 hex characters, each key's digest also covering
 //	           the data field that holds it
-const ChecksumVersion = 2
+//	version 3: "v3.KEYID:" and 16 hex characters, version 2's input
+//	           authenticated with HMAC-SHA-256 under a key only the controller
+//	           holds (Hasher), so the annotation cannot be checked against
+//	           guesses of the data by anyone who reads the workload
+const ChecksumVersion = 3
 
 // Checksum is the current version's digest of exactly the data a reference
 // reads: the given keys (present or absent), or every key when keys is nil.
-func (c *SourceState) Checksum(keys []string) string {
-	sum, _ := c.ChecksumOf(ChecksumVersion, keys)
-	return sum
+// Without a key (an unkeyed Hasher) it is empty: nothing can be recorded.
+func (c *SourceState) Checksum(h Hasher, keys []string) string {
+	if h.key == nil {
+		return ""
+	}
+	return "v3." + h.id + ":" + c.checksum(keys, c.inField, func() hash.Hash { return hmac.New(sha256.New, h.key) })
 }
 
-// ChecksumOf computes the checksum in the given format version; ok is false
-// for a version this build does not know.
+// ChecksumOf computes an unkeyed checksum of an earlier format version, for
+// comparing what earlier releases recorded; ok is false for other versions.
 func (c *SourceState) ChecksumOf(version int, keys []string) (sum string, ok bool) {
 	switch version {
 	case 1:
-		return c.checksum(keys, func(_ string, d Digest) Digest { return d }), true
+		return c.checksum(keys, func(_ string, d Digest) Digest { return d }, sha256.New), true
 	case 2:
-		return "v2:" + c.checksum(keys, func(k string, d Digest) Digest { return inField(c.field(k), d) }), true
+		return "v2:" + c.checksum(keys, c.inField, sha256.New), true
 	}
 	return "", false
 }
@@ -132,26 +141,46 @@ func (c *SourceState) ChecksumOf(version int, keys []string) (sum string, ok boo
 // RecordedVersion returns the format version of a recorded checksum, or 0
 // when it is not a checksum (absent, pending, or anything unknown).
 func RecordedVersion(recorded string) int {
+	v, _, _ := parseRecorded(recorded)
+	return v
+}
+
+// parseRecorded splits a recorded checksum into its version, key ID
+// (version 3) and sum; version 0 when it is not a checksum.
+func parseRecorded(recorded string) (version int, keyID, sum string) {
 	if isHex16(recorded) {
-		return 1
+		return 1, "", recorded
 	}
-	if rest, ok := strings.CutPrefix(recorded, "v"); ok {
-		if n, sum, ok := strings.Cut(rest, ":"); ok && isHex16(sum) {
-			if v, err := strconv.Atoi(n); err == nil && v > 1 && strconv.Itoa(v) == n {
-				return v
-			}
-		}
+	rest, ok := strings.CutPrefix(recorded, "v")
+	if !ok {
+		return 0, "", ""
 	}
-	return 0
+	head, sum, ok := strings.Cut(rest, ":")
+	if !ok || !isHex16(sum) {
+		return 0, "", ""
+	}
+	n, keyID, _ := strings.Cut(head, ".")
+	v, err := strconv.Atoi(n)
+	if err != nil || v < 2 || strconv.Itoa(v) != n || (v == 3) != (keyID != "") {
+		return 0, "", ""
+	}
+	return v, keyID, sum
 }
 
 // Matches reports whether a recorded checksum, of any version this build
 // knows, describes the data the keys read now. A recorded checksum of an
-// unknown version never matches: it cannot be compared, so it counts as a
-// change.
-func (c *SourceState) Matches(recorded string, keys []string) bool {
-	now, ok := c.ChecksumOf(RecordedVersion(recorded), keys)
-	return ok && now == recorded
+// unknown version, or keyed with another key, never matches: it cannot be
+// compared (Hasher.Rebaseline tells the second case apart).
+func (c *SourceState) Matches(h Hasher, recorded string, keys []string) bool {
+	switch v, keyID, _ := parseRecorded(recorded); v {
+	case 3:
+		return keyID == h.id && h.key != nil && c.Checksum(h, keys) == recorded
+	case 0:
+		return false
+	default:
+		now, ok := c.ChecksumOf(v, keys)
+		return ok && now == recorded
+	}
 }
 
 func isHex16(s string) bool {
@@ -166,10 +195,10 @@ func isHex16(s string) bool {
 	return true
 }
 
-// checksum hashes the keys with the per-key digests that keyDigest gives:
-// sixteen hex characters.
-func (c *SourceState) checksum(keys []string, keyDigest func(key string, d Digest) Digest) string {
-	h := sha256.New()
+// checksum hashes the keys, with the per-key digests that keyDigest gives,
+// into the hash newHash makes: sixteen hex characters.
+func (c *SourceState) checksum(keys []string, keyDigest func(key string, d Digest) Digest, newHash func() hash.Hash) string {
+	h := newHash()
 	var lenBuf [8]byte
 	writeKey := func(k string) {
 		binary.BigEndian.PutUint64(lenBuf[:], uint64(len(k)))
@@ -201,6 +230,9 @@ func (c *SourceState) checksum(keys []string, keyDigest func(key string, d Diges
 	sum := h.Sum(nil)
 	return hex.EncodeToString(sum[:8])
 }
+
+// inField is the version-2 digest of key.
+func (c *SourceState) inField(key string, d Digest) Digest { return inField(c.field(key), d) }
 
 // inField is a key's version-2 digest: the data field and the value's digest,
 // length-prefixed, so that no two (field, value) pairs share an encoding.
@@ -302,8 +334,13 @@ func newSourceState(o metav1.Object, keep []string) *SourceState {
 // Change identifies the source's current data as a whole: the ID of a change
 // in wave decisions, in holds, and in the release annotation (16 hex
 // characters).
-func (c *SourceState) Change() string {
-	return c.checksum(nil, func(k string, d Digest) Digest { return inField(c.field(k), d) })
+//
+// It is keyed like checksums (Hasher): it is written on workloads and
+// Events, and must not let anyone test guesses of the data against it. Empty
+// without a key.
+func (c *SourceState) Change(h Hasher) string {
+	_, sum, _ := strings.Cut(c.Checksum(h, nil), ":")
+	return sum
 }
 
 func reduceUnstructuredSource(u *unstructured.Unstructured, dataFields, keep []string) *SourceState {
@@ -347,14 +384,19 @@ func digestStrings(state *SourceState, field string, values map[string]string) {
 // the hash, so no copy of the value is made.
 func digestBytes(state *SourceState, field string, values map[string][]byte) {
 	for key, value := range values {
-		h := sha256.New()
-		enc := base64.NewEncoder(base64.StdEncoding, h)
-		_, _ = enc.Write(value) // writes to a hash cannot fail
-		_ = enc.Close()
-		var d Digest
-		copy(d[:], h.Sum(nil))
-		state.set(key, field, d)
+		state.set(key, field, digestBase64(value))
 	}
+}
+
+// digestBase64 digests a byte value as its base64 text.
+func digestBase64(value []byte) Digest {
+	h := sha256.New()
+	enc := base64.NewEncoder(base64.StdEncoding, h)
+	_, _ = enc.Write(value) // writes to a hash cannot fail
+	_ = enc.Close()
+	var d Digest
+	copy(d[:], h.Sum(nil))
+	return d
 }
 
 func digestValue(value interface{}) Digest {

@@ -248,22 +248,22 @@ data: {a: alpha, b: beta}
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			b, a := tc.before.Checksum(tc.keys), tc.after.Checksum(tc.keys)
+			b, a := tc.before.Checksum(testSums, tc.keys), tc.after.Checksum(testSums, tc.keys)
 			if (a == b) != tc.same {
 				t.Errorf("checksum before %s, after %s: same = %v, want %v", b, a, a == b, tc.same)
 			}
 		})
 	}
 
-	v2hex16 := regexp.MustCompile(`^v2:[0-9a-f]{16}$`)
+	v3hex16 := regexp.MustCompile(`^v3\.` + testSums.KeyID() + `:[0-9a-f]{16}$`)
 	for _, keys := range [][]string{nil, {}, {"a"}, {"missing"}} {
-		if sum := base.Checksum(keys); !v2hex16.MatchString(sum) {
-			t.Errorf("Checksum(%q) = %q, want v2: and 16 hex characters", keys, sum)
+		if sum := base.Checksum(testSums, keys); !v3hex16.MatchString(sum) {
+			t.Errorf("Checksum(%q) = %q, want v3.KEYID: and 16 hex characters", keys, sum)
 		}
 	}
 	distinct := map[string][]string{}
 	for _, keys := range [][]string{nil, {}, {"a"}, {"b"}, {"a", "b"}, {"ab"}, {"c"}, {"a", "c"}} {
-		sum := base.Checksum(keys)
+		sum := base.Checksum(testSums, keys)
 		if prev, dup := distinct[sum]; dup {
 			t.Errorf("Checksum(%q) == Checksum(%q) = %s", keys, prev, sum)
 		}
@@ -271,10 +271,10 @@ data: {a: alpha, b: beta}
 	}
 	// Keyed references reach Checksum with sorted keys, so the same set of keys
 	// gives the same checksum whatever order the pod spec names them in.
-	if base.Checksum([]string{"a", "b"}) != relabelled.Checksum([]string{"a", "b"}) {
+	if base.Checksum(testSums, []string{"a", "b"}) != relabelled.Checksum(testSums, []string{"a", "b"}) {
 		t.Error("same keys, same data, different checksums")
 	}
-	if base.Checksum(nil) != base.Checksum(nil) {
+	if base.Checksum(testSums, nil) != base.Checksum(testSums, nil) {
 		t.Error("Checksum is not deterministic")
 	}
 }
@@ -310,23 +310,24 @@ func TestChecksumVersions(t *testing.T) {
 		if !ok || got != tc.want {
 			t.Errorf("ChecksumOf(1, %q) = %q, %v; want %q as the previous release computed", tc.keys, got, ok, tc.want)
 		}
-		if !s.Matches(tc.want, tc.keys) {
+		if !s.Matches(testSums, tc.want, tc.keys) {
 			t.Errorf("version-1 checksum %s does not match the data it was computed from", tc.want)
 		}
-		current := s.Checksum(tc.keys)
-		if !regexp.MustCompile(`^v2:[0-9a-f]{16}$`).MatchString(current) || !s.Matches(current, tc.keys) {
-			t.Errorf("Checksum(%q) = %q: not a matching version-2 checksum", tc.keys, current)
+		current := s.Checksum(testSums, tc.keys)
+		if !regexp.MustCompile(`^v3\.[0-9a-f]{8}:[0-9a-f]{16}$`).MatchString(current) || !s.Matches(testSums, current, tc.keys) {
+			t.Errorf("Checksum(%q) = %q: not a matching version-3 checksum", tc.keys, current)
 		}
-		if v2, _ := s.ChecksumOf(2, tc.keys); v2 != current {
-			t.Errorf("ChecksumOf(2) = %q, Checksum = %q", v2, current)
+		v2, _ := s.ChecksumOf(2, tc.keys)
+		if !s.Matches(testSums, v2, tc.keys) || v2 == current {
+			t.Errorf("version-2 checksum %q does not match its data, or equals the keyed one", v2)
 		}
 	}
 	if _, ok := s.ChecksumOf(3, nil); ok {
-		t.Error("a version this build does not know was computed")
+		t.Error("a keyed version was computed without a key")
 	}
 	other := reduce(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app, namespace: shop}\ndata: {a: ALPHA, b: beta}\nbinaryData: {bin: AAEC}")
-	for _, recorded := range []string{"3b73330b386dab84", s.Checksum(nil)} {
-		if other.Matches(recorded, nil) {
+	for _, recorded := range []string{"3b73330b386dab84", s.Checksum(testSums, nil)} {
+		if other.Matches(testSums, recorded, nil) {
 			t.Errorf("changed data matches %s", recorded)
 		}
 	}
@@ -337,14 +338,15 @@ func TestChecksumVersions(t *testing.T) {
 	}{
 		{"3b73330b386dab84", 1},
 		{"v2:3b73330b386dab84", 2},
-		{"v3:3b73330b386dab84", 3}, // known as a format, not computable here
+		{"v3.01234567:3b73330b386dab84", 3}, // another key: known as a format, not comparable
+		{"v3:3b73330b386dab84", 0}, {"v2.01234567:3b73330b386dab84", 0},
 		{"", 0}, {"pending", 0}, {"3B73330B386DAB84", 0}, {"3b73330b386dab8", 0}, {"v2:3b73330b386dab8", 0},
 		{"v1:3b73330b386dab84", 0}, {"v02:3b73330b386dab84", 0}, {"v2:3b73330b386dab84 ", 0}, {"vx:3b73330b386dab84", 0},
 	} {
 		if got := RecordedVersion(tc.recorded); got != tc.version {
 			t.Errorf("RecordedVersion(%q) = %d, want %d", tc.recorded, got, tc.version)
 		}
-		if tc.version != 1 && tc.version != 2 && s.Matches(tc.recorded, nil) {
+		if tc.version != 1 && tc.version != 2 && s.Matches(testSums, tc.recorded, nil) {
 			t.Errorf("%q matches", tc.recorded)
 		}
 	}
@@ -360,7 +362,7 @@ func TestChecksumTellsDataFromBinaryData(t *testing.T) {
 		t.Error("moving a key from data to binaryData is not a data change")
 	}
 	for _, keys := range [][]string{nil, {"k"}} {
-		if inData.Checksum(keys) == inBinary.Checksum(keys) {
+		if inData.Checksum(testSums, keys) == inBinary.Checksum(testSums, keys) {
 			t.Errorf("Checksum(%q) is the same in data and in binaryData", keys)
 		}
 		v1Data, _ := inData.ChecksumOf(1, keys)
@@ -370,7 +372,7 @@ func TestChecksumTellsDataFromBinaryData(t *testing.T) {
 		}
 	}
 	// Keys not moved keep their checksum.
-	if inData.Checksum([]string{"other"}) != inBinary.Checksum([]string{"other"}) {
+	if inData.Checksum(testSums, []string{"other"}) != inBinary.Checksum(testSums, []string{"other"}) {
 		t.Error("a key that stayed in data changed its checksum")
 	}
 	if inData.Fields != nil {
@@ -381,7 +383,7 @@ func TestChecksumTellsDataFromBinaryData(t *testing.T) {
 	}
 	// Moving back restores the checksum.
 	back := reduce(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app, namespace: shop, resourceVersion: '9'}\ndata: {k: AAEC, other: x}")
-	if !back.SameData(inData) || back.Checksum(nil) != inData.Checksum(nil) {
+	if !back.SameData(inData) || back.Checksum(testSums, nil) != inData.Checksum(testSums, nil) {
 		t.Error("moving the key back does not restore the data")
 	}
 }

@@ -60,7 +60,7 @@ func TestTypedAndUnstructuredDigestsAgree(t *testing.T) {
 			if !reflect.DeepEqual(a.Fields, b.Fields) || !reflect.DeepEqual(a.Fields, o.fields2) {
 				t.Fatalf("fields differ:\n typed %v\n  json %v\n  want %v", a.Fields, b.Fields, o.fields2)
 			}
-			for version := 1; version <= ChecksumVersion; version++ {
+			for version := 1; version < ChecksumVersion; version++ { // the keyed one below
 				for _, keys := range [][]string{nil, {"bin", "text", "password"}} {
 					x, _ := a.ChecksumOf(version, keys)
 					y, _ := b.ChecksumOf(version, keys)
@@ -72,7 +72,7 @@ func TestTypedAndUnstructuredDigestsAgree(t *testing.T) {
 			if a.Name != "app" || a.Namespace != "shop" || a.ResourceVersion != "7" {
 				t.Fatalf("identity lost: %+v", a.ObjectMeta)
 			}
-			if a.Checksum(nil) != b.Checksum(nil) {
+			if a.Checksum(testSums, nil) != b.Checksum(testSums, nil) {
 				t.Fatal("checksums differ")
 			}
 		})

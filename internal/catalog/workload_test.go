@@ -250,7 +250,7 @@ spec:
 		t.Fatalf("keys %v, want %v", a.References[0].Keys, want)
 	}
 	state := &SourceState{Digests: map[string]Digest{"p": digestValue("1"), "q": digestValue("2")}}
-	if state.Checksum(a.References[0].Keys) != state.Checksum(b.References[0].Keys) {
+	if state.Checksum(testSums, a.References[0].Keys) != state.Checksum(testSums, b.References[0].Keys) {
 		t.Error("key order changed the checksum")
 	}
 }

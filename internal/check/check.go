@@ -192,12 +192,17 @@ type Need struct {
 	Verbs     []string
 	Namespace string
 	Why       string
+	// Name is the one object the verbs concern, when the controller only
+	// needs them on that object (RBAC may grant them by resourceNames);
+	// create is never limited to a name.
+	Name string
 }
 
 // Needs lists every permission the controller uses with cfg: its informers
 // list and watch every source and workload kind (the absence check is a
 // metadata-only list), it patches workloads, records Events (events.k8s.io)
-// on them, and holds a Lease when leader election is on.
+// on them, reads (creating it once) its checksum key Secret in its own
+// namespace, and holds a Lease when leader election is on.
 func Needs(cfg *config.Config) []Need {
 	scopes := cfg.Namespaces
 	if len(scopes) == 0 {
@@ -206,17 +211,20 @@ func Needs(cfg *config.Config) []Need {
 	var out []Need
 	for _, ns := range scopes {
 		for _, s := range cfg.Sources {
-			out = append(out, Need{s.GVR.GroupResource(), []string{"list", "watch"}, ns, "source kind " + s.Name})
+			out = append(out, Need{Resource: s.GVR.GroupResource(), Verbs: []string{"list", "watch"}, Namespace: ns, Why: "source kind " + s.Name})
 		}
 		for _, w := range cfg.Workloads {
-			out = append(out, Need{w.GVR.GroupResource(), []string{"list", "watch", "patch"}, ns, "workload kind"})
+			out = append(out, Need{Resource: w.GVR.GroupResource(), Verbs: []string{"list", "watch", "patch"}, Namespace: ns, Why: "workload kind"})
 		}
-		out = append(out, Need{schema.GroupResource{Group: "events.k8s.io", Resource: "events"}, []string{"create", "patch"}, ns,
-			"Events about failures, on workloads"})
+		out = append(out, Need{Resource: schema.GroupResource{Group: "events.k8s.io", Resource: "events"}, Verbs: []string{"create", "patch"},
+			Namespace: ns, Why: "Events on workloads"})
 	}
+	out = append(out, Need{Resource: schema.GroupResource{Resource: "secrets"}, Verbs: []string{"get", "create"},
+		Namespace: cfg.Settings.LeaseNamespace, Why: "the checksum key Secret " + cfg.Settings.ChecksumKeySecret,
+		Name: cfg.Settings.ChecksumKeySecret})
 	if cfg.Settings.LeaderElect {
-		out = append(out, Need{schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, []string{"get", "create", "update"},
-			cfg.Settings.LeaseNamespace, "leader election"})
+		out = append(out, Need{Resource: schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, Verbs: []string{"get", "create", "update"},
+			Namespace: cfg.Settings.LeaseNamespace, Why: "leader election"})
 	}
 	return out
 }
@@ -245,6 +253,7 @@ func RBAC(ctx context.Context, reviews authorizationclient.SubjectAccessReviewIn
 				Groups: groups,
 				ResourceAttributes: &authorizationv1.ResourceAttributes{
 					Namespace: n.Namespace, Verb: verb, Group: n.Resource.Group, Resource: n.Resource.Resource,
+					Name: nameFor(n, verb),
 				},
 			}}, metav1.CreateOptions{})
 			if err != nil {
@@ -267,4 +276,13 @@ func RBAC(ctx context.Context, reviews authorizationclient.SubjectAccessReviewIn
 		out = append(out, Result{LevelError, name, detail})
 	}
 	return out
+}
+
+// nameFor is the object name a review asks about: create names no object
+// (the API server does not know it before the object exists).
+func nameFor(n Need, verb string) string {
+	if verb == "create" {
+		return ""
+	}
+	return n.Name
 }

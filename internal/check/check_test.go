@@ -37,7 +37,7 @@ func TestNeeds(t *testing.T) {
 				"configmaps list,watch @all", "secrets list,watch @all",
 				"deployments.apps list,watch,patch @all", "statefulsets.apps list,watch,patch @all",
 				"daemonsets.apps list,watch,patch @all", "rollouts.argoproj.io list,watch,patch @all",
-				"events.events.k8s.io create,patch @all",
+				"events.events.k8s.io create,patch @all", "secrets get,create @default",
 			},
 		},
 		{
@@ -52,7 +52,7 @@ references: [{source: configmap, from: ["volumes[*].configMap"], name: name}]
 			want: []string{
 				"configmaps list,watch @a", "cronjobs.batch list,watch,patch @a", "events.events.k8s.io create,patch @a",
 				"configmaps list,watch @b", "cronjobs.batch list,watch,patch @b", "events.events.k8s.io create,patch @b",
-				"leases.coordination.k8s.io get,create,update @ops",
+				"secrets get,create @ops", "leases.coordination.k8s.io get,create,update @ops",
 			},
 		},
 	}

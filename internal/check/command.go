@@ -46,8 +46,9 @@ place when invalid. Then, unless --offline or when no cluster is reachable
 credentials (read-only) that each configured kind is served (a missing CRD is
 a warning, a missing built-in kind an error) and, with SubjectAccessReviews,
 that the controller's ServiceAccount may do all the controller does: list and
-watch sources; list, watch and patch workloads; create and patch Events; and
-get, create and update its Lease when leader election is on. Exit status 1
+watch sources; list, watch and patch workloads; create and patch Events; get
+and create its checksum key Secret; and get, create and update its Lease when
+leader election is on. Exit status 1
 when a cluster check fails.
 
 The cluster is found as kubectl finds it: --kubeconfig, else $KUBECONFIG,

@@ -134,6 +134,7 @@ func compileSettings(f *File, p *problems) Settings {
 		Workers:            f.Workers,
 		EnableProfiling:    f.EnableProfiling,
 		DryRun:             f.DryRun,
+		ChecksumKeySecret:  f.ChecksumKeySecret,
 		LogFormat:          f.LogFormat,
 		Verbose:            f.Verbose,
 		LeaderElect:        f.LeaderElection.Enabled,
@@ -162,6 +163,7 @@ func compileSettings(f *File, p *problems) Settings {
 	}
 	checkName(p, "leaderElection.namespace", s.LeaseNamespace, content.IsDNS1123Label)
 	checkName(p, "leaderElection.leaseName", s.LeaseName, content.IsDNS1123Subdomain)
+	checkName(p, "checksumKeySecret", s.ChecksumKeySecret, content.IsDNS1123Subdomain)
 	lease := checkDuration(p, "leaderElection.leaseDuration", s.LeaseDuration, minLeaseDuration, maxLeaseDuration)
 	retry := checkDuration(p, "leaderElection.retryPeriod", s.LeaseRetryPeriod, minRetryPeriod, maxLeaseDuration)
 	switch {

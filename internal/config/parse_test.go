@@ -55,6 +55,7 @@ func TestExampleIsTheDefault(t *testing.T) {
 		LeaseRenewDeadline: 10 * time.Second,
 		LeaseRetryPeriod:   2 * time.Second,
 		IgnoredErrors:      []string{},
+		ChecksumKeySecret:  "restart-controller-checksum-key",
 	}
 	if !reflect.DeepEqual(defaults.Settings, want) {
 		t.Errorf("settings:\n got %+v\nwant %+v", defaults.Settings, want)

@@ -28,13 +28,17 @@ type File struct {
 	// DryRun decides, logs, reports (Events say "would restart") and counts
 	// as usual, but patches nothing: for trying the controller on a cluster
 	// before letting it write.
-	DryRun         bool               `json:"dryRun"`
-	MetricsAddress string             `json:"metricsAddress"`
-	KubeAPIQPS     float64            `json:"kubeAPIQPS"`
-	KubeAPIBurst   int                `json:"kubeAPIBurst"`
-	Workers        int                `json:"workers"`
-	LogFormat      string             `json:"logFormat"`
-	LeaderElection FileLeaderElection `json:"leaderElection"`
+	DryRun bool `json:"dryRun"`
+	// ChecksumKeySecret names the Secret in the controller's namespace
+	// (leaderElection.namespace) that holds the checksums' HMAC key; the
+	// controller creates it when absent.
+	ChecksumKeySecret string             `json:"checksumKeySecret"`
+	MetricsAddress    string             `json:"metricsAddress"`
+	KubeAPIQPS        float64            `json:"kubeAPIQPS"`
+	KubeAPIBurst      int                `json:"kubeAPIBurst"`
+	Workers           int                `json:"workers"`
+	LogFormat         string             `json:"logFormat"`
+	LeaderElection    FileLeaderElection `json:"leaderElection"`
 
 	Annotations FileAnnotations `json:"annotations"`
 	// Namespaces limits watching to these namespaces; empty means all.

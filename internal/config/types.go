@@ -52,6 +52,9 @@ type Settings struct {
 	EnableProfiling bool
 	// DryRun decides, logs, reports and counts as usual but patches nothing.
 	DryRun bool
+	// ChecksumKeySecret names the Secret, in LeaseNamespace (the
+	// controller's own namespace), holding the key of the checksums.
+	ChecksumKeySecret string
 
 	// Leader election on a coordination.k8s.io Lease.
 	LeaderElect        bool

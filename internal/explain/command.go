@@ -10,8 +10,10 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/checksumkey"
 )
 
 // Exit statuses, the controller's: 2 is a usage or configuration error.
@@ -122,6 +124,15 @@ func Main(ctx context.Context, args []string, env Env) int {
 		return fail(exitFailed, "%v", err)
 	}
 	cl := &Cluster{Dynamic: client}
+	if kc, err := kubernetes.NewForConfig(rc); err == nil {
+		// The caller's credentials may not read the controller's key; then
+		// keyed checksums are reported as not comparable, not as changed.
+		if key, err := checksumkey.Read(ctx, kc.CoreV1(), cfg.Settings.LeaseNamespace, cfg.Settings.ChecksumKeySecret); err != nil {
+			fmt.Fprintf(env.Stderr, "note: cannot read the checksum key (%v); keyed checksums are not compared\n", err)
+		} else if cfg.Sums, err = catalog.NewHasher(key); err != nil {
+			fmt.Fprintf(env.Stderr, "note: %v; keyed checksums are not compared\n", err)
+		}
+	}
 
 	target, err := cfg.Resolve(mapper, fs.Args())
 	if err != nil {

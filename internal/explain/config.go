@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/refs"
 )
@@ -30,7 +31,10 @@ const DefaultConfigFile = "/etc/restart-controller/config.yaml"
 type Config struct {
 	*config.Config
 	// File is the config file read; empty for the built-in defaults.
-	File  string
+	File string
+	// Sums computes checksums as the controller does. Without the key (the
+	// caller may not read its Secret) the keyed ones cannot be compared.
+	Sums  catalog.Hasher
 	forms []form
 }
 

@@ -41,6 +41,9 @@ func defaultConfig(t *testing.T, extra string) *Config {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if c.Sums, err = catalog.NewHasher(bytes.Repeat([]byte{9}, catalog.MinKeySize)); err != nil {
+		t.Fatal(err)
+	}
 	return c
 }
 
@@ -74,7 +77,7 @@ func loadFixture(t *testing.T, cfg *Config) *fixture {
 			if len(keys) == 0 {
 				keys = nil
 			}
-			return state.Checksum(keys)
+			return state.Checksum(cfg.Sums, keys)
 		},
 		"hash": func(name string) string { return hashes[name] },
 	})

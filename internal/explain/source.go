@@ -114,8 +114,9 @@ func (c *Config) ExplainSource(kind config.SourceKind, namespace, name string, s
 		}
 		ws := WorkloadSource{Applied: rd.Applied, Optional: ref.Optional, Exists: state != nil}
 		if state != nil {
-			rd.Current = state.Checksum(ref.Keys)
+			rd.Current = state.Checksum(c.Sums, ref.Keys)
 			ws.Current = rd.Current
+			ws.same, ws.incomparable = c.compare(state, ws.Applied, ref.Keys)
 		}
 		rd.Status, rd.Note = sourceStatus(ws, nil)
 		readers = append(readers, rd)

@@ -26,6 +26,7 @@ const (
 	StatusDeleted     = "deleted"      // existed when the pods started, deleted since
 	StatusNotRecorded = "not-recorded" // no applied checksum for it yet
 	StatusUnreadable  = "unreadable"   // could not be read with the caller's credentials
+	StatusUnknown     = "unknown"      // keyed with a checksum key the caller cannot read
 )
 
 // Actions: what the controller would do with a workload now.
@@ -87,6 +88,9 @@ type WorkloadSource struct {
 	Note    string `json:"note"`
 	Error   string `json:"error,omitempty"`
 	Uses    []Use  `json:"uses"`
+	// same: the applied checksum matches the data now, in its version;
+	// incomparable: it is keyed and the key could not be read.
+	same, incomparable bool
 }
 
 // Decision is what the controller would do now, and why.
@@ -117,6 +121,7 @@ func (c *Config) ExplainWorkload(kind config.WorkloadKind, obj *unstructured.Uns
 	if !ok {
 		return nil, fmt.Errorf("reducing %s: got %T", obj.GetName(), reduced)
 	}
+	recordedHash := restart.RecordedTemplateHash(w.AppliedTemplateHash)
 	r := &WorkloadReport{
 		Workload:         workloadName(obj),
 		Namespace:        w.Namespace,
@@ -124,7 +129,7 @@ func (c *Config) ExplainWorkload(kind config.WorkloadKind, obj *unstructured.Uns
 		OptedIn:          w.OptedIn,
 		Problem:          w.Problem,
 		Recorded:         w.HasApplied,
-		TemplateRecorded: w.HasApplied && w.AppliedTemplateHash != "" && w.AppliedTemplateHash == w.TemplateHash,
+		TemplateRecorded: w.HasApplied && recordedHash != "" && recordedHash == w.TemplateHash,
 		Sources:          []WorkloadSource{},
 	}
 	r.NotWatched = c.notWatched(w.Namespace, obj.GetLabels())
@@ -162,7 +167,8 @@ func (c *Config) ExplainWorkload(kind config.WorkloadKind, obj *unstructured.Uns
 		} else if state != nil {
 			lookup[ref.ID] = state
 			ws.Exists = true
-			ws.Current = state.Checksum(ref.Keys)
+			ws.Current = state.Checksum(c.Sums, ref.Keys)
+			ws.same, ws.incomparable = c.compare(state, ws.Applied, ref.Keys)
 		}
 		ws.Status, ws.Note = sourceStatus(ws, fetchErr)
 		if recordOnly && (ws.Status == StatusChanged || ws.Status == StatusPending || ws.Status == StatusAppeared) {
@@ -188,7 +194,8 @@ func (c *Config) ExplainWorkload(kind config.WorkloadKind, obj *unstructured.Uns
 
 // decision runs restart.Decide and says why it came out as it did.
 func (c *Config) decision(w *catalog.WorkloadState, r *WorkloadReport, lookup sourceLookup, appliedErr error, now time.Time) Decision {
-	plan := restart.Decide(w, lookup, noWindows{}, now, c.OrderByResourceVersion)
+	plan := restart.Decide(w, lookup, noWindows{}, now, c.OrderByResourceVersion, c.Sums)
+	recordedHash := restart.RecordedTemplateHash(w.AppliedTemplateHash)
 	d := Decision{}
 	if plan.Warning != "" {
 		d.Reasons = append(d.Reasons, plan.Warning)
@@ -209,15 +216,15 @@ func (c *Config) decision(w *catalog.WorkloadState, r *WorkloadReport, lookup so
 			d.Reasons = append(d.Reasons, "no applied checksums yet (first sight): the current checksums are recorded without a restart")
 		case appliedErr != nil:
 			// plan.Warning said it.
-		case w.AppliedTemplateHash == "":
+		case recordedHash == "":
 			d.Reasons = append(d.Reasons, "no template digest recorded (new, or last handled by xing's controller): the current checksums are recorded without a restart")
-		case w.AppliedTemplateHash != w.TemplateHash:
+		case recordedHash != w.TemplateHash:
 			d.Reasons = append(d.Reasons, "the pod template changed since the checksums were recorded: that change rolls the pods, which read the current data, so the checksums are recorded without a restart")
 		default:
 			d.Reasons = append(d.Reasons, "the recorded checksums differ from the current ones in a way that needs no restart (a required source appeared, a source is no longer read, or a new one is read): they are recorded")
 		}
-		if !w.HasApplied || w.AppliedTemplateHash != w.TemplateHash {
-			d.Reasons = append(d.Reasons, "if a source it reads was updated within its grace period, the controller records \"pending\" for it instead and restarts once that ends; explain cannot see grace periods")
+		if !w.HasApplied || recordedHash != w.TemplateHash {
+			d.Reasons = append(d.Reasons, "if a source it reads was written after the template was set (or, when that order is unknown, updated within its grace period), the controller records \"pending\" for it instead and restarts once the grace period ends; explain cannot see grace periods")
 		}
 		for _, id := range plan.Unverified {
 			d.Reasons = append(d.Reasons, id.String()+" is recorded as absent once the controller has confirmed with the API server that it does not exist")
@@ -236,6 +243,19 @@ func (c *Config) decision(w *catalog.WorkloadState, r *WorkloadReport, lookup so
 	return d
 }
 
+// compare tells whether a recorded checksum matches the data now, in
+// whichever version it was recorded, and whether it could not be compared
+// for want of the key.
+func (c *Config) compare(state *catalog.SourceState, applied *string, keys []string) (same, incomparable bool) {
+	if applied == nil {
+		return false, false
+	}
+	if catalog.RecordedVersion(*applied) == catalog.ChecksumVersion && c.Sums.KeyID() == "" {
+		return false, true
+	}
+	return state.Matches(c.Sums, *applied, keys), false
+}
+
 // sourceStatus says how a source compares with what the pods started with.
 func sourceStatus(s WorkloadSource, fetchErr error) (status, note string) {
 	switch {
@@ -249,8 +269,10 @@ func sourceStatus(s WorkloadSource, fetchErr error) (status, note string) {
 		return StatusDeleted, "deleted since its pods started: a deletion restarts nothing, and the applied checksum is kept so that a re-creation with other data restarts"
 	case s.Applied == nil:
 		return StatusNotRecorded, "no applied checksum is recorded for it"
-	case *s.Applied == s.Current:
+	case s.same:
 		return StatusUpToDate, "the data its pods read is what they started with"
+	case s.incomparable:
+		return StatusUnknown, "its checksum is keyed with the controller's checksum key, which could not be read with your credentials"
 	case *s.Applied == appliedPending:
 		return StatusPending, "recorded \"pending\": its data was updated just before the pods started, so a restart is due"
 	case *s.Applied == appliedAbsent && s.Optional:

@@ -41,6 +41,7 @@ type Metrics struct {
 	reloadOK         prometheus.Gauge
 	reloadTime       prometheus.Gauge
 	configInfo       *prometheus.GaugeVec
+	KindDegraded     *prometheus.GaugeVec
 
 	docs []Doc
 }
@@ -92,11 +93,16 @@ func New(counts func() (sources, workloads int)) *Metrics {
 	m.Reconciling = f.gauge("restart_controller_reconciles_in_flight",
 		"Workload reconciles under way.")
 	m.Ready = f.gauge("restart_controller_ready",
-		"1 once the caches of every watched kind have synced.")
+		"1 once the caches of every watched kind have synced (a kind it may not list or watch is not waited for).")
 	m.Leader = f.gauge("restart_controller_leader",
 		"1 while this instance holds the leader lease (or leader election is off).")
 	m.WatchedWorkloads = f.gaugeVec("restart_controller_workload_kind_watched",
-		"1 for each configured workload kind that is served and watched, 0 while its resource is missing.", "resource")
+		"1 for each configured workload kind that is served and watched, 0 while its resource is missing or this process may not list or watch it.", "resource")
+	m.KindDegraded = f.gaugeVec("restart_controller_kind_degraded",
+		"1 for each configured source or workload kind (per watched namespace; none: all) that is degraded, by reason: "+
+			"forbidden (may not list or watch: not cached, not waited for), not_found (no longer served), "+
+			"patch_forbidden (watched, but may not patch: cannot restart). Absent once it works.",
+		"resource", "namespace", "reason")
 	m.EventsDropped = f.counter("restart_controller_events_dropped_total",
 		"Events on workloads not written because the Event rate limit was reached (the restarts are still logged).")
 	m.reloadOK = f.gauge("restart_controller_config_last_reload_successful",

@@ -65,6 +65,7 @@ func TestDocsCoverTheRegistry(t *testing.T) {
 	m.SetConfigLoaded("abc", true, time.Now())
 	m.Rollouts.WithLabelValues("complete").Inc()
 	m.RolloutDuration.WithLabelValues("complete").Observe(1)
+	m.KindDegraded.WithLabelValues("daemonsets.apps", "", "forbidden").Set(1)
 	documented := map[string]bool{}
 	for _, d := range m.Docs() {
 		documented[d.Name] = true

@@ -61,6 +61,7 @@ type Controller struct {
 	metrics *metrics.Metrics
 	events  EventRecorder
 	exists  ExistsFunc
+	sums    catalog.Hasher
 	log     hclog.Logger
 	now     func() time.Time
 
@@ -110,6 +111,11 @@ func New(cfg *config.Config, cat Catalog, client dynamic.Interface, exists Exist
 		}),
 	}, nil
 }
+
+// UseChecksums sets how checksums are computed: the key is loaded only once
+// the configuration has been checked against the cluster (so a wrong one
+// creates nothing), after New and before Run.
+func (c *Controller) UseChecksums(sums catalog.Hasher) { c.sums = sums }
 
 // SourceChanged is called by the watcher when a source's data changed.
 func (c *Controller) SourceChanged(id catalog.SourceID) { c.sourceEvent(id, false) }
@@ -325,7 +331,7 @@ func (c *Controller) Reconcile(ctx context.Context, key catalog.WorkloadKey) err
 		}
 	}
 	view, ignored := c.withOptOuts(w)
-	plan := Decide(view, c.catalog, c.windows, now, c.cfg.OrderByResourceVersion)
+	plan := Decide(view, c.catalog, c.windows, now, c.cfg.OrderByResourceVersion, c.sums)
 	if plan.Warning != "" {
 		log.Warn(plan.Warning)
 	}

@@ -135,6 +135,7 @@ func newHarness(t *testing.T, inAPI []*unstructured.Unstructured, cached []*unst
 		t.Fatal(err)
 	}
 	c.now = func() time.Time { return reconcileNow }
+	c.UseChecksums(testSums)
 	t.Cleanup(c.queue.ShutDown)
 	h.c = c
 	return h
@@ -191,7 +192,7 @@ func settle(h *harness, u *unstructured.Unstructured, data map[string]string) *u
 	w := h.reduce(out)
 	applied := map[string]string{}
 	for _, r := range w.References {
-		applied[r.ID.String()] = sourceState(h.t, r.ID, data).Checksum(r.Keys)
+		applied[r.ID.String()] = sourceState(h.t, r.ID, data).Checksum(testSums, r.Keys)
 	}
 	ann := out.GetAnnotations()
 	ann[appliedKey] = annotation(h.t, applied)
@@ -216,7 +217,7 @@ func (h *harness) patches() []k8stesting.PatchAction {
 
 // patchBody is the exact patch the controller must send. A restart's record
 // names, for each source, its change: for a workload reading every key, the
-// checksum without its version prefix.
+// checksum without its version and key prefix.
 func patchBody(rv, applied, templateHash, templatePath string, restart bool) string {
 	record := ""
 	if restart {
@@ -226,7 +227,8 @@ func patchBody(rv, applied, templateHash, templatePath string, restart bool) str
 		}
 		sources := map[string]string{}
 		for id, sum := range sums {
-			sources[id] = strings.TrimPrefix(sum, "v2:")
+			_, change, _ := strings.Cut(sum, ":")
+			sources[id] = change
 		}
 		at, _ := time.Parse(time.RFC3339Nano, stampAtNow)
 		raw, _ := json.Marshal(pacing.Record{At: at, Sources: sources, Restarts: []time.Time{at}})
@@ -363,7 +365,7 @@ spec: {replicas: 1}
 				t.Errorf("field manager %q", p.PatchOptions.FieldManager)
 			}
 			w := h.reduce(u)
-			applied := annotation(t, map[string]string{cmApp.String(): sourceState(t, cmApp, r.source).Checksum(nil)})
+			applied := annotation(t, map[string]string{cmApp.String(): sourceState(t, cmApp, r.source).Checksum(testSums, nil)})
 			path := strings.Join(h.c.templateFields[gvr], ".")
 			want := patchBody(u.GetResourceVersion(), applied, w.TemplateHash, path, r.wantRestart)
 			if string(p.GetPatch()) != want {
@@ -482,7 +484,7 @@ func TestReconcileGracePeriod(t *testing.T) {
 	if len(patches) != 1 {
 		t.Fatalf("%d patches after the grace period, want 1", len(patches))
 	}
-	applied := annotation(t, map[string]string{cmApp.String(): sourceState(t, cmApp, map[string]string{"a": "3"}).Checksum(nil)})
+	applied := annotation(t, map[string]string{cmApp.String(): sourceState(t, cmApp, map[string]string{"a": "3"}).Checksum(testSums, nil)})
 	want := patchBody("42", applied, h.reduce(u).TemplateHash, "spec.template", true)
 	want = strings.ReplaceAll(want, stampAtNow, now.UTC().Format(time.RFC3339Nano))
 	if string(patches[0].GetPatch()) != want {
@@ -774,9 +776,9 @@ func TestReconcileUpgradeFromVersion1Checksums(t *testing.T) {
 			if len(patches) != 1 {
 				t.Fatalf("%d patches, want 1", len(patches))
 			}
-			now := sourceState(t, cmApp, tc.data).Checksum(nil)
-			if !strings.HasPrefix(now, "v2:") {
-				t.Fatalf("current checksum %q is not version 2", now)
+			now := sourceState(t, cmApp, tc.data).Checksum(testSums, nil)
+			if !strings.HasPrefix(now, "v3."+testSums.KeyID()+":") {
+				t.Fatalf("current checksum %q is not version 3 under the test key", now)
 			}
 			want := patchBody("42", annotation(t, map[string]string{cmApp.String(): now}), w.TemplateHash, "spec.template", tc.restart)
 			if got := string(patches[0].GetPatch()); got != want {
@@ -802,7 +804,7 @@ func TestReconcileUpgradeFromVersion1Checksums(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `{"metadata":{"annotations":{` +
-		`"com.xing.deployment-restart.applied-config-checksums":"{\"configmap/shop/app\":\"` + sourceState(t, cmApp, dataV1).Checksum(nil) + `\"}",` +
+		`"com.xing.deployment-restart.applied-config-checksums":"{\"configmap/shop/app\":\"` + sourceState(t, cmApp, dataV1).Checksum(testSums, nil) + `\"}",` +
 		`"com.xing.deployment-restart.applied-template-hash":"` + w.TemplateHash + `"},"resourceVersion":"42"}}`
 	if got := string(h.patches()[0].GetPatch()); got != want {
 		t.Errorf("re-record patch:\n got %s\nwant %s", got, want)
@@ -825,7 +827,7 @@ func TestReconcileOrdersSourceUpdateBeforeTemplateChange(t *testing.T) {
 		applied string
 		record  string
 	}{
-		{"ordered: recorded, no restart", true, sourceState(t, cmApp, dataV2).Checksum(nil),
+		{"ordered: recorded, no restart", true, sourceState(t, cmApp, dataV2).Checksum(testSums, nil),
 			h0.reduce(u).TemplateHash + "@100@5d6f0000-0000-4000-8000-000000000042"},
 		{"ordering off: pending", false, pending, h0.reduce(u).TemplateHash},
 	} {
@@ -943,7 +945,7 @@ func TestReconcileRestartNotRolled(t *testing.T) {
 			if len(patches) != 1 {
 				t.Fatalf("%d patches, want 1", len(patches))
 			}
-			applied := annotation(t, map[string]string{cmApp.String(): sourceState(t, cmApp, tc.data).Checksum(nil)})
+			applied := annotation(t, map[string]string{cmApp.String(): sourceState(t, cmApp, tc.data).Checksum(testSums, nil)})
 			if got, want := string(patches[0].GetPatch()), patchBody("42", applied, h.reduce(settled).TemplateHash, "spec.template", true); got != want {
 				t.Errorf("patch body:\n got %s\nwant %s", got, want)
 			}

@@ -94,6 +94,10 @@ func (p *Plan) setExtra(key string, value interface{}) {
 // another cluster, whose resourceVersions mean nothing here) from being used.
 type templateRecord struct{ hash, rv, uid string }
 
+// RecordedTemplateHash returns the template hash of an applied-template-hash
+// annotation value, whatever its form; empty when it cannot be read.
+func RecordedTemplateHash(annotation string) string { return parseTemplateRecord(annotation).hash }
+
 func parseTemplateRecord(s string) templateRecord {
 	hash, rest, ordered := strings.Cut(s, "@")
 	if !ordered {
@@ -132,7 +136,10 @@ func writtenBefore(a, b string) bool {
 // or the write that set the workload's pod template: pods of a template are
 // created after it was set, so a source written before that is in them
 // (docs/design.md, "Ordering source updates and template changes").
-func Decide(w *catalog.WorkloadState, sources SourceLookup, windows WindowLookup, now time.Time, ordered bool) Plan {
+//
+// sums computes and compares checksums: the current version is keyed, and a
+// checksum recorded with another key is re-baselined without a restart.
+func Decide(w *catalog.WorkloadState, sources SourceLookup, windows WindowLookup, now time.Time, ordered bool, sums catalog.Hasher) Plan {
 	var plan Plan
 	applied := map[string]string{}
 	recorded := parseTemplateRecord(w.AppliedTemplateHash)
@@ -210,15 +217,19 @@ func Decide(w *catalog.WorkloadState, sources SourceLookup, windows WindowLookup
 			}
 			continue
 		}
-		checksum := state.Checksum(ref.Keys)
+		checksum := state.Checksum(sums, ref.Keys)
 		current[ref.ID] = checksum
 		switch {
-		case known && state.Matches(old, ref.Keys):
+		case known && state.Matches(sums, old, ref.Keys):
 			// Same data; an older checksum format is re-recorded silently.
 			plan.Applied[id] = checksum
 		case recordOnly && missed(ref, state):
 			plan.Applied[id] = pending
 			changed = append(changed, ref.ID)
+		case known && sums.Rebaseline(old):
+			// Keyed with another key (rotated, or lost): what the pods read
+			// cannot be compared, so the current data becomes the baseline.
+			plan.Applied[id] = checksum
 		case recordOnly || !known:
 			plan.Applied[id] = checksum
 		case old == absent && !ref.Optional:

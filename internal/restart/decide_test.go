@@ -37,10 +37,10 @@ func TestDecide(t *testing.T) {
 
 	// appV1 with key a in binaryData, its text unchanged: another file.
 	appMoved := sourceStateIn(t, cmApp, map[string]string{"b": "1"}, map[string]string{"a": "1"})
-	app1, app2 := appV1.Checksum(nil), appV2.Checksum(nil)
-	db1, db2 := dbV1.Checksum(dbPW.Keys), dbV2.Checksum(dbPW.Keys)
-	keyA1 := appV1.Checksum(keyA.Keys)
-	if app1 == app2 || db1 == db2 || keyA1 != appB2.Checksum(keyA.Keys) || app1 == appMoved.Checksum(nil) {
+	app1, app2 := appV1.Checksum(testSums, nil), appV2.Checksum(testSums, nil)
+	db1, db2 := dbV1.Checksum(testSums, dbPW.Keys), dbV2.Checksum(testSums, dbPW.Keys)
+	keyA1 := appV1.Checksum(testSums, keyA.Keys)
+	if app1 == app2 || db1 == db2 || keyA1 != appB2.Checksum(testSums, keyA.Keys) || app1 == appMoved.Checksum(testSums, nil) {
 		t.Fatal("fixture checksums are not what the table assumes")
 	}
 
@@ -150,7 +150,7 @@ func TestDecide(t *testing.T) {
 			applied:     ann(map[string]string{"configmap/shop/app": keyA1}),
 			appliedHash: tmplNow,
 			sources:     sourceMap{cmApp: appV2},
-			want: Plan{Applied: map[string]string{"configmap/shop/app": appV2.Checksum(keyA.Keys)},
+			want: Plan{Applied: map[string]string{"configmap/shop/app": appV2.Checksum(testSums, keyA.Keys)},
 				Patch: true, Restart: true, Changed: []catalog.SourceID{cmApp}},
 		},
 		{
@@ -527,7 +527,7 @@ func TestDecide(t *testing.T) {
 
 		// Versioned checksums.
 		{
-			name:        "upgrade: version-1 checksums of unchanged data re-recorded in version 2, no restart",
+			name:        "upgrade: version-1 checksums of unchanged data re-recorded in version 3, no restart",
 			refs:        []catalog.Reference{whole, dbPW},
 			applied:     ann(map[string]string{"configmap/shop/app": v1(appV1, nil), "secret/shop/db": v1(dbV1, dbPW.Keys)}),
 			appliedHash: tmplNow,
@@ -544,6 +544,22 @@ func TestDecide(t *testing.T) {
 				Patch: true, Restart: true, Changed: []catalog.SourceID{cmApp}},
 		},
 		{
+			name:        "upgrade: version-2 checksum of unchanged data re-recorded, no restart",
+			refs:        []catalog.Reference{whole},
+			applied:     ann(map[string]string{"configmap/shop/app": v2(appV1, nil)}),
+			appliedHash: tmplNow,
+			sources:     sourceMap{cmApp: appV1},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1}, Patch: true},
+		},
+		{
+			name:        "keyed with another key (key replaced): re-baselined, no restart even though data changed",
+			refs:        []catalog.Reference{whole},
+			applied:     ann(map[string]string{"configmap/shop/app": appV1.Checksum(otherKey, nil)}),
+			appliedHash: tmplNow,
+			sources:     sourceMap{cmApp: appV2},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": app2}, Patch: true},
+		},
+		{
 			name:        "checksum of a version this build does not know: a change, restart",
 			refs:        []catalog.Reference{whole},
 			applied:     ann(map[string]string{"configmap/shop/app": "v9:0123456789abcdef"}),
@@ -558,7 +574,7 @@ func TestDecide(t *testing.T) {
 			applied:     ann(map[string]string{"configmap/shop/app": app1}),
 			appliedHash: tmplNow,
 			sources:     sourceMap{cmApp: appMoved},
-			want: Plan{Applied: map[string]string{"configmap/shop/app": appMoved.Checksum(nil)},
+			want: Plan{Applied: map[string]string{"configmap/shop/app": appMoved.Checksum(testSums, nil)},
 				Patch: true, Restart: true, Changed: []catalog.SourceID{cmApp}},
 		},
 
@@ -616,7 +632,7 @@ func TestDecide(t *testing.T) {
 				windows = createdOnly{r.windows}
 			}
 			before := w.DeepCopyObject()
-			plan := Decide(w, r.sources, windows, decideNow, r.ordered)
+			plan := Decide(w, r.sources, windows, decideNow, r.ordered, testSums)
 
 			if (plan.Warning != "") != r.wantWarning {
 				t.Errorf("warning %q, want warning: %v", plan.Warning, r.wantWarning)
@@ -629,7 +645,7 @@ func TestDecide(t *testing.T) {
 				t.Error("Decide changed the workload state")
 			}
 			// Same inputs, same plan.
-			again := Decide(w, r.sources, windows, decideNow, r.ordered)
+			again := Decide(w, r.sources, windows, decideNow, r.ordered, testSums)
 			again.Warning = ""
 			if !reflect.DeepEqual(again, plan) {
 				t.Errorf("second Decide differs: %+v", again)
@@ -646,10 +662,10 @@ func TestDecide(t *testing.T) {
 					w.HasApplied, w.Applied, w.AppliedTemplateHash = true, string(b), p.TemplateRecord
 				}
 				write(plan)
-				next := Decide(w, r.sources, dueAt{}, decideNow.Add(time.Hour), r.ordered)
+				next := Decide(w, r.sources, dueAt{}, decideNow.Add(time.Hour), r.ordered, testSums)
 				if plan.Wait > 0 && next.Restart {
 					write(next)
-					next = Decide(w, r.sources, dueAt{}, decideNow.Add(time.Hour), r.ordered)
+					next = Decide(w, r.sources, dueAt{}, decideNow.Add(time.Hour), r.ordered, testSums)
 				}
 				if next.Patch || next.Restart || next.Warning != "" {
 					t.Errorf("after writing the plan, Decide still wants %+v", next)
@@ -685,7 +701,7 @@ func FuzzDecideHostileAnnotation(f *testing.F) {
 		w := &catalog.WorkloadState{References: refs, HasApplied: true, Applied: applied,
 			AppliedTemplateHash: appliedHash, TemplateHash: tmplNow}
 		w.UID = webUID
-		plan := Decide(w, sources, dueAt{cmApp: decideNow.Add(time.Second)}, decideNow, true)
+		plan := Decide(w, sources, dueAt{cmApp: decideNow.Add(time.Second)}, decideNow, true, testSums)
 
 		// Whatever was read, the plan writes a record that reads back as
 		// the current template, and reaches a fixed point once written.
@@ -696,11 +712,11 @@ func FuzzDecideHostileAnnotation(f *testing.F) {
 			written := *w
 			b, _ := json.Marshal(plan.Applied)
 			written.Applied, written.AppliedTemplateHash = string(b), plan.TemplateRecord
-			next := Decide(&written, sources, dueAt{}, decideNow.Add(time.Hour), true)
+			next := Decide(&written, sources, dueAt{}, decideNow.Add(time.Hour), true, testSums)
 			if next.Restart {
 				b, _ = json.Marshal(next.Applied)
 				written.Applied, written.AppliedTemplateHash = string(b), next.TemplateRecord
-				next = Decide(&written, sources, dueAt{}, decideNow.Add(time.Hour), true)
+				next = Decide(&written, sources, dueAt{}, decideNow.Add(time.Hour), true, testSums)
 			}
 			if next.Patch {
 				t.Fatalf("no fixed point: %+v after %+v", next, plan)
@@ -728,12 +744,29 @@ func FuzzDecideHostileAnnotation(f *testing.F) {
 			// app is inside its grace period: it may have changed under pods
 			// that just started, so it is pending until the period ends.
 			if plan.Applied[cmApp.String()] != pending || plan.Wait != time.Second ||
-				plan.Applied[secDB.String()] != db.Checksum([]string{"pw"}) {
+				plan.Applied[secDB.String()] != db.Checksum(testSums, []string{"pw"}) {
 				t.Fatalf("want app pending (wait 1s) and db recorded: %+v", plan)
 			}
 		}
 		if plan.Restart && len(plan.Changed) == 0 {
 			t.Fatalf("restart without a changed source: %+v", plan)
+		}
+	})
+}
+
+// FuzzTemplateRecord feeds arbitrary applied-template-hash annotations to
+// their parser: never a panic, and what is read back writes the same.
+func FuzzTemplateRecord(f *testing.F) {
+	for _, seed := range []string{"", tmplNow, tmplNow + "@100@" + webUID, "@@", "a@b", "a@1@", "a@01@u", "a@1@u@v", "a@-1@u", "a@99999999999999999999999@u"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, annotation string) {
+		r := parseTemplateRecord(annotation)
+		if again := parseTemplateRecord(r.String()); again != r {
+			t.Fatalf("%q read as %+v, written as %q, read back as %+v", annotation, r, r.String(), again)
+		}
+		if RecordedTemplateHash(annotation) != r.hash {
+			t.Fatal("RecordedTemplateHash disagrees with the parser")
 		}
 	})
 }

@@ -320,7 +320,7 @@ func parseSourceID(s string) (catalog.SourceID, bool) {
 // waveState evaluates the waves of the source's current change over its
 // readers, and maps member names back to keys. Called with c.fleet.mu held.
 func (c *Controller) waveState(id catalog.SourceID, src *catalog.SourceState, now time.Time) (map[string]catalog.WorkloadKey, pacing.State) {
-	change := src.Change()
+	change := src.Change(c.sums)
 	sid := id.String()
 	byName := map[string]catalog.WorkloadKey{}
 	var members []pacing.Member
@@ -341,7 +341,7 @@ func (c *Controller) waveState(id catalog.SourceID, src *catalog.SourceState, no
 		}
 		parsed := c.fleet.read(key, r)
 		if !reserved {
-			m.Pending = pendingFor(r, parsed.applied, id, src)
+			m.Pending = pendingFor(c.sums, r, parsed.applied, id, src)
 		}
 		if hold := parsed.hold; hold != nil {
 			switch {
@@ -364,7 +364,7 @@ func (c *Controller) waveState(id catalog.SourceID, src *catalog.SourceState, no
 // leaving aside grace periods, which waves do not need).
 // applied is the workload's applied checksums, nil when they cannot be
 // trusted (none, unreadable, or recorded against another pod template).
-func pendingFor(w *catalog.WorkloadState, applied map[string]string, id catalog.SourceID, src *catalog.SourceState) bool {
+func pendingFor(sums catalog.Hasher, w *catalog.WorkloadState, applied map[string]string, id catalog.SourceID, src *catalog.SourceState) bool {
 	if applied == nil {
 		return false
 	}
@@ -376,7 +376,7 @@ func pendingFor(w *catalog.WorkloadState, applied map[string]string, id catalog.
 		if ref.ID != id {
 			continue
 		}
-		if src.Matches(old, ref.Keys) || (old == absent && !ref.Optional) {
+		if src.Matches(sums, old, ref.Keys) || sums.Rebaseline(old) || (old == absent && !ref.Optional) {
 			return false
 		}
 		return true
@@ -403,10 +403,10 @@ func (c *Controller) withOptOuts(w *catalog.WorkloadState) (*catalog.WorkloadSta
 			continue
 		}
 		old, known := applied[ref.ID.String()]
-		if !known || src.Matches(old, ref.Keys) {
+		if !known || src.Matches(c.sums, old, ref.Keys) {
 			continue
 		}
-		applied[ref.ID.String()] = src.Checksum(ref.Keys)
+		applied[ref.ID.String()] = src.Checksum(c.sums, ref.Keys)
 		ignored = append(ignored, ref.ID)
 	}
 	if len(ignored) == 0 {
@@ -488,7 +488,7 @@ func (c *Controller) gatePlan(key catalog.WorkloadKey, w *catalog.WorkloadState,
 		admitted := !state.Paced || slices.Contains(state.Admit, self)
 		switch {
 		case admitted:
-			delivered[sid] = src.Change()
+			delivered[sid] = src.Change(c.sums)
 			paced = paced || state.Paced
 		case !due:
 			// Riding along: it will get its own restart in its own wave.
@@ -498,7 +498,7 @@ func (c *Controller) gatePlan(key catalog.WorkloadKey, w *catalog.WorkloadState,
 				delete(plan.Applied, sid)
 			}
 		case state.Halted:
-			return gate{hold: &pacing.Hold{Kind: pacing.HoldWave, Source: sid, Change: src.Change(), Cause: state.Cause, Since: now}}
+			return gate{hold: &pacing.Hold{Kind: pacing.HoldWave, Source: sid, Change: src.Change(c.sums), Cause: state.Cause, Since: now}}
 		default:
 			return gate{queued: true}
 		}
@@ -514,7 +514,7 @@ func (c *Controller) gatePlan(key catalog.WorkloadKey, w *catalog.WorkloadState,
 				continue
 			}
 			if id, ok := parseSourceID(sid); ok {
-				if src, ok := c.catalog.Source(id); ok && src.Change() == change {
+				if src, ok := c.catalog.Source(id); ok && src.Change(c.sums) == change {
 					delivered[sid] = change
 				}
 			}
@@ -544,7 +544,7 @@ func (c *Controller) staleHold(raw string) bool {
 		return true
 	}
 	src, ok := c.catalog.Source(id)
-	return !ok || src.Change() != hold.Change || src.Annotations[c.cfg.Annotations.Release] == hold.Change
+	return !ok || src.Change(c.sums) != hold.Change || src.Annotations[c.cfg.Annotations.Release] == hold.Change
 }
 
 // holdRestart keeps a held restart from happening: it writes the hold on the

@@ -131,7 +131,7 @@ func (f *fleetHarness) step() []string {
 // change it delivered.
 func TestWavesOpenOnCompletedRollouts(t *testing.T) {
 	f := newFleetHarness(t, 10)
-	change := sourceState(t, cmApp, dataV2).Change()
+	change := sourceState(t, cmApp, dataV2).Change(testSums)
 	if got := f.reconcileAll(); !reflect.DeepEqual(got, []string{"w00"}) {
 		t.Fatalf("first wave %v, want [w00]", got)
 	}
@@ -180,7 +180,7 @@ func TestWavesOpenOnCompletedRollouts(t *testing.T) {
 // release annotation with the change's ID lets the change go on.
 func TestFailedRolloutHoldsTheRestAndReleaseResumes(t *testing.T) {
 	f := newFleetHarness(t, 10)
-	change := sourceState(t, cmApp, dataV2).Change()
+	change := sourceState(t, cmApp, dataV2).Change(testSums)
 	f.reconcileAll()
 	f.sync()
 	f.c.now = func() time.Time { return reconcileNow.Add(11 * time.Minute) } // past the 10m deadline
@@ -370,7 +370,7 @@ func TestOptOutsRecordWithoutRestart(t *testing.T) {
 			if err := json.Unmarshal([]byte(got.GetAnnotations()[appliedKey]), &applied); err != nil {
 				t.Fatal(err)
 			}
-			if applied[cmApp.String()] != src.Checksum(nil) {
+			if applied[cmApp.String()] != src.Checksum(testSums, nil) {
 				t.Fatalf("applied %v, want the ignored change recorded", applied)
 			}
 		})

@@ -144,3 +144,28 @@ func (d dueAt) Due(id catalog.SourceID, now time.Time) (time.Time, bool) {
 	}
 	return due, true
 }
+
+// testSums keys the checksums of these tests; any 32 bytes do.
+var testSums = func() catalog.Hasher {
+	h, err := catalog.NewHasher([]byte("restart-controller tests' checksum key, 32+ bytes"))
+	if err != nil {
+		panic(err)
+	}
+	return h
+}()
+
+// v2 is the unkeyed version-2 checksum the release before keyed checksums
+// would have recorded.
+func v2(s *catalog.SourceState, keys []string) string {
+	sum, _ := s.ChecksumOf(2, keys)
+	return sum
+}
+
+// otherKey stands for a key that replaced the one a checksum was made with.
+var otherKey = func() catalog.Hasher {
+	h, err := catalog.NewHasher([]byte("another key, replaced since: 32 bytes or more"))
+	if err != nil {
+		panic(err)
+	}
+	return h
+}()

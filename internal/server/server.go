@@ -31,13 +31,18 @@ type timeouts struct {
 // writes are not bounded.
 var defaultTimeouts = timeouts{readHeader: 10 * time.Second, read: 30 * time.Second, write: time.Minute, idle: 2 * time.Minute}
 
+// Readiness is what /readyz answers: an error while not ready (503, with the
+// error as the body), or a note shown after "ok" while ready (200), e.g. the
+// kinds that are degraded. An empty note is just "ok".
+type Readiness func() (note string, err error)
+
 // Listen binds the address at once, so a port clash fails start-up before the
 // controller touches anything.
-func Listen(address string, reg *prometheus.Registry, ready func() error, profiling bool) (*Server, error) {
+func Listen(address string, reg *prometheus.Registry, ready Readiness, profiling bool) (*Server, error) {
 	return listen(address, reg, ready, profiling, defaultTimeouts)
 }
 
-func listen(address string, reg *prometheus.Registry, ready func() error, profiling bool, t timeouts) (*Server, error) {
+func listen(address string, reg *prometheus.Registry, ready Readiness, profiling bool, t timeouts) (*Server, error) {
 	l, err := net.Listen("tcp", address)
 	if err != nil {
 		return nil, fmt.Errorf("listening for metrics on %s: %w", address, err)
@@ -55,11 +60,16 @@ func listen(address string, reg *prometheus.Registry, ready func() error, profil
 	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := ready(); err != nil {
+		note, err := ready()
+		if err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
-		_, _ = w.Write([]byte("ok\n"))
+		body := "ok\n"
+		if note != "" {
+			body += note + "\n"
+		}
+		_, _ = w.Write([]byte(body))
 	})
 	if profiling {
 		t.write = 0

@@ -30,12 +30,15 @@ func TestEndpoints(t *testing.T) {
 	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "restart_controller_test_total", Help: "test"})
 	reg.MustRegister(c)
 	c.Inc()
-	var synced atomic.Bool
-	ready := func() error {
+	var synced, degraded atomic.Bool
+	ready := func() (string, error) {
 		if !synced.Load() {
-			return errors.New("caches not synced yet")
+			return "", errors.New("caches not synced yet")
 		}
-		return nil
+		if degraded.Load() {
+			return "degraded: 1\n  workload kind daemonsets: forbidden", nil
+		}
+		return "", nil
 	}
 	for _, profiling := range []bool{false, true} {
 		srv, err := Listen("127.0.0.1:0", reg, ready, profiling)
@@ -52,9 +55,15 @@ func TestEndpoints(t *testing.T) {
 			t.Fatalf("readyz before sync: %d %q", code, body)
 		}
 		synced.Store(true)
-		if code, _ := get(t, base+"/readyz"); code != http.StatusOK {
-			t.Fatalf("readyz after sync: %d", code)
+		if code, body := get(t, base+"/readyz"); code != http.StatusOK || body != "ok\n" {
+			t.Fatalf("readyz after sync: %d %q", code, body)
 		}
+		// Ready but degraded: still 200, the note names what is degraded.
+		degraded.Store(true)
+		if code, body := get(t, base+"/readyz"); code != http.StatusOK || body != "ok\ndegraded: 1\n  workload kind daemonsets: forbidden\n" {
+			t.Fatalf("readyz while degraded: %d %q", code, body)
+		}
+		degraded.Store(false)
 		if code, _ := get(t, base+"/healthz"); code != http.StatusOK {
 			t.Fatalf("healthz: %d", code)
 		}
@@ -73,12 +82,12 @@ func TestEndpoints(t *testing.T) {
 }
 
 func TestListenFailsOnBusyPort(t *testing.T) {
-	first, err := Listen("127.0.0.1:0", prometheus.NewRegistry(), func() error { return nil }, false)
+	first, err := Listen("127.0.0.1:0", prometheus.NewRegistry(), func() (string, error) { return "", nil }, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer first.listener.Close()
-	if _, err := Listen(first.Addr(), prometheus.NewRegistry(), func() error { return nil }, false); err == nil ||
+	if _, err := Listen(first.Addr(), prometheus.NewRegistry(), func() (string, error) { return "", nil }, false); err == nil ||
 		!strings.Contains(err.Error(), first.Addr()) {
 		t.Fatalf("want an error naming the address, got %v", err)
 	}
@@ -88,7 +97,7 @@ func TestListenFailsOnBusyPort(t *testing.T) {
 // hold a connection forever.
 func TestSilentConnectionsAreClosed(t *testing.T) {
 	short := timeouts{readHeader: 100 * time.Millisecond, read: 200 * time.Millisecond, write: time.Second, idle: 200 * time.Millisecond}
-	s, err := listen("127.0.0.1:0", prometheus.NewRegistry(), func() error { return nil }, false, short)
+	s, err := listen("127.0.0.1:0", prometheus.NewRegistry(), func() (string, error) { return "", nil }, false, short)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +125,7 @@ func TestSilentConnectionsAreClosed(t *testing.T) {
 
 func TestDefaultTimeoutsAreSet(t *testing.T) {
 	for _, profiling := range []bool{false, true} {
-		s, err := Listen("127.0.0.1:0", prometheus.NewRegistry(), func() error { return nil }, profiling)
+		s, err := Listen("127.0.0.1:0", prometheus.NewRegistry(), func() (string, error) { return "", nil }, profiling)
 		if err != nil {
 			t.Fatal(err)
 		}

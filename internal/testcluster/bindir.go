@@ -20,7 +20,7 @@ const modulePath = "github.com/restart-controller/restart-controller"
 // The first run builds them (minutes); later runs return at once from the cache.
 // The script's progress goes to stderr.
 func BinDir(ctx context.Context) (string, error) {
-	root, err := moduleRoot()
+	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}
@@ -50,9 +50,10 @@ func BinDir(ctx context.Context) (string, error) {
 	return dir, nil
 }
 
-// moduleRoot walks up from the working directory to the folder whose go.mod
-// declares this module (skipping nested modules such as hack/tools).
-func moduleRoot() (string, error) {
+// RepoRoot walks up from the working directory to the folder whose go.mod
+// declares this module (skipping nested modules such as hack/tools): the
+// repository root, for tests and tools run from any package folder.
+func RepoRoot() (string, error) {
 	wd, err := os.Getwd()
 	if err != nil {
 		return "", err

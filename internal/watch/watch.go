@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
@@ -62,6 +61,8 @@ type Watcher struct {
 	// started is set once WaitForSync succeeded: before the informers exist,
 	// an empty list of sync checks would otherwise read as "all synced".
 	started atomic.Bool
+	// health is the degraded state of every informer (health.go).
+	health health
 }
 
 // New returns a watcher; Start begins watching.
@@ -75,28 +76,81 @@ func New(cfg *config.Config, rc *rest.Config, client dynamic.Interface, disc dis
 
 // Start starts the informers of every source kind and of every workload kind
 // the API server serves now; kinds not served yet are looked for by Run.
+//
+// Every kind is looked up first: a resource that a served built-in
+// group-version does not serve (a typo such as "deploymnets" in apps) is a
+// *ConfigError naming its place, reported with every other before anything
+// is watched. Then access is reviewed, so that a kind this process may not
+// list or watch is reported as degraded at once instead of holding up the rest.
 func (w *Watcher) Start(ctx context.Context) error {
+	var problems []string
+	sources := make([]lookup, len(w.cfg.Sources))
 	for i, kind := range w.cfg.Sources {
-		resource, err := w.served(kind.GVR)
+		found, err := w.lookUp(kind.GVR)
 		if err != nil {
 			return fmt.Errorf("sources[%d]: looking up %s: %w", i, kind.GVR, err)
 		}
-		if resource == nil {
+		if problem := found.misspelled(kind.GVR); problem != "" {
+			problems = append(problems, fmt.Sprintf("sources[%d]: %s", i, problem))
+			continue
+		}
+		if found.resource == nil {
 			return fmt.Errorf("sources[%d]: %s is not served by the API server", i, kind.GVR)
 		}
-		if err := w.startSourceInformers(ctx, kind, resource.Kind); err != nil {
+		sources[i] = found
+	}
+	workloads := make([]lookup, len(w.cfg.Workloads))
+	lookupErrs := make([]error, len(w.cfg.Workloads))
+	for i, kind := range w.cfg.Workloads {
+		workloads[i], lookupErrs[i] = w.lookUp(kind.GVR)
+		if lookupErrs[i] == nil {
+			if problem := workloads[i].misspelled(kind.GVR); problem != "" {
+				problems = append(problems, fmt.Sprintf("workloads[%d]: %s", i, problem))
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return &ConfigError{Problems: problems}
+	}
+
+	var targets []Target
+	for _, kind := range w.cfg.Sources {
+		targets = append(targets, w.targets(RoleSource, kind.GVR)...)
+	}
+	for i, kind := range w.cfg.Workloads {
+		if lookupErrs[i] == nil && workloads[i].resource != nil {
+			targets = append(targets, w.targets(RoleWorkload, kind.GVR)...)
+		}
+	}
+	w.reviewAccess(ctx, targets)
+	go w.superviseHealth(ctx)
+
+	for i, kind := range w.cfg.Sources {
+		if err := w.startSourceInformers(ctx, kind, sources[i].resource.Kind); err != nil {
 			return fmt.Errorf("sources[%d]: %w", i, err)
 		}
 	}
 	for i, kind := range w.cfg.Workloads {
-		if err := w.tryWorkloadKind(ctx, kind, true); err != nil {
+		if err := w.startWorkloadKind(ctx, kind, true, workloads[i], lookupErrs[i]); err != nil {
 			return fmt.Errorf("workloads[%d]: %w", i, err)
 		}
 	}
 	return nil
 }
 
+// targets are the informers of a kind: one per watched namespace.
+func (w *Watcher) targets(role string, gvr schema.GroupVersionResource) []Target {
+	var out []Target
+	for _, ns := range w.namespaces() {
+		out = append(out, Target{Role: role, Resource: gvr, Namespace: ns})
+	}
+	return out
+}
+
 // WaitForSync blocks until every started informer has synced or ctx ends.
+// An informer of a kind this process may not list or watch (or that is no
+// longer served) counts as done: it must not keep every other kind from
+// working. It joins when it syncs (see settled in health.go).
 func (w *Watcher) WaitForSync(ctx context.Context) error {
 	w.mu.Lock()
 	synced := append([]cache.InformerSynced(nil), w.synced...)
@@ -109,7 +163,8 @@ func (w *Watcher) WaitForSync(ctx context.Context) error {
 }
 
 // Ready reports nil once the initial sync is done and every informer started
-// since (a kind whose CRD appeared later) has synced too.
+// since (a kind whose CRD appeared later) has synced too; degraded kinds
+// excepted, which Readiness names.
 func (w *Watcher) Ready() error {
 	if !w.started.Load() {
 		return errors.New("caches not synced yet")
@@ -153,7 +208,12 @@ func (w *Watcher) Run(ctx context.Context) {
 // tryWorkloadKind starts watching a workload kind if it is served, and
 // otherwise puts it on the list Run looks for; only the first miss warns.
 func (w *Watcher) tryWorkloadKind(ctx context.Context, kind config.WorkloadKind, first bool) error {
-	resource, err := w.served(kind.GVR)
+	found, err := w.lookUp(kind.GVR)
+	return w.startWorkloadKind(ctx, kind, first, found, err)
+}
+
+// startWorkloadKind is tryWorkloadKind once the kind has been looked up.
+func (w *Watcher) startWorkloadKind(ctx context.Context, kind config.WorkloadKind, first bool, found lookup, err error) error {
 	label := kind.GVR.String()
 	if err != nil && first {
 		// One kind that cannot be looked up now (discovery briefly down, a
@@ -169,7 +229,7 @@ func (w *Watcher) tryWorkloadKind(ctx context.Context, kind config.WorkloadKind,
 	if err != nil {
 		return fmt.Errorf("looking up workload kind %s: %w", kind.GVR, err)
 	}
-	if resource == nil {
+	if found.resource == nil {
 		if first {
 			w.log.Warn("workload kind is not served (CRD not installed?); will watch it once it appears",
 				"resource", label, "check_every", w.discoveryInterval)
@@ -180,31 +240,21 @@ func (w *Watcher) tryWorkloadKind(ctx context.Context, kind config.WorkloadKind,
 		w.mu.Unlock()
 		return nil
 	}
+	if !first {
+		// Start reviewed the access of the kinds served then; a late one is
+		// reviewed as it appears.
+		w.reviewAccess(ctx, w.targets(RoleWorkload, kind.GVR))
+	}
 	if err := w.startWorkloadInformers(ctx, kind); err != nil {
 		return err
 	}
-	w.metrics.WatchedWorkloads.WithLabelValues(label).Set(1)
-	w.log.Info("watching workload kind", "resource", label)
+	// 1, or 0 while an informer of the kind may not list or watch it.
+	if w.refreshWatched(kind.GVR) {
+		w.log.Info("watching workload kind", "resource", label)
+	} else {
+		w.log.Warn("workload kind started but degraded; it joins once it may be listed and watched", "resource", label)
+	}
 	return nil
-}
-
-// served asks discovery whether the API server serves the resource, and
-// returns its description, or nil when it is not served. A missing
-// group-version is an answer, not an error.
-func (w *Watcher) served(gvr schema.GroupVersionResource) (*metav1.APIResource, error) {
-	list, err := w.discovery.ServerResourcesForGroupVersion(gvr.GroupVersion().String())
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	for i := range list.APIResources {
-		if list.APIResources[i].Name == gvr.Resource {
-			return &list.APIResources[i], nil
-		}
-	}
-	return nil, nil
 }
 
 func (w *Watcher) namespaces() []string {
@@ -224,7 +274,7 @@ func (w *Watcher) startSourceInformers(ctx context.Context, kind config.SourceKi
 		// The store joins the catalog before the informer runs, so no key it
 		// yields can be looked up before its store is known.
 		w.catalog.AddSourceStore(kind.Name, informer.GetIndexer())
-		if err := w.start(ctx, informer, catalog.ReduceSource(kind.DataFields, w.cfg.Annotations.Ignore, w.cfg.Annotations.Release), handler); err != nil {
+		if err := w.start(ctx, informer, catalog.ReduceSource(kind.DataFields, w.cfg.Annotations.Ignore, w.cfg.Annotations.Release), handler, Target{RoleSource, kind.GVR, ns}); err != nil {
 			return fmt.Errorf("watching %s: %w", kind.GVR, err)
 		}
 	}
@@ -244,7 +294,7 @@ func (w *Watcher) startWorkloadInformers(ctx context.Context, kind config.Worklo
 		informer := workloadInformer(w.client, kind.GVR, ns, w.cfg.WorkloadSelector.String(), tracker)
 		handler := workloadHandler{resource: kind.GVR, handler: w.handler, tracker: tracker}
 		w.catalog.AddWorkloadStore(kind.GVR, informer.GetIndexer())
-		if err := w.start(ctx, informer, transform, handler); err != nil {
+		if err := w.start(ctx, informer, transform, handler, Target{RoleWorkload, kind.GVR, ns}); err != nil {
 			return fmt.Errorf("watching %s: %w", kind.GVR, err)
 		}
 	}
@@ -252,16 +302,22 @@ func (w *Watcher) startWorkloadInformers(ctx context.Context, kind config.Worklo
 }
 
 // start installs the transform, so only reduced objects ever reach the cache,
-// and the handler, then runs the informer until ctx ends.
-func (w *Watcher) start(ctx context.Context, informer cache.SharedIndexInformer, transform cache.TransformFunc, h cache.ResourceEventHandler) error {
+// the handler, and the error handler that reports the target degraded when
+// it may not be listed or watched, then runs the informer until ctx ends.
+func (w *Watcher) start(ctx context.Context, informer cache.SharedIndexInformer, transform cache.TransformFunc, h cache.ResourceEventHandler,
+	target Target) error {
 	if err := informer.SetTransform(transform); err != nil {
 		return fmt.Errorf("setting transform: %w", err)
 	}
 	if _, err := informer.AddEventHandler(h); err != nil {
 		return fmt.Errorf("adding event handler: %w", err)
 	}
+	tracked := w.track(target, informer)
+	if err := informer.SetWatchErrorHandlerWithContext(w.watchErrorHandler(tracked)); err != nil {
+		return fmt.Errorf("setting watch error handler: %w", err)
+	}
 	w.mu.Lock()
-	w.synced = append(w.synced, informer.HasSynced)
+	w.synced = append(w.synced, w.settled(tracked))
 	w.mu.Unlock()
 	go informer.RunWithContext(ctx)
 	return nil

@@ -23,7 +23,10 @@ import (
 // were tried. The value of key "v" of a source is the number of updates tried
 // on it, so versions only grow and never repeat.
 type fleet struct {
-	ns      string
+	ns string
+	// keyNS is where the fleet's controller keeps its checksum key (its
+	// leaderElection.namespace).
+	keyNS   string
 	keys    isolatedKeys
 	sources []string
 	readers map[string][]string // workload -> the distinct sources it reads
@@ -40,7 +43,7 @@ type fleet struct {
 // reads two sources, through envFrom and a volume (one, if both are the same).
 func newFleet(t *testing.T, ns string, keys isolatedKeys, workloads, sources int) *fleet {
 	t.Helper()
-	f := &fleet{ns: ns, keys: keys, readers: map[string][]string{}, last: map[string]time.Time{}, attempts: map[string]int{}}
+	f := &fleet{ns: ns, keyNS: defaultKeyNamespace, keys: keys, readers: map[string][]string{}, last: map[string]time.Time{}, attempts: map[string]int{}}
 	for i := 0; i < sources; i++ {
 		name := fmt.Sprintf("src-%02d", i)
 		createConfigMap(t, ns, name, map[string]string{"v": "0"})
@@ -197,7 +200,7 @@ func (f *fleet) check(t *testing.T) fleetReport {
 		}
 		for i := range cms.Items {
 			cm := &cms.Items[i]
-			sum, err := configMapChecksum(cm, nil)
+			sum, err := configMapChecksumIn(f.keyNS, cm, nil)
 			if err != nil {
 				return false, err
 			}
@@ -210,7 +213,7 @@ func (f *fleet) check(t *testing.T) fleetReport {
 			if v, ok := currentVersion[id+"="+sum]; ok {
 				return fmt.Sprintf("%s (v=%s, current)", sum, v)
 			}
-			if v := versionOf(sum, attempts[id[strings.LastIndex(id, "/")+1:]]); v >= 0 {
+			if v := f.versionOf(sum, attempts[id[strings.LastIndex(id, "/")+1:]]); v >= 0 {
 				return fmt.Sprintf("%s (v=%d, stale)", sum, v)
 			}
 			return fmt.Sprintf("%q (no version of the source)", sum)
@@ -331,7 +334,7 @@ func (f *fleet) checkHistory(name string, rss []appsv1.ReplicaSet, attempts map[
 			st.at = at
 		}
 		for _, src := range f.readers[name] {
-			st.versions[src] = versionOf(applied[sourceID("configmap", f.ns, src)], attempts[src])
+			st.versions[src] = f.versionOf(applied[sourceID("configmap", f.ns, src)], attempts[src])
 		}
 		steps = append(steps, st)
 	}
@@ -365,9 +368,9 @@ func (f *fleet) checkHistory(name string, rss []appsv1.ReplicaSet, attempts map[
 
 // versionOf returns which value of key "v" (0 to max) a fleet source's
 // checksum was taken of, or -1.
-func versionOf(checksum string, max int) int {
+func (f *fleet) versionOf(checksum string, max int) int {
 	for v := max; v >= 0; v-- {
-		if sum, err := configMapChecksum(&corev1.ConfigMap{Data: map[string]string{"v": fmt.Sprint(v)}}, nil); err == nil && sum == checksum {
+		if sum, err := configMapChecksumIn(f.keyNS, &corev1.ConfigMap{Data: map[string]string{"v": fmt.Sprint(v)}}, nil); err == nil && sum == checksum {
 			return v
 		}
 	}

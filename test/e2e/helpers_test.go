@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/checksumkey"
 )
 
 const (
@@ -369,16 +371,23 @@ var (
 )
 
 // configMapChecksum is the checksum of the ConfigMap's data a reference reads:
-// the given keys, or every key when keys is nil.
+// the given keys, or every key when keys is nil, under the key the suite's
+// controllers share.
 func configMapChecksum(cm *corev1.ConfigMap, keys []string) (string, error) {
-	return reducedChecksum(reduceConfigMap, cm, keys)
+	return configMapChecksumIn(defaultKeyNamespace, cm, keys)
+}
+
+// configMapChecksumIn is configMapChecksum under the key of a controller
+// whose own namespace (leaderElection.namespace) is keyNamespace.
+func configMapChecksumIn(keyNamespace string, cm *corev1.ConfigMap, keys []string) (string, error) {
+	return reducedChecksum(keyNamespace, reduceConfigMap, cm, keys)
 }
 
 func secretChecksum(s *corev1.Secret, keys []string) (string, error) {
-	return reducedChecksum(reduceSecret, s, keys)
+	return reducedChecksum(defaultKeyNamespace, reduceSecret, s, keys)
 }
 
-func reducedChecksum(reduce func(interface{}) (interface{}, error), obj interface{}, keys []string) (string, error) {
+func reducedChecksum(keyNamespace string, reduce func(interface{}) (interface{}, error), obj interface{}, keys []string) (string, error) {
 	out, err := reduce(obj)
 	if err != nil {
 		return "", err
@@ -387,7 +396,36 @@ func reducedChecksum(reduce func(interface{}) (interface{}, error), obj interfac
 	if !ok {
 		return "", fmt.Errorf("reducing %T gave %T", obj, out)
 	}
-	return state.Checksum(keys), nil
+	sums, err := checksumKeyIn(keyNamespace)
+	if err != nil {
+		return "", err
+	}
+	return state.Checksum(sums, keys), nil
+}
+
+// defaultKeyNamespace holds the checksum key of the controllers that keep
+// the default leaderElection.namespace: the suite's, and most tests' own.
+const defaultKeyNamespace = "default"
+
+var checksumKeys sync.Map // namespace -> catalog.Hasher
+
+// checksumKeyIn reads the checksum key a controller keeps in its namespace,
+// as an operator with access to that Secret could: the test computes the
+// checksums the controller must have recorded.
+func checksumKeyIn(namespace string) (catalog.Hasher, error) {
+	if h, ok := checksumKeys.Load(namespace); ok {
+		return h.(catalog.Hasher), nil
+	}
+	key, err := checksumkey.Read(context.Background(), env.kube.CoreV1(), namespace, "restart-controller-checksum-key")
+	if err != nil {
+		return catalog.Hasher{}, err
+	}
+	h, err := catalog.NewHasher(key)
+	if err != nil {
+		return catalog.Hasher{}, err
+	}
+	checksumKeys.Store(namespace, h)
+	return h, nil
 }
 
 // currentChecksum reads a ConfigMap ("configmap") or Secret ("secret") from

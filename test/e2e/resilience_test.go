@@ -127,6 +127,7 @@ func TestLeaderFailover(t *testing.T) {
 	ns := newNamespace(t)
 	keys := keysFor("failover")
 	f := newFleet(t, ns, keys, 12, 6)
+	f.keyNS = ns // leader election in ns: its replicas keep their checksum key there
 	configFile := isolatedConfig(t, "failover", ns, keys, func(cfg map[string]interface{}) {
 		withoutBreaker(cfg)
 		cfg["leaderElection"] = map[string]interface{}{

@@ -11,9 +11,9 @@ import (
 	"testing"
 )
 
-// checksum matches the checksums the catalog writes, today sixteen hex
-// characters, possibly versioned ("v2:" and up to 64).
-var checksum = regexp.MustCompile(`\b(v[0-9]+:)?[0-9a-f]{16}([0-9a-f]{48})?\b`)
+// checksum matches the checksums the catalog writes: sixteen hex characters,
+// possibly versioned ("v2:", or "v3." and a key ID and ":"), and up to 64.
+var checksum = regexp.MustCompile(`\b(v[0-9]+(\.[0-9a-f]{8})?:)?[0-9a-f]{16}([0-9a-f]{48})?\b`)
 
 // Normalise replaces each literal old by its new (namespace names, server
 // addresses), then each distinct checksum by <sum-N> in order of first

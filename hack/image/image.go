@@ -1,0 +1,223 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// The image's fixed facts. The Dockerfile describes the same image on top of
+// distroless/static:nonroot; dockerfile_test.go keeps the two in agreement.
+const (
+	User        = "65532:65532"
+	BinaryPath  = "/restart-controller"
+	MetricsPort = "10254/tcp"
+	Title       = "restart-controller"
+	Source      = "https://github.com/restart-controller/restart-controller"
+	// CACertificates is where Go's crypto/x509 looks first on Linux.
+	CACertificates = "/etc/ssl/certs/ca-certificates.crt"
+)
+
+// Options say what to build. Zero values are filled in by Build.
+type Options struct {
+	Root     string // repository root (folder of the controller's go.mod)
+	Version  string // -X main.version and org.opencontainers.image.version
+	Revision string // git commit, org.opencontainers.image.revision
+	// Created is the image's creation time and the time of every file in it;
+	// a fixed one (SOURCE_DATE_EPOCH or the commit time) makes builds reproducible.
+	Created time.Time
+	Arch    string // GOARCH of the binary and the image, default amd64
+	// Binary is a prebuilt static controller binary; empty builds one from Root.
+	Binary string
+	// CACertificates is a PEM bundle copied into the image; empty uses the
+	// host's /etc/ssl/certs/ca-certificates.crt if there is one, "-" none.
+	CACertificates string
+}
+
+// Labels are the image's OCI annotations-as-labels.
+func (o Options) Labels() map[string]string {
+	return map[string]string{
+		"org.opencontainers.image.title":    Title,
+		"org.opencontainers.image.source":   Source,
+		"org.opencontainers.image.version":  o.Version,
+		"org.opencontainers.image.revision": o.Revision,
+	}
+}
+
+// Build compiles the controller (unless Options.Binary names one) and
+// assembles a FROM-scratch image: a base layer with /etc/passwd, /etc/group,
+// the non-root home and CA certificates, and a layer with the binary.
+func Build(ctx context.Context, o Options) (v1.Image, error) {
+	if o.Arch == "" {
+		o.Arch = "amd64"
+	}
+	binary := o.Binary
+	if binary == "" {
+		dir, err := os.MkdirTemp("", "restart-controller-image-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		binary = filepath.Join(dir, "restart-controller")
+		if err := BuildBinary(ctx, o.Root, o.Version, o.Arch, binary); err != nil {
+			return nil, err
+		}
+	}
+	bin, err := os.ReadFile(binary)
+	if err != nil {
+		return nil, err
+	}
+	certs, err := readCerts(o.CACertificates)
+	if err != nil {
+		return nil, err
+	}
+	return Assemble(o, bin, certs)
+}
+
+// BuildBinary runs the same build as `make build`, cross-compiled for linux/arch.
+func BuildBinary(ctx context.Context, root, version, arch, out string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath",
+		"-ldflags", "-s -w -X main.version="+version, "-o", out, "./cmd/restart-controller")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building the controller: %w\n%s", err, b)
+	}
+	return nil
+}
+
+func readCerts(path string) ([]byte, error) {
+	switch path {
+	case "-":
+		return nil, nil
+	case "":
+		b, err := os.ReadFile(CACertificates)
+		if os.IsNotExist(err) {
+			fmt.Fprintf(os.Stderr, "image: no %s on this machine; the image has no CA certificates "+
+				"(only TLS to the API server with its service account CA works)\n", CACertificates)
+			return nil, nil
+		}
+		return b, err
+	default:
+		return os.ReadFile(path)
+	}
+}
+
+// Assemble puts the binary and the base files into an image. It is pure: the
+// same inputs give the same digest.
+func Assemble(o Options, binary, certs []byte) (v1.Image, error) {
+	if o.Arch == "" {
+		o.Arch = "amd64"
+	}
+	created := o.Created.UTC()
+	uid, gid := 65532, 65532
+	base := []entry{
+		{name: "etc/", mode: 0o755, dir: true},
+		{name: "etc/passwd", mode: 0o644, data: []byte(
+			"root:x:0:0:root:/root:/sbin/nologin\n" +
+				"nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n" +
+				"nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
+		{name: "etc/group", mode: 0o644, data: []byte("root:x:0:\nnobody:x:65534:\nnonroot:x:65532:\n")},
+		{name: "home/", mode: 0o755, dir: true},
+		{name: "home/nonroot/", mode: 0o700, dir: true, uid: uid, gid: gid},
+	}
+	if len(certs) > 0 {
+		base = append(base,
+			entry{name: "etc/ssl/", mode: 0o755, dir: true},
+			entry{name: "etc/ssl/certs/", mode: 0o755, dir: true},
+			entry{name: strings.TrimPrefix(CACertificates, "/"), mode: 0o644, data: certs})
+	}
+	app := []entry{{name: strings.TrimPrefix(BinaryPath, "/"), mode: 0o755, data: binary}}
+
+	img, err := mutate.ConfigFile(empty.Image, &v1.ConfigFile{
+		Architecture: o.Arch,
+		OS:           "linux",
+		Created:      v1.Time{Time: created},
+		Config: v1.Config{
+			User:         User,
+			Entrypoint:   []string{BinaryPath},
+			ExposedPorts: map[string]struct{}{MetricsPort: {}},
+			WorkingDir:   "/",
+			Labels:       o.Labels(),
+		},
+		RootFS: v1.RootFS{Type: "layers"},
+	})
+	if err != nil {
+		return nil, err
+	}
+	img = mutate.MediaType(img, types.OCIManifestSchema1)
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	for _, l := range []struct {
+		files []entry
+		by    string
+	}{
+		{base, "restart-controller base: passwd, group, home of nonroot (65532), CA certificates"},
+		{app, "restart-controller " + o.Version + " static binary"},
+	} {
+		layer, err := tarLayer(l.files, created)
+		if err != nil {
+			return nil, err
+		}
+		img, err = mutate.Append(img, mutate.Addendum{
+			Layer:   layer,
+			History: v1.History{Created: v1.Time{Time: created}, CreatedBy: l.by},
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return img, nil
+}
+
+type entry struct {
+	name     string
+	mode     int64
+	dir      bool
+	uid, gid int
+	data     []byte
+}
+
+// tarLayer writes the entries, in name order with fixed times and owners, as
+// a gzip-compressed OCI layer. The gzip stream carries no time or name, so
+// equal files give an equal digest.
+func tarLayer(files []entry, mtime time.Time) (v1.Layer, error) {
+	sort.Slice(files, func(i, j int) bool { return files[i].name < files[j].name })
+	var raw bytes.Buffer
+	tw := tar.NewWriter(&raw)
+	for _, f := range files {
+		h := &tar.Header{
+			Name: f.name, Mode: f.mode, Uid: f.uid, Gid: f.gid, ModTime: mtime,
+			Format: tar.FormatPAX, Typeflag: tar.TypeReg, Size: int64(len(f.data)),
+		}
+		if f.dir {
+			h.Typeflag, h.Size = tar.TypeDir, 0
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(f.data); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	b := raw.Bytes()
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(b)), nil
+	}, tarball.WithMediaType(types.OCILayer))
+}
