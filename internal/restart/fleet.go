@@ -475,15 +475,21 @@ func (c *Controller) gatePlan(key catalog.WorkloadKey, w *catalog.WorkloadState,
 	self := key.String()
 	for _, ref := range w.References {
 		sid := ref.ID.String()
-		value := plan.Applied[sid]
-		if value == applied[sid] || value == absent || value == pending {
-			continue // not new data for the pods
-		}
 		src, ok := c.catalog.Source(ref.ID)
 		if !ok {
 			continue
 		}
+		// The sources whose new data the restart delivers: those it is for,
+		// and those riding along from inside their grace period. Others only
+		// have their record rewritten (a newer checksum format, say).
 		due := slices.Contains(plan.Changed, ref.ID)
+		if !due {
+			_, waiting := c.windows.Due(ref.ID, now)
+			old, value := applied[sid], plan.Applied[sid]
+			if !waiting || value == old || value == absent || value == pending || src.Matches(c.sums, old, ref.Keys) {
+				continue
+			}
+		}
 		_, state := c.waveState(ref.ID, src, now)
 		admitted := !state.Paced || slices.Contains(state.Admit, self)
 		switch {

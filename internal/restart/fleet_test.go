@@ -376,3 +376,48 @@ func TestOptOutsRecordWithoutRestart(t *testing.T) {
 		})
 	}
 }
+
+// A source riding along with a restart (its change still in its grace
+// period) is left out of it when its own waves have no place for the
+// workload yet: the restart delivers only what it is for, and the workload
+// waits for its wave of the other change.
+func TestRideAlongWaitsForItsWave(t *testing.T) {
+	f := newFleetHarness(t, 10)
+	cmSolo := catalog.SourceID{Kind: "configmap", Namespace: "shop", Name: "solo"}
+	solo := fromYAML(t, strings.Replace(webDeployment, "envFrom: [{configMapRef: {name: app}}]",
+		"envFrom: [{configMapRef: {name: app}}, {configMapRef: {name: solo}}]", 1))
+	solo.SetName("zz-reader")
+	if err := f.sources.Update(sourceState(t, cmSolo, dataV1)); err != nil {
+		t.Fatal(err)
+	}
+	// Recorded with dataV1 of both.
+	solo = settle(f.harness, solo, dataV1)
+	if _, err := f.client.Resource(deploymentsGVR).Namespace("shop").Create(context.Background(), solo, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.cache(solo)
+	// app changes now (its grace period opens); solo changed long ago.
+	f.c.SourceChanged(cmApp)
+	if err := f.sources.Update(sourceState(t, cmSolo, dataV2)); err != nil {
+		t.Fatal(err)
+	}
+	key := keyOf(deploymentsGVR, solo)
+	if err := f.c.Reconcile(context.Background(), key); err != nil {
+		t.Fatal(err)
+	}
+	got := f.get("zz-reader")
+	applied := map[string]string{}
+	if err := json.Unmarshal([]byte(got.GetAnnotations()[appliedKey]), &applied); err != nil {
+		t.Fatal(err)
+	}
+	if applied[cmSolo.String()] != sourceState(t, cmSolo, dataV2).Checksum(testSums, nil) {
+		t.Fatalf("solo not restarted for: %v", applied)
+	}
+	if applied[cmApp.String()] != sourceState(t, cmApp, dataV1).Checksum(testSums, nil) {
+		t.Fatalf("app rode along out of its wave: %v", applied)
+	}
+	r, err := pacing.ParseRecord(got.GetAnnotations()[rolloutKey])
+	if err != nil || len(r.Sources) != 1 || r.Sources[cmSolo.String()] == "" {
+		t.Fatalf("record %+v (%v), want only solo delivered", r, err)
+	}
+}
