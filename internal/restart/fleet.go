@@ -557,14 +557,17 @@ func (c *Controller) staleHold(raw string) bool {
 // workload unless it is there already, and says so once, in the log and as a
 // RestartHeld Event.
 func (c *Controller) holdRestart(ctx context.Context, key catalog.WorkloadKey, w *catalog.WorkloadState, hold *pacing.Hold) error {
-	c.metrics.SetHeld(c.fleet.setHeld(key, hold.Kind))
 	if old, _ := pacing.ParseHold(w.Hold); old != nil && old.Kind == hold.Kind && old.Source == hold.Source &&
 		old.Change == hold.Change && old.Cause == hold.Cause {
+		c.metrics.SetHeld(c.fleet.setHeld(key, hold.Kind))
 		return nil
 	}
 	if err := c.patchAnnotations(ctx, key, w.ResourceVersion, map[string]interface{}{c.cfg.Annotations.Hold: pacing.Encode(hold)}); err != nil {
 		return err
 	}
+	// Counted once written: the gauge never counts a hold the workload does
+	// not carry.
+	c.metrics.SetHeld(c.fleet.setHeld(key, hold.Kind))
 	log := c.log.With("workload", key.String())
 	switch hold.Kind {
 	case pacing.HoldWave:

@@ -113,6 +113,14 @@ func TestWorkloadHandlerSkipsUpdatesDecisionsDoNotSee(t *testing.T) {
 	if len(rec.workloads) != 1 || rec.workloads[0] != want {
 		t.Fatalf("add: got %v, want [%v]", rec.workloads, want)
 	}
+	// Deletes too (also as a tombstone): the controller forgets what it kept.
+	rec = &recorder{}
+	h := workloadHandler{resource: deployments, handler: rec}
+	h.OnDelete(base("2"))
+	h.OnDelete(cache.DeletedFinalStateUnknown{Key: "shop/web", Obj: base("3")})
+	if len(rec.workloads) != 2 || rec.workloads[0] != want || rec.workloads[1] != want {
+		t.Fatalf("delete: got %v, want [%v %v]", rec.workloads, want, want)
+	}
 }
 
 // Before the informers exist there is nothing to check, which must not read

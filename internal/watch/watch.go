@@ -385,8 +385,16 @@ func (h workloadHandler) OnUpdate(oldObj, newObj interface{}) {
 	}
 }
 
+// OnDelete enqueues the key too: the controller then forgets what it kept
+// of the workload (a hold it counted, a wave place it waited for).
 func (h workloadHandler) OnDelete(obj interface{}) {
 	if h.tracker != nil {
 		h.tracker.Forget(obj)
+	}
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	if state, ok := obj.(*catalog.WorkloadState); ok {
+		h.handler.WorkloadChanged(h.key(state))
 	}
 }
