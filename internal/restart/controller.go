@@ -344,7 +344,7 @@ func (c *Controller) Reconcile(ctx context.Context, key catalog.WorkloadKey) err
 	}
 	if !dryRun {
 		g := c.gatePlan(key, w, &plan, now)
-		c.fleet.setQueued(key, g.queued)
+		c.fleet.setCapped(key, g.capped)
 		switch {
 		case g.hold != nil:
 			if g.recheck > 0 {

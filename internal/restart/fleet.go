@@ -43,9 +43,10 @@ type fleet struct {
 	lastChange map[catalog.SourceID]time.Time
 	reserved   map[catalog.WorkloadKey]reservation
 	held       map[catalog.WorkloadKey]pacing.HoldKind
-	// queued are workloads waiting for their wave or for the cap: each
-	// rollout that ends wakes them.
-	queued map[catalog.WorkloadKey]bool
+	// capped are workloads whose wave has a place for them but the cap on
+	// rollouts in flight has not: each rollout that ends wakes them. (Those
+	// waiting for their wave are woken by the rollouts of their source.)
+	capped map[catalog.WorkloadKey]bool
 	// parsed memoizes the annotations wave decisions read of each cached
 	// workload object: a decision reads every reader of a source.
 	parsed map[catalog.WorkloadKey]parsedWorkload
@@ -86,7 +87,7 @@ func (f *fleet) forget(key catalog.WorkloadKey) {
 	defer f.mu.Unlock()
 	delete(f.parsed, key)
 	delete(f.held, key)
-	delete(f.queued, key)
+	delete(f.capped, key)
 	delete(f.reserved, key)
 }
 
@@ -109,7 +110,7 @@ func newFleet(now time.Time) *fleet {
 		lastChange: map[catalog.SourceID]time.Time{},
 		reserved:   map[catalog.WorkloadKey]reservation{},
 		held:       map[catalog.WorkloadKey]pacing.HoldKind{},
-		queued:     map[catalog.WorkloadKey]bool{},
+		capped:     map[catalog.WorkloadKey]bool{},
 		parsed:     map[catalog.WorkloadKey]parsedWorkload{},
 	}
 }
@@ -151,20 +152,20 @@ func (f *fleet) setHeld(key catalog.WorkloadKey, kind pacing.HoldKind) map[strin
 	return counts
 }
 
-func (f *fleet) setQueued(key catalog.WorkloadKey, queued bool) {
+func (f *fleet) setCapped(key catalog.WorkloadKey, capped bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if queued {
-		f.queued[key] = true
+	if capped {
+		f.capped[key] = true
 	} else {
-		delete(f.queued, key)
+		delete(f.capped, key)
 	}
 }
 
-func (f *fleet) queuedKeys() []catalog.WorkloadKey {
+func (f *fleet) cappedKeys() []catalog.WorkloadKey {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return slices.Collect(maps.Keys(f.queued))
+	return slices.Collect(maps.Keys(f.capped))
 }
 
 // unreserve drops a reservation whose patch failed (or was never sent).
@@ -303,7 +304,7 @@ func (c *Controller) wake(sources map[string]string, now time.Time) {
 		}
 	}
 	c.fleet.mu.Unlock()
-	keys = append(keys, c.fleet.queuedKeys()...)
+	keys = append(keys, c.fleet.cappedKeys()...)
 	for _, key := range keys {
 		c.queue.Add(key)
 	}
@@ -424,8 +425,9 @@ type gate struct {
 	hold *pacing.Hold
 	// recheck, when positive, is when a held restart is decided again.
 	recheck time.Duration
-	// queued: the restart waits for its wave or the cap, without a hold.
-	queued bool
+	// queued: the restart waits for its wave or, when capped, for the cap
+	// on rollouts in flight, without a hold.
+	queued, capped bool
 	// at is when the restart was let through, with the waves' lock held: the
 	// time its record and timestamp carry, never before the rollouts it
 	// waited for ended.
@@ -471,7 +473,9 @@ func (c *Controller) gatePlan(key catalog.WorkloadKey, w *catalog.WorkloadState,
 	defer c.fleet.mu.Unlock()
 	now = c.now()
 	delivered := map[string]string{}
-	paced := false
+	// rank is the workload's place among those its paced waves let through
+	// now: under the cap the first ones go, in the same order.
+	paced, rank := false, 0
 	self := key.String()
 	for _, ref := range w.References {
 		sid := ref.ID.String()
@@ -491,11 +495,13 @@ func (c *Controller) gatePlan(key catalog.WorkloadKey, w *catalog.WorkloadState,
 			}
 		}
 		_, state := c.waveState(ref.ID, src, now)
-		admitted := !state.Paced || slices.Contains(state.Admit, self)
+		place := slices.Index(state.Admit, self)
 		switch {
-		case admitted:
+		case !state.Paced || place >= 0:
 			delivered[sid] = src.Change(c.sums)
-			paced = paced || state.Paced
+			if state.Paced {
+				paced, rank = true, max(rank, place)
+			}
 		case !due:
 			// Riding along: it will get its own restart in its own wave.
 			if old, known := applied[sid]; known {
@@ -509,8 +515,8 @@ func (c *Controller) gatePlan(key catalog.WorkloadKey, w *catalog.WorkloadState,
 			return gate{queued: true}
 		}
 	}
-	if paced && c.cfg.MaxInFlight > 0 && c.inFlight(now) >= c.cfg.MaxInFlight {
-		return gate{queued: true}
+	if paced && c.cfg.MaxInFlight > 0 && c.inFlight(now)+rank >= c.cfg.MaxInFlight {
+		return gate{queued: true, capped: true}
 	}
 	// The new rollout delivers again what the last one delivered and is
 	// still current: its outcome speaks for those changes too.

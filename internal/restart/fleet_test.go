@@ -421,3 +421,26 @@ func TestRideAlongWaitsForItsWave(t *testing.T) {
 		t.Fatalf("record %+v (%v), want only solo delivered", r, err)
 	}
 }
+
+// The cap on paced rollouts in flight: a wave wider than the cap starts as
+// many as it allows; each rollout that ends lets the next one start.
+func TestCapOnRolloutsInFlight(t *testing.T) {
+	f := newFleetHarness(t, 10)
+	cfg := *f.c.cfg
+	cfg.MaxInFlight = 1
+	f.c.cfg = &cfg
+	f.reconcileAll()
+	f.rollOut("w00")
+	f.step()
+	if got := f.step(); len(got) != 1 || got[0] != "w01" {
+		t.Fatalf("second wave under a cap of 1 started %v, want [w01]", got)
+	}
+	if got := f.step(); len(got) != 0 {
+		t.Fatalf("started %v past the cap", got)
+	}
+	f.rollOut("w01")
+	f.step()
+	if got := f.step(); len(got) != 1 || got[0] != "w02" {
+		t.Fatalf("after w01 completed: %v, want [w02]", got)
+	}
+}
