@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -56,6 +57,19 @@ func restConfig(s config.Settings) (*rest.Config, error) {
 	return rc, nil
 }
 
+// protobufClient is a clientset that speaks protobuf, as the informers of
+// ConfigMaps and Secrets do: source data is the bulk of what it receives.
+func protobufClient(rc *rest.Config) (kubernetes.Interface, error) {
+	cfg := rest.CopyConfig(rc)
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating protobuf client: %w", err)
+	}
+	return cs, nil
+}
+
 // runController runs the controller with one config until ctx ends; onSynced
 // is called once the caches have synced. The metrics and the server outlive
 // it (a reload runs it again with a new config), so it publishes what they
@@ -81,7 +95,6 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 	}
 	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: kube.EventsV1()})
 	defer broadcaster.Shutdown()
-	cat := catalog.New()
 	m.Ready.Set(0)
 	m.Leader.Set(0)
 	m.WatchedWorkloads.Reset() // a reload may have removed kinds
@@ -105,10 +118,18 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 		return fmt.Errorf("loading the checksum key: %w", err)
 	}
 	log.Info("checksum key loaded", "secret", cfg.Settings.LeaseNamespace+"/"+cfg.Settings.ChecksumKeySecret, "key_id", sums.KeyID())
+	// The key is loaded before any informer starts: a source with too many
+	// keys to cache a digest each keeps its whole-data checksums, keyed.
+	cat := catalog.New(catalog.BoundSources(sums))
 	ctrl, err := restart.New(cfg, cat, client, restart.APIExists(meta, cfg.Sources), sums, m, recorder, log.Named("restart"))
 	if err != nil {
 		return err
 	}
+	protobuf, err := protobufClient(rc)
+	if err != nil {
+		return err
+	}
+	ctrl.ReadKeysWith(catalog.NewKeyReader(cfg.Sources, restart.APIFetch(protobuf, client), catalog.KeyReaderCapacity))
 	watcher := watch.New(cfg, rc, client, disc, cat, ctrl, m, log.Named("watch"), discoveryInterval)
 	live.set(cat, watcher)
 

@@ -220,7 +220,7 @@ func (w *Watcher) startSourceInformers(ctx context.Context, kind config.SourceKi
 		// The store joins the catalog before the informer runs, so no key it
 		// yields can be looked up before its store is known.
 		w.catalog.AddSourceStore(kind.Name, informer.GetIndexer())
-		if err := w.start(ctx, informer, catalog.ReduceSource(kind.DataFields), handler); err != nil {
+		if err := w.start(ctx, informer, w.catalog.SourceTransform(kind.DataFields), handler); err != nil {
 			return fmt.Errorf("watching %s: %w", kind.GVR, err)
 		}
 	}
