@@ -61,12 +61,18 @@ func New(opts ...Option) *Catalog {
 	return c
 }
 
+// SourceReducer returns how a source cache of this catalog reduces objects
+// with these data fields.
+func (c *Catalog) SourceReducer(dataFields []string) SourceReducer {
+	r := c.reduce
+	r.DataFields = dataFields
+	return r
+}
+
 // SourceTransform returns the informer transform of a source cache of this
 // catalog: sources are reduced to digests as they enter it.
 func (c *Catalog) SourceTransform(dataFields []string) cache.TransformFunc {
-	r := c.reduce
-	r.DataFields = dataFields
-	return r.Transform()
+	return c.SourceReducer(dataFields).Transform()
 }
 
 // AddSourceStore registers the cache of one source kind (one per watched

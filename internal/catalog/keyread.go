@@ -28,6 +28,12 @@ var ErrStale = errors.New("the API server holds other data for the source than t
 // specs, of sources too large to keep a digest per key.
 const KeyReaderCapacity = 1 << 14
 
+// maxFetches bounds the reads under way at once. Each holds a whole source
+// (up to 1 MiB of data, more with its managedFields) while it is reduced:
+// without a bound, every worker reading another large source at once would
+// multiply that.
+const maxFetches = 2
+
 // KeyReader gives a large source's cached state the digests of the keys a
 // workload reads of it (a large source keeps only whole-object checksums).
 // It reads the object from the API server, reduces it on the spot to those
@@ -44,6 +50,7 @@ type KeyReader struct {
 	kinds    map[string]config.SourceKind
 	capacity int
 	fetches  atomic.Int64
+	fetching chan struct{} // one token per read under way
 
 	mu      sync.Mutex
 	entries map[readKey]*list.Element // of *keyDigests
@@ -81,7 +88,7 @@ func NewKeyReader(kinds []config.SourceKind, fetch FetchFunc, capacity int) *Key
 		byName[k.Name] = k
 	}
 	return &KeyReader{
-		fetch: fetch, kinds: byName, capacity: capacity,
+		fetch: fetch, kinds: byName, capacity: capacity, fetching: make(chan struct{}, maxFetches),
 		entries: map[readKey]*list.Element{}, lru: list.New(), calls: map[readKey]*readCall{},
 	}
 }
@@ -145,6 +152,12 @@ func (r *KeyReader) read(ctx context.Context, k readKey, keys []string) (*keyDig
 	if !ok {
 		return nil, fmt.Errorf("unknown source kind %q", k.id.Kind)
 	}
+	select {
+	case r.fetching <- struct{}{}:
+		defer func() { <-r.fetching }()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 	r.fetches.Add(1)
 	obj, err := r.fetch(ctx, kind, k.id.Namespace, k.id.Name)
 	if err != nil {
@@ -167,6 +180,10 @@ func (r *KeyReader) read(ctx context.Context, k readKey, keys []string) (*keyDig
 // reduceKeys reduces a source object to the digests of keys (sorted), and
 // the checksums of its whole data.
 func reduceKeys(obj runtime.Object, dataFields, keys []string) (*keyDigests, *WholeSums, error) {
+	if e, ok := obj.(*encodedSource); ok {
+		whole, digests, inFields := e.wholeSums(e.dataFields(dataFields), Hasher{}, keys)
+		return &keyDigests{keys: keys, digests: digests, fields: inFields}, whole, nil
+	}
 	fields, _, err := dataFieldsOf(obj, dataFields)
 	if err != nil {
 		return nil, nil, err

@@ -73,7 +73,7 @@ func tooManyKeys(fields []dataField) bool {
 // as well the digests (and fields outside "data") of the wanted keys, which
 // must be sorted. The only memory it keeps while it runs is the list of key
 // names; each value is hashed once, where the decoded object holds it.
-func wholeSums(fields []dataField, sums Hasher, wanted []string) (whole *WholeSums, digests map[string]Digest, inFields map[string]string) {
+func wholeSums(fields []dataField, sums Hasher, wanted []string) (*WholeSums, map[string]Digest, map[string]string) {
 	n := 0
 	for _, f := range fields {
 		n += f.len
@@ -84,63 +84,88 @@ func wholeSums(fields []dataField, sums Hasher, wanted []string) (whole *WholeSu
 	}
 	slices.Sort(keys)
 	keys = slices.Compact(keys) // a key in two fields
-
-	whole = &WholeSums{Keys: len(keys)}
-	v1, v2 := sha256.New(), sha256.New()
-	var v3 hash.Hash
-	if sums.key != nil {
-		v3 = hmac.New(sha256.New, sums.key)
-		whole.KeyID = sums.id
-	}
-	write := func(b []byte, to ...hash.Hash) {
-		for _, h := range to {
-			if h != nil {
-				h.Write(b)
-			}
-		}
-	}
-	var lenBuf [8]byte
-	write([]byte{'w'}, v1, v2, v3)
-	digests = map[string]Digest{}
+	w := newWholeHasher(sums, wanted)
 	for _, key := range keys {
 		// The later field in the order of dataFields holds a key that is
 		// in two, as SourceState.set keeps it.
-		var d Digest
-		field := ""
 		for i := len(fields) - 1; i >= 0; i-- {
-			var ok bool
-			if d, ok = fields[i].digest(key); ok {
-				field = fields[i].name
+			if d, ok := fields[i].digest(key); ok {
+				w.add(bytesOf(key), fields[i].name, d)
 				break
 			}
 		}
-		binary.BigEndian.PutUint64(lenBuf[:], uint64(len(key)))
-		write(lenBuf[:], v1, v2, v3)
-		write(bytesOf(key), v1, v2, v3)
-		write(d[:], v1)
-		keyed := inField(field, d)
-		write(keyed[:], v2, v3)
-		for len(wanted) > 0 && wanted[0] < key {
-			wanted = wanted[1:]
+	}
+	return w.finish()
+}
+
+// wholeHasher computes WholeSums from a source's keys, given in sorted
+// order, each once, with its field and value digest: exactly what
+// SourceState.sum writes for a read of the whole object, for every version
+// at once. It keeps the digests of the wanted keys (sorted) on the way.
+type wholeHasher struct {
+	v1, v2, v3 hash.Hash // v3 nil without a key
+	whole      *WholeSums
+	wanted     []string
+	digests    map[string]Digest
+	fields     map[string]string
+	// buf holds what is written, on the heap once rather than per key.
+	buf []byte
+}
+
+func newWholeHasher(sums Hasher, wanted []string) *wholeHasher {
+	w := &wholeHasher{v1: sha256.New(), v2: sha256.New(), whole: &WholeSums{}, wanted: wanted,
+		digests: map[string]Digest{}, buf: make([]byte, 0, 64)}
+	if sums.key != nil {
+		w.v3 = hmac.New(sha256.New, sums.key)
+		w.whole.KeyID = sums.id
+	}
+	w.write(append(w.buf[:0], 'w'), true, true)
+	return w
+}
+
+// write writes b to version 1's hash and/or to the field-aware ones.
+func (w *wholeHasher) write(b []byte, v1, keyed bool) {
+	if v1 {
+		w.v1.Write(b)
+	}
+	if keyed {
+		w.v2.Write(b)
+		if w.v3 != nil {
+			w.v3.Write(b)
 		}
-		if len(wanted) > 0 && wanted[0] == key {
-			digests[key] = d
-			if field != defaultField {
-				if inFields == nil {
-					inFields = map[string]string{}
-				}
-				inFields[key] = field
+	}
+}
+
+func (w *wholeHasher) add(key []byte, field string, d Digest) {
+	w.whole.Keys++
+	w.write(binary.BigEndian.AppendUint64(w.buf[:0], uint64(len(key))), true, true)
+	w.write(key, true, true)
+	w.write(append(w.buf[:0], d[:]...), true, false)
+	keyed := inField(field, d)
+	w.write(append(w.buf[:0], keyed[:]...), false, true)
+	for len(w.wanted) > 0 && w.wanted[0] < string(key) {
+		w.wanted = w.wanted[1:]
+	}
+	if len(w.wanted) > 0 && w.wanted[0] == string(key) {
+		w.digests[w.wanted[0]] = d
+		if field != defaultField {
+			if w.fields == nil {
+				w.fields = map[string]string{}
 			}
+			w.fields[w.wanted[0]] = field
 		}
 	}
-	copy(whole.V1[:], v1.Sum(nil))
-	sum2 := v2.Sum(nil)
-	copy(whole.V2[:], sum2)
-	copy(whole.Data[:], sum2)
-	if v3 != nil {
-		copy(whole.V3[:], v3.Sum(nil))
+}
+
+func (w *wholeHasher) finish() (*WholeSums, map[string]Digest, map[string]string) {
+	copy(w.whole.V1[:], w.v1.Sum(w.buf[:0]))
+	sum2 := w.v2.Sum(w.buf[:0])
+	copy(w.whole.V2[:], sum2)
+	copy(w.whole.Data[:], sum2)
+	if w.v3 != nil {
+		copy(w.whole.V3[:], w.v3.Sum(w.buf[:0]))
 	}
-	return whole, digests, inFields
+	return w.whole, w.digests, w.fields
 }
 
 // Large reports whether the state keeps the checksums of its whole data

@@ -212,7 +212,7 @@ func (w *Watcher) namespaces() []string {
 
 func (w *Watcher) startSourceInformers(ctx context.Context, kind config.SourceKind, objectKind string) error {
 	for _, ns := range w.namespaces() {
-		informer, err := sourceInformer(w.rest, w.client, kind.GVR, objectKind, ns)
+		informer, err := sourceInformer(w.rest, w.client, kind.GVR, objectKind, ns, w.catalog.SourceReducer(kind.DataFields))
 		if err != nil {
 			return err
 		}
