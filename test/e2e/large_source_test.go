@@ -64,3 +64,38 @@ func TestLargeSource(t *testing.T) {
 	waitDeploymentRestarts(t, ns, "key-reader", 1)
 	waitDeploymentRestarts(t, ns, "whole-reader", 2)
 }
+
+// The same for a Secret read by secretKeyRef: Secrets are decoded and read
+// on demand like ConfigMaps, and their checksums are those of the per-key
+// form too.
+func TestLargeSourceSecret(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	later := newKeyedWitness(t, ns, "secret", suiteKeys)
+	later.wait(t)
+	later.change(t) // closes the grace period of the witness's creation
+	data := make(map[string]string, largeSourceKeys+1)
+	for i := range largeSourceKeys {
+		data[fmt.Sprintf("k%04d", i)] = "x"
+	}
+	data["read"] = "1"
+	createSecret(t, ns, "large", data)
+	createDeployment(t, ns, "key-reader", podSpec(t,
+		`containers: [{name: app, image: example/app:1, env: [{name: R, valueFrom: {secretKeyRef: {name: large, key: read}}}]}]`),
+		workloadOptions{optIn: true})
+	large := sourceID("secret", ns, "large")
+	readKey := []string{"read"}
+	waitApplied(t, deploymentsGVR, ns, "key-reader", map[string]string{large: currentChecksum(t, "secret", ns, "large", readKey)})
+	waitDeploymentRestarts(t, ns, "key-reader", 0)
+	keyReader := getWorkload(t, deploymentsGVR, ns, "key-reader")
+
+	setSecretKey(t, ns, "large", "k0042", "changed")
+	later.after(t)
+	assertNotRestarted(t, deploymentsGVR, ns, "key-reader", keyReader)
+
+	setSecretKey(t, ns, "large", "read", "2")
+	waitDeploymentRestarts(t, ns, "key-reader", 1)
+	waitApplied(t, deploymentsGVR, ns, "key-reader", map[string]string{large: currentChecksum(t, "secret", ns, "large", readKey)})
+	later.after(t)
+	waitDeploymentRestarts(t, ns, "key-reader", 1)
+}
