@@ -57,6 +57,7 @@ type Controller struct {
 	metrics *metrics.Metrics
 	events  EventRecorder
 	exists  ExistsFunc
+	keys    KeyReader // keyed reads of large sources (keys.go)
 	sums    catalog.Hasher
 	log     hclog.Logger
 	now     func() time.Time
@@ -302,8 +303,12 @@ func (c *Controller) Reconcile(ctx context.Context, key catalog.WorkloadKey) err
 	if c.cfg.Settings.DryRun {
 		w = c.dryRun.overlay(key, w)
 	}
+	sources, err := c.sourcesFor(ctx, w)
+	if err != nil {
+		return err
+	}
 	now := c.now()
-	plan := Decide(w, c.catalog, c.windows, now, c.cfg.OrderByResourceVersion, c.sums)
+	plan := Decide(w, sources, c.windows, now, c.cfg.OrderByResourceVersion, c.sums)
 	if plan.Warning != "" {
 		log.Warn(plan.Warning)
 	}
