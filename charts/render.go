@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-
 // Object is one rendered Kubernetes object.
 type Object map[string]interface{}
 
