@@ -393,35 +393,36 @@ type dataField struct {
 	digest func(key string) (Digest, bool)
 }
 
+// typedFields picks, in the order of dataFields, the fields a typed object has.
+func typedFields(dataFields []string, has map[string]dataField) []dataField {
+	var fields []dataField
+	for _, name := range dataFields {
+		if f, ok := has[name]; ok {
+			fields = append(fields, f)
+		}
+	}
+	return fields
+}
+
 // dataFieldsOf returns the data fields of a decoded source object, in the
 // order of dataFields, and the object's metadata.
 func dataFieldsOf(obj runtime.Object, dataFields []string) ([]dataField, metav1.Object, error) {
 	var fields []dataField
 	switch o := obj.(type) {
 	case *corev1.ConfigMap:
-		for _, name := range dataFields {
-			switch name {
-			case "data":
-				fields = append(fields, stringField(name, o.Data))
-			case "binaryData":
-				fields = append(fields, bytesField(name, o.BinaryData))
-			}
-		}
-		return fields, o, nil
+		return typedFields(dataFields, map[string]dataField{
+			"data":       mapField("data", o.Data, digestString),
+			"binaryData": mapField("binaryData", o.BinaryData, digestBase64),
+		}), o, nil
 	case *corev1.Secret:
-		for _, name := range dataFields {
-			switch name {
-			case "data":
-				fields = append(fields, bytesField(name, o.Data))
-			case "stringData":
-				fields = append(fields, stringField(name, o.StringData))
-			}
-		}
-		return fields, o, nil
+		return typedFields(dataFields, map[string]dataField{
+			"data":       mapField("data", o.Data, digestBase64),
+			"stringData": mapField("stringData", o.StringData, digestString),
+		}), o, nil
 	case *unstructured.Unstructured:
 		for _, name := range dataFields {
 			if values, ok := o.Object[name].(map[string]interface{}); ok {
-				fields = append(fields, valueField(name, values))
+				fields = append(fields, mapField(name, values, digestValue))
 			}
 		}
 		return fields, o, nil
@@ -435,35 +436,16 @@ func dataFieldsOf(obj runtime.Object, dataFields []string) ([]dataField, metav1.
 	}
 }
 
-func stringField(name string, values map[string]string) dataField {
+// mapField is a data field of values digested by digest. Byte values are
+// digested as their base64 text (digestBase64), which is what JSON carries
+// for them, so both ways of fetching agree.
+func mapField[V any](name string, values map[string]V, digest func(V) Digest) dataField {
 	return dataField{name: name, len: len(values), keys: maps.Keys(values), digest: func(key string) (Digest, bool) {
 		v, ok := values[key]
 		if !ok {
 			return Digest{}, false
 		}
-		return digestString(v), true
-	}}
-}
-
-// bytesField digests byte values as their base64 text, which is what JSON
-// carries for them, so both ways of fetching agree.
-func bytesField(name string, values map[string][]byte) dataField {
-	return dataField{name: name, len: len(values), keys: maps.Keys(values), digest: func(key string) (Digest, bool) {
-		v, ok := values[key]
-		if !ok {
-			return Digest{}, false
-		}
-		return digestBase64(v), true
-	}}
-}
-
-func valueField(name string, values map[string]interface{}) dataField {
-	return dataField{name: name, len: len(values), keys: maps.Keys(values), digest: func(key string) (Digest, bool) {
-		v, ok := values[key]
-		if !ok {
-			return Digest{}, false
-		}
-		return digestValue(v), true
+		return digest(v), true
 	}}
 }
 

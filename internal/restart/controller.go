@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/workqueue"
 
@@ -178,16 +179,9 @@ func (c *Controller) Run(ctx, writeCtx context.Context, workers int, drainTimeou
 // ctx ends. Every replica runs it, leader or not: a standby observes changes
 // too, and its windows would otherwise grow for as long as it stands by.
 func (c *Controller) Sweep(ctx context.Context) {
-	ticker := time.NewTicker(c.cfg.Settings.CheckPeriod)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-			c.metrics.SetChangesWaiting(c.windows.Sweep(c.now()))
-		}
-	}
+	wait.UntilWithContext(ctx, func(context.Context) {
+		c.metrics.SetChangesWaiting(c.windows.Sweep(c.now()))
+	}, c.cfg.Settings.CheckPeriod)
 }
 
 // processNext reconciles one key, writing with writeCtx. It returns false
