@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -56,6 +57,19 @@ func restConfig(s config.Settings) (*rest.Config, error) {
 	return rc, nil
 }
 
+// protobufClient is a clientset that speaks protobuf, as the informers of
+// ConfigMaps and Secrets do: source data is the bulk of what it receives.
+func protobufClient(rc *rest.Config) (kubernetes.Interface, error) {
+	cfg := rest.CopyConfig(rc)
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating protobuf client: %w", err)
+	}
+	return cs, nil
+}
+
 // runController runs the controller with one config until ctx ends; onSynced
 // is called once the caches have synced. The metrics and the server outlive
 // it (a reload runs it again with a new config), so it publishes what they
@@ -102,6 +116,11 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 	if err != nil {
 		return err
 	}
+	protobuf, err := protobufClient(rc)
+	if err != nil {
+		return err
+	}
+	ctrl.ReadKeysWith(catalog.NewKeyReader(cfg.Sources, restart.APIFetch(protobuf, client), catalog.KeyReaderCapacity))
 	watcher := watch.New(cfg, rc, client, disc, cat, ctrl, m, log.Named("watch"), discoveryInterval)
 	watcher.ReportHealth(accessReviewer(kube), healthEvents(recorder, selfReference(cfg.Settings, lookupEnv), log.Named("watch")))
 	live.set(cat, watcher)
@@ -117,21 +136,28 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
 		return fmt.Errorf("starting event recording: %w", err)
 	}
+	// The key Secret may be created only once the configuration has been
+	// checked against the cluster, and must be loaded before any informer
+	// starts: a source with too many keys to cache a digest each keeps its
+	// whole-data checksums, keyed.
+	watcher.BeforeWatching(func(ctx context.Context) error {
+		key, err := checksumkey.Ensure(ctx, kube.CoreV1(), cfg.Settings.LeaseNamespace, cfg.Settings.ChecksumKeySecret)
+		if err != nil {
+			return fmt.Errorf("loading the checksum key: %w", err)
+		}
+		sums, err := catalog.NewHasher(key)
+		if err != nil {
+			return fmt.Errorf("loading the checksum key: %w", err)
+		}
+		cat.UseChecksums(sums)
+		ctrl.UseChecksums(sums)
+		log.Info("checksum key loaded", "secret", cfg.Settings.LeaseNamespace+"/"+cfg.Settings.ChecksumKeySecret, "key_id", sums.KeyID())
+		return nil
+	})
 	if err := watcher.Start(ctx); err != nil {
 		return fmt.Errorf("starting watches: %w", err) // a *watch.ConfigError is a configuration error: exit 2
 	}
-	// Only now, with the configuration checked against the cluster, may the
-	// key Secret be created.
-	key, err := checksumkey.Ensure(ctx, kube.CoreV1(), cfg.Settings.LeaseNamespace, cfg.Settings.ChecksumKeySecret)
-	if err != nil {
-		return fmt.Errorf("loading the checksum key: %w", err)
-	}
-	sums, err := catalog.NewHasher(key)
-	if err != nil {
-		return fmt.Errorf("loading the checksum key: %w", err)
-	}
-	ctrl.UseChecksums(sums)
-	log.Info("checksum key loaded", "secret", cfg.Settings.LeaseNamespace+"/"+cfg.Settings.ChecksumKeySecret, "key_id", sums.KeyID())
+
 	wg.Add(1)
 	go func() {
 		defer wg.Done()

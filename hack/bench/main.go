@@ -40,6 +40,8 @@ type options struct {
 	secrets        int
 	secretKB       int
 	deployments    int
+	largeSources   int
+	largeKeys      int
 	changes        []int
 	singles        int
 	grace          time.Duration
@@ -105,6 +107,8 @@ func defineFlags(o *options, l *listFlags) {
 	flag.IntVar(&o.secrets, "secrets", 2000, "Secrets")
 	flag.IntVar(&o.secretKB, "secret-kb", 10, "kB of data per Secret at scale 1, over 10 keys")
 	flag.IntVar(&o.deployments, "deployments", 500, "Deployments; each reads 2 ConfigMaps and 2 Secrets")
+	flag.IntVar(&o.largeSources, "large-sources", 10, "ConfigMaps of --large-source-keys empty keys created in a namespace no workload uses, after the scenario, to measure what they cost (issue 9); 0 skips that step")
+	flag.IntVar(&o.largeKeys, "large-source-keys", 80000, "keys of each large source (80,000 empty keys make a 1 MB ConfigMap)")
 	flag.StringVar(&l.changes, "changes", "200,1000", "sizes N of the simultaneous-change phases (N ≤ 2 × deployments)")
 	flag.IntVar(&o.singles, "singles", 10, "sequential single changes per single-change phase")
 	flag.DurationVar(&o.grace, "grace", 2*time.Second, "grace period of the second controller start (single changes with a grace period)")
@@ -131,6 +135,9 @@ func (o *options) setLists(l listFlags) {
 func (o *options) validate() {
 	if o.update != "put" && o.update != "merge-patch" {
 		fail("--update: want put or merge-patch, got %q", o.update)
+	}
+	if o.largeSources < 0 || o.largeSources > 99 || o.largeKeys < 1 {
+		fail("--large-sources: 0 to 99, each of at least 1 key")
 	}
 	if o.configMaps < 2*o.deployments || o.secrets < 2*o.deployments {
 		fail("need at least 2 ConfigMaps and 2 Secrets per Deployment")

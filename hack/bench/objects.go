@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -334,4 +336,50 @@ func applyChange(ctx context.Context, cs kubernetes.Interface, c sourceRef, ch c
 		_, err = cs.CoreV1().Secrets(namespace).Patch(ctx, c.name(), types.MergePatchType, ch.patch, metav1.PatchOptions{})
 	}
 	return err
+}
+
+// unrelatedNamespace holds the large sources: no Deployment reads them.
+const unrelatedNamespace = "bench-unrelated"
+
+func largeName(i int) string { return fmt.Sprintf("large-%02d", i) }
+
+// largeConfigMap has keys empty keys: a tenant's cheapest way to make many
+// keys (issue 9: 80,000 fit in a valid 1 MB ConfigMap). Names are as short
+// as base 36 allows, so that the object, with the managedFields entry the
+// API server adds for each key, stays within etcd's request limit.
+func largeConfigMap(i, keys int) *corev1.ConfigMap {
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: largeName(i), Namespace: unrelatedNamespace},
+		Data:       make(map[string]string, keys),
+	}
+	width := len(strconv.FormatInt(int64(keys-1), 36))
+	for k := range keys {
+		name := strconv.FormatInt(int64(k), 36)
+		cm.Data[strings.Repeat("0", width-len(name))+name] = ""
+	}
+	return cm
+}
+
+// createLargeSources creates n large ConfigMaps in the unrelated namespace
+// and returns the size of their protobuf encoding.
+func createLargeSources(ctx context.Context, cs kubernetes.Interface, n, keys int) (int64, error) {
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: unrelatedNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return 0, err
+	}
+	var size int64
+	for i := range n {
+		cm := largeConfigMap(i, keys)
+		size += int64(cm.Size())
+		err := retryTransient(ctx, func() error {
+			_, err := cs.CoreV1().ConfigMaps(unrelatedNamespace).Create(ctx, cm, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) {
+				return nil
+			}
+			return err
+		})
+		if err != nil {
+			return size, fmt.Errorf("creating %s/%s (%d keys): %w", unrelatedNamespace, cm.Name, keys, err)
+		}
+	}
+	return size, nil
 }

@@ -16,6 +16,7 @@ const (
 	targetSingleExtra = 100 * time.Millisecond // one change: grace + 100 ms
 	targetP99Small    = 2 * time.Second        // N=200
 	targetP99Large    = 6 * time.Second        // N=1000
+	targetLargeKB     = 5 << 10                // issue 9: large sources in an unrelated namespace add ≤ 5 MiB
 	smallN, largeN    = 200, 1000
 )
 
@@ -114,6 +115,10 @@ func writeRunNotes(b *strings.Builder, o options, results []*scaleResult, began 
 		o.controllerPath, o.version, o.configFile, strings.Join(o.controllerArgs, " "), strings.Join(o.controllerEnv, " "), strings.Join(o.apiserverArgs, " "))
 	fmt.Fprintf(b, "- Scenario: %d ConfigMaps × %d kB and %d Secrets × %d kB (10 keys each, random data) at scale ×1; %d Deployments (replicas 0) each reading 2 ConfigMaps (volume; env configMapKeyRef) and 2 Secrets (envFrom; projected items)\n",
 		o.configMaps, o.configMapKB, o.secrets, o.secretKB, o.deployments)
+	if o.largeSources > 0 {
+		fmt.Fprintf(b, "- Large sources (issue 9), last: %d ConfigMaps of %d empty keys in namespace %s, read by nothing; a fresh controller started before and one after they are created (the first also while they are created), each measured once ready and quiet\n",
+			o.largeSources, o.largeKeys, unrelatedNamespace)
+	}
 	fmt.Fprintf(b, "- Config changes: %s\n", map[string]string{
 		"put":         "unconditional update of the whole object, new random data in every key, protobuf (`--update put`)",
 		"merge-patch": "JSON merge patch of key k0 (`--update merge-patch`)",
@@ -145,8 +150,32 @@ func figureTable(o options, results []*scaleResult) *table {
 		}
 		firstRunRows(c, r.first)
 		graceStartRows(c, o.grace, r.second)
+		largeRows(c, r.large)
 	}
 	return t
+}
+
+func largeRows(c column, f *largeFigures) {
+	if f == nil {
+		return
+	}
+	mib := func(kb int64) string { return fmt.Sprintf("%+.1f MiB", float64(kb)/1024) }
+	c.set("Large sources (issue 9): ConfigMaps of empty keys in an unrelated namespace, created after the scenario", "%d × %d keys, %.1f MB",
+		f.sources, f.keys, float64(f.bytes)/1e6)
+	c.set("Large sources, fresh start: peak RSS without / with them (growth)", "%s / %s (**%s**)",
+		kbString(f.without.hwm), kbString(f.with.hwm), mib(f.with.hwm-f.without.hwm))
+	c.set("Large sources, fresh start: Go heap in use after sync without / with them", "%.1f / %.1f MiB",
+		f.without.heapInuse/(1<<20), f.with.heapInuse/(1<<20))
+	c.set("Large sources, created while running: peak RSS before → after (growth)", "%s → %s (**%s**)",
+		kbString(f.live.hwmBefore), kbString(f.live.hwmAfter), mib(f.live.hwmAfter-f.live.hwmBefore))
+	c.set("Large sources, created while running: RSS / Go heap in use before → after", "%s → %s / %.1f → %.1f MiB",
+		kbString(f.live.rssBefore), kbString(f.live.rssAfter), f.live.heapBefore/(1<<20), f.live.heapAfter/(1<<20))
+}
+
+// largeGrowth is the larger of the two peak RSS growths the large sources
+// cause: at a fresh start, and created while running.
+func largeGrowth(f *largeFigures) int64 {
+	return max(f.with.hwm-f.without.hwm, f.live.hwmAfter-f.live.hwmBefore)
 }
 
 func syncRows(c column, r *scaleResult) {
@@ -216,7 +245,19 @@ func targets(results []*scaleResult) []target {
 		}},
 		target{"One change: patched within grace + 100 ms (max)", singleChangeVerdict},
 	)
-	return append(out, fanOutTargets(results[0].fanOut)...)
+	out = append(out, fanOutTargets(results[0].fanOut)...)
+	if results[0].large != nil {
+		f := results[0].large
+		out = append(out, target{fmt.Sprintf("%d ConfigMaps of %d keys in an unrelated namespace raise peak RSS by ≤ %d MiB (fresh start; created while running)", f.sources, f.keys, targetLargeKB>>10),
+			func(r *scaleResult) string {
+				if r.large == nil {
+					return "–"
+				}
+				return fmt.Sprintf("%s (%+.1f MiB; %+.1f MiB)", mark(largeGrowth(r.large) <= targetLargeKB),
+					float64(r.large.with.hwm-r.large.without.hwm)/1024, float64(r.large.live.hwmAfter-r.large.live.hwmBefore)/1024)
+			}})
+	}
+	return out
 }
 
 func singleChangeVerdict(r *scaleResult) string {

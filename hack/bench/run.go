@@ -29,6 +29,7 @@ type scaleResult struct {
 	fanOut  []*phaseResult // N simultaneous changes per phase, grace 0
 	first   procFigures    // the grace-0 controller when it stopped
 	second  graceStartFigures
+	large   *largeFigures // --large-sources; nil when skipped
 
 	others  string // foreign heavy processes seen during this scale
 	heapTop string // pprof -top output of the heap after sync, when peak RSS is over target
@@ -132,6 +133,12 @@ func (e *env) runScenario(ctx context.Context, res *scaleResult) error {
 	logf("first controller: peak RSS %s (sampled max %s), CPU %.2f s", kbString(res.first.hwm), kbString(res.first.sampled), res.first.cpu)
 	if res.second, err = e.measureGraceStart(ctx, singlesFrom+e.o.singles); err != nil {
 		return err
+	}
+	// Last: the large sources must not change what the steps above measure.
+	if e.o.largeSources > 0 {
+		if res.large, err = e.measureLargeSources(ctx); err != nil {
+			return err
+		}
 	}
 	res.heapTop, err = e.heapTop(res.first.hwm)
 	return err

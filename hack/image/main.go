@@ -11,7 +11,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
@@ -28,8 +27,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
-
-const modulePath = "github.com/restart-controller/restart-controller"
 
 func main() {
 	if err := run(context.Background(), os.Args[1:]); err != nil {
@@ -177,36 +174,9 @@ func inRoot(root, path string) string {
 	return filepath.Join(root, path)
 }
 
-// moduleRoot walks up from the working directory to the controller's go.mod
-// (skipping nested modules such as this one).
+// moduleRoot is the repository root: this tool is the module at hack/image,
+// whose go.mod the go command names.
 func moduleRoot() (string, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for dir := wd; ; {
-		if isModule(filepath.Join(dir, "go.mod"), modulePath) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod of module %s above %s", modulePath, wd)
-		}
-		dir = parent
-	}
-}
-
-func isModule(gomod, path string) bool {
-	f, err := os.Open(gomod)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if fields := strings.Fields(s.Text()); len(fields) >= 2 && fields[0] == "module" {
-			return strings.Trim(fields[1], `"`) == path
-		}
-	}
-	return false
+	gomod, err := exec.Command("go", "env", "GOMOD").Output()
+	return filepath.Dir(filepath.Dir(filepath.Dir(strings.TrimSpace(string(gomod))))), err
 }

@@ -6,11 +6,9 @@
 package monitoringcheck
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -21,8 +19,6 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 )
-
-const modulePath = "github.com/restart-controller/restart-controller"
 
 // Family is one metric family the controller exports (hack/metricnames' output).
 type Family struct {
@@ -218,37 +214,11 @@ type panel struct {
 	Panels []panel `json:"panels"`
 }
 
-// Root is the controller module's root, found by walking up from the working directory.
+// Root is the repository root: this checker is the module at
+// hack/monitoring-check, whose go.mod the go command names.
 func Root() (string, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for dir := wd; ; {
-		if isModule(filepath.Join(dir, "go.mod")) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod of module %s above %s", modulePath, wd)
-		}
-		dir = parent
-	}
-}
-
-func isModule(gomod string) bool {
-	f, err := os.Open(gomod)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if fields := strings.Fields(s.Text()); len(fields) >= 2 && fields[0] == "module" {
-			return strings.Trim(fields[1], `"`) == modulePath
-		}
-	}
-	return false
+	gomod, err := exec.Command("go", "env", "GOMOD").Output()
+	return filepath.Dir(filepath.Dir(filepath.Dir(strings.TrimSpace(string(gomod))))), err
 }
 
 // Names returns the sorted names of families.

@@ -45,14 +45,51 @@ type Catalog struct {
 	mu        sync.RWMutex
 	sources   map[string][]cache.Indexer
 	workloads map[schema.GroupVersionResource][]cache.Indexer
+	// reduce is how sources enter the caches (SourceTransform).
+	reduce SourceReducer
 }
 
+// Option configures a Catalog.
+type Option func(*Catalog)
+
+// BoundSources makes the source caches keep one digest per key only for
+// sources within MaxDigestKeys and MaxDigestKeyBytes, and the checksums of
+// the whole data, keyed with sums, for larger ones: the controller's memory
+// then does not grow with the keys of sources (docs/design.md, Memory).
+// sums must be the Hasher that decisions use.
+func BoundSources(sums Hasher) Option {
+	return func(c *Catalog) { c.reduce.Bounded, c.reduce.Sums = true, sums }
+}
+
+// UseChecksums is BoundSources for a catalog already made: call it before
+// any source cache's transform is taken (SourceTransform), as the
+// controller does once its checksum key is loaded.
+func (c *Catalog) UseChecksums(sums Hasher) { BoundSources(sums)(c) }
+
 // New returns an empty catalog.
-func New() *Catalog {
-	return &Catalog{
+func New(opts ...Option) *Catalog {
+	c := &Catalog{
 		sources:   map[string][]cache.Indexer{},
 		workloads: map[schema.GroupVersionResource][]cache.Indexer{},
 	}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// SourceReducer returns how a source cache of this catalog reduces objects
+// with these data fields.
+func (c *Catalog) SourceReducer(dataFields []string) SourceReducer {
+	r := c.reduce
+	r.DataFields = dataFields
+	return r
+}
+
+// SourceTransform returns the informer transform of a source cache of this
+// catalog: sources are reduced to digests as they enter it.
+func (c *Catalog) SourceTransform(dataFields []string) cache.TransformFunc {
+	return c.SourceReducer(dataFields).Transform()
 }
 
 // AddSourceStore registers the cache of one source kind (one per watched

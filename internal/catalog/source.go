@@ -13,6 +13,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash"
+	"iter"
+	"maps"
 	"sort"
 	"strconv"
 	"strings"
@@ -39,18 +41,30 @@ type SourceID struct {
 func (id SourceID) String() string { return id.Kind + "/" + id.Namespace + "/" + id.Name }
 
 // SourceState is what the cache keeps of a source object: identity and one
-// digest per key, never the data itself.
+// digest per key, never the data itself. A source with more keys than
+// MaxDigestKeys (or longer key names than MaxDigestKeyBytes) keeps instead
+// the checksums of its whole data (Whole), so its cost does not grow with
+// its keys; the digests of the keys a workload reads of it are then read on
+// demand (KeyReader.Read) into a copy that holds only those.
 type SourceState struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata"`
 	// Digests digest each key's value alone (the value's text, as JSON
-	// carries it).
+	// carries it). For a large source (Whole set), only the keys of covered
+	// that exist, or nil.
 	Digests map[string]Digest `json:"digests"`
 	// Fields names the data field of each key that is not in "data", e.g.
 	// "binaryData": the same bytes are another file there. Nil when every key
 	// is in "data", as in most ConfigMaps and every Secret, so the common case
 	// costs no memory.
 	Fields map[string]string `json:"fields,omitempty"`
+	// Whole is set for a large source: what reads of the whole object
+	// compare, computed when the object entered the cache.
+	Whole *WholeSums `json:"whole,omitempty"`
+	// covered lists, sorted, the keys whose digests a large source's state
+	// holds (present in Digests, or absent from the data): those a keyed
+	// read may ask for (Covers).
+	covered []string
 }
 
 // DeepCopyObject is required of cached objects; digests are never mutated in
@@ -58,16 +72,25 @@ type SourceState struct {
 func (c *SourceState) DeepCopyObject() runtime.Object {
 	out := &SourceState{TypeMeta: c.TypeMeta}
 	c.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
-	out.Digests = make(map[string]Digest, len(c.Digests))
-	for k, v := range c.Digests {
-		out.Digests[k] = v
-	}
 	// nil stays nil: the mutation detector compares with reflect.DeepEqual.
+	if c.Digests != nil {
+		out.Digests = make(map[string]Digest, len(c.Digests))
+		for k, v := range c.Digests {
+			out.Digests[k] = v
+		}
+	}
 	if c.Fields != nil {
 		out.Fields = make(map[string]string, len(c.Fields))
 		for k, v := range c.Fields {
 			out.Fields[k] = v
 		}
+	}
+	if c.Whole != nil {
+		whole := *c.Whole
+		out.Whole = &whole
+	}
+	if c.covered != nil {
+		out.covered = append([]string{}, c.covered...)
 	}
 	return out
 }
@@ -75,6 +98,12 @@ func (c *SourceState) DeepCopyObject() runtime.Object {
 // SameData reports whether two states carry identical data, each key in the
 // same field; metadata-only changes (labels, annotations) compare equal.
 func (c *SourceState) SameData(other *SourceState) bool {
+	if c.Whole != nil || other.Whole != nil {
+		// A large source is compared by the digest of all its data; the
+		// other state may be small (the source grew or shrank past the
+		// bound), and its digest is then computed from its keys.
+		return c.dataDigest() == other.dataDigest()
+	}
 	if len(c.Digests) != len(other.Digests) || len(c.Fields) != len(other.Fields) {
 		return false
 	}
@@ -119,8 +148,21 @@ const ChecksumVersion = 3
 // Checksum is the current version's digest of exactly the data a reference
 // reads: the given keys (present or absent), or every key when keys is nil.
 // Without a key (an unkeyed Hasher) it is empty: nothing can be recorded.
+//
+// A large source's state answers every read of the whole object, and keyed
+// reads of the keys it covers (Covers); for any other read it returns "",
+// like a state without a key: callers read the keys first (KeyReader).
 func (c *SourceState) Checksum(h Hasher, keys []string) string {
 	if h.key == nil {
+		return ""
+	}
+	if c.Whole != nil && keys == nil {
+		if c.Whole.KeyID != h.id {
+			return ""
+		}
+		return "v3." + h.id + ":" + hex.EncodeToString(c.Whole.V3[:])
+	}
+	if !c.Covers(keys) {
 		return ""
 	}
 	return "v3." + h.id + ":" + c.checksum(keys, c.inField, func() hash.Hash { return hmac.New(sha256.New, h.key) })
@@ -129,6 +171,18 @@ func (c *SourceState) Checksum(h Hasher, keys []string) string {
 // ChecksumOf computes an unkeyed checksum of an earlier format version, for
 // comparing what earlier releases recorded; ok is false for other versions.
 func (c *SourceState) ChecksumOf(version int, keys []string) (sum string, ok bool) {
+	if c.Whole != nil && keys == nil {
+		switch version {
+		case 1:
+			return hex.EncodeToString(c.Whole.V1[:]), true
+		case 2:
+			return "v2:" + hex.EncodeToString(c.Whole.V2[:]), true
+		}
+		return "", false
+	}
+	if !c.Covers(keys) {
+		return "", false
+	}
 	switch version {
 	case 1:
 		return c.checksum(keys, func(_ string, d Digest) Digest { return d }, sha256.New), true
@@ -198,12 +252,18 @@ func isHex16(s string) bool {
 // checksum hashes the keys, with the per-key digests that keyDigest gives,
 // into the hash newHash makes: sixteen hex characters.
 func (c *SourceState) checksum(keys []string, keyDigest func(key string, d Digest) Digest, newHash func() hash.Hash) string {
+	return hex.EncodeToString(c.sum(keys, keyDigest, newHash)[:8])
+}
+
+// sum is checksum's hash, whole. wholeSums computes the same for a large
+// source, and must stay byte for byte what this writes.
+func (c *SourceState) sum(keys []string, keyDigest func(key string, d Digest) Digest, newHash func() hash.Hash) []byte {
 	h := newHash()
 	var lenBuf [8]byte
 	writeKey := func(k string) {
 		binary.BigEndian.PutUint64(lenBuf[:], uint64(len(k)))
 		h.Write(lenBuf[:])
-		h.Write([]byte(k))
+		h.Write(bytesOf(k))
 	}
 	if keys == nil {
 		h.Write([]byte{'w'})
@@ -227,8 +287,7 @@ func (c *SourceState) checksum(keys []string, keyDigest func(key string, d Diges
 			}
 		}
 	}
-	sum := h.Sum(nil)
-	return hex.EncodeToString(sum[:8])
+	return h.Sum(nil)
 }
 
 // inField is the version-2 digest of key.
@@ -238,17 +297,22 @@ func (c *SourceState) inField(key string, d Digest) Digest { return inField(c.fi
 // length-prefixed, so that no two (field, value) pairs share an encoding.
 // Derived from the value digest rather than from the value, so the value is
 // hashed once however many versions are kept comparable.
+//
+// The input is laid out in a buffer on the stack and hashed at once: a large
+// source computes this for each of its keys when it enters the cache.
 func inField(field string, value Digest) Digest {
-	h := sha256.New()
-	var lenBuf [8]byte
-	binary.BigEndian.PutUint64(lenBuf[:], uint64(len(field)))
-	h.Write(lenBuf[:])
-	h.Write([]byte(field))
-	binary.BigEndian.PutUint64(lenBuf[:], uint64(len(value)))
-	h.Write(lenBuf[:])
-	h.Write(value[:])
+	var stack [64]byte
+	buf := stack[:0]
+	if n := 8 + len(field) + 8 + len(value); n > len(stack) {
+		buf = make([]byte, 0, n)
+	}
+	buf = binary.BigEndian.AppendUint64(buf, uint64(len(field)))
+	buf = append(buf, field...)
+	buf = binary.BigEndian.AppendUint64(buf, uint64(len(value)))
+	buf = append(buf, value[:]...)
+	sum := sha256.Sum256(buf)
 	var d Digest
-	copy(d[:], h.Sum(nil))
+	copy(d[:], sum[:])
 	return d
 }
 
@@ -262,100 +326,167 @@ func sortedKeys(m map[string]Digest) []string {
 }
 
 // ReduceSource returns an informer transform that replaces a source object by
-// its SourceState. dataFields are the top-level maps whose entries are hashed.
-// Objects come as unstructured (dynamic client, JSON) or typed (protobuf
-// client, for kinds client-go knows); both give the same digests, because
-// applied checksums outlive any one way of fetching. Tombstones and already
-// reduced objects pass through: client-go may hand an object over twice.
+// its SourceState, with one digest per key however many keys it has: what a
+// one-off reader (explain, tests) wants. The controller's caches reduce
+// through SourceReducer, which bounds what a source with many keys costs.
 // The annotations named by keep are kept, the others dropped.
 func ReduceSource(dataFields []string, keep ...string) cache.TransformFunc {
+	return SourceReducer{DataFields: dataFields, Keep: keep}.Transform()
+}
+
+// SourceReducer reduces source objects as they enter a cache.
+type SourceReducer struct {
+	// DataFields are the top-level maps whose entries are hashed.
+	DataFields []string
+	// Bounded keeps per-key digests only for sources within MaxDigestKeys
+	// and MaxDigestKeyBytes; a larger one keeps the checksums of its whole
+	// data instead (SourceState.Whole), the keyed one under Sums.
+	Bounded bool
+	// Sums keys the whole-object checksums of large sources: it must be the
+	// Hasher that decisions use.
+	Sums Hasher
+	// Keep names the annotations kept (the ignore and release annotations
+	// of fleet safety); the others are dropped.
+	Keep []string
+}
+
+// Transform returns the informer transform. Objects come as unstructured
+// (dynamic client, JSON) or typed (protobuf client, for kinds client-go
+// knows); both give the same digests, because applied checksums outlive any
+// one way of fetching. Tombstones and already reduced objects pass through:
+// client-go may hand an object over twice.
+func (r SourceReducer) Transform() cache.TransformFunc {
 	return func(obj interface{}) (interface{}, error) {
 		switch o := obj.(type) {
-		case *unstructured.Unstructured:
-			return reduceUnstructuredSource(o, dataFields, keep), nil
-		case *corev1.ConfigMap:
-			state := newSourceState(o, keep)
-			for _, field := range dataFields {
-				switch field {
-				case "data":
-					digestStrings(state, field, o.Data)
-				case "binaryData":
-					digestBytes(state, field, o.BinaryData)
-				}
-			}
-			return state, nil
-		case *corev1.Secret:
-			state := newSourceState(o, keep)
-			for _, field := range dataFields {
-				switch field {
-				case "data":
-					digestBytes(state, field, o.Data)
-				case "stringData":
-					digestStrings(state, field, o.StringData)
-				}
-			}
-			return state, nil
 		case *SourceState:
 			return obj, nil
 		case runtime.Object:
-			// Another typed kind: convert, which is what the JSON path sees.
-			content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+			fields, meta, err := dataFieldsOf(o, r.DataFields)
 			if err != nil {
-				return nil, fmt.Errorf("reducing %T: %w", o, err)
+				return nil, err
 			}
-			return reduceUnstructuredSource(&unstructured.Unstructured{Object: content}, dataFields, keep), nil
+			state := newSourceState(meta)
+			state.Annotations = keptAnnotations(meta.GetAnnotations(), nil, r.Keep)
+			if u, ok := meta.(*unstructured.Unstructured); ok {
+				state.TypeMeta = metav1.TypeMeta{APIVersion: u.GetAPIVersion(), Kind: u.GetKind()}
+			}
+			if r.Bounded && tooManyKeys(fields) {
+				state.Whole, _, _ = wholeSums(fields, r.Sums, nil)
+				return state, nil
+			}
+			state.Digests = map[string]Digest{}
+			for _, f := range fields {
+				for key := range f.keys {
+					d, _ := f.digest(key)
+					state.set(key, f.name, d)
+				}
+			}
+			return state, nil
 		default:
 			return obj, nil
 		}
 	}
 }
 
-func newSourceState(o metav1.Object, keep []string) *SourceState {
-	state := &SourceState{
+// dataField is one data field of a decoded source object, e.g. a ConfigMap's
+// "binaryData": its keys, and each key's value digest, read from the object
+// in place (no copy of a value is made).
+type dataField struct {
+	name   string
+	len    int
+	keys   iter.Seq[string]
+	digest func(key string) (Digest, bool)
+}
+
+// typedFields picks, in the order of dataFields, the fields a typed object has.
+func typedFields(dataFields []string, has map[string]dataField) []dataField {
+	var fields []dataField
+	for _, name := range dataFields {
+		if f, ok := has[name]; ok {
+			fields = append(fields, f)
+		}
+	}
+	return fields
+}
+
+// dataFieldsOf returns the data fields of a decoded source object, in the
+// order of dataFields, and the object's metadata.
+func dataFieldsOf(obj runtime.Object, dataFields []string) ([]dataField, metav1.Object, error) {
+	var fields []dataField
+	switch o := obj.(type) {
+	case *corev1.ConfigMap:
+		return typedFields(dataFields, map[string]dataField{
+			"data":       mapField("data", o.Data, digestString),
+			"binaryData": mapField("binaryData", o.BinaryData, digestBase64),
+		}), o, nil
+	case *corev1.Secret:
+		return typedFields(dataFields, map[string]dataField{
+			"data":       mapField("data", o.Data, digestBase64),
+			"stringData": mapField("stringData", o.StringData, digestString),
+		}), o, nil
+	case *unstructured.Unstructured:
+		for _, name := range dataFields {
+			if values, ok := o.Object[name].(map[string]interface{}); ok {
+				fields = append(fields, mapField(name, values, digestValue))
+			}
+		}
+		return fields, o, nil
+	default:
+		// Another typed kind: convert, which is what the JSON path sees.
+		content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+		if err != nil {
+			return nil, nil, fmt.Errorf("reducing %T: %w", o, err)
+		}
+		return dataFieldsOf(&unstructured.Unstructured{Object: content}, dataFields)
+	}
+}
+
+// mapField is a data field of values digested by digest. Byte values are
+// digested as their base64 text (digestBase64), which is what JSON carries
+// for them, so both ways of fetching agree.
+func mapField[V any](name string, values map[string]V, digest func(V) Digest) dataField {
+	return dataField{name: name, len: len(values), keys: maps.Keys(values), digest: func(key string) (Digest, bool) {
+		v, ok := values[key]
+		if !ok {
+			return Digest{}, false
+		}
+		return digest(v), true
+	}}
+}
+
+func newSourceState(o metav1.Object) *SourceState {
+	return &SourceState{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            o.GetName(),
 			Namespace:       o.GetNamespace(),
 			UID:             o.GetUID(),
 			ResourceVersion: o.GetResourceVersion(),
 		},
-		Digests: map[string]Digest{},
 	}
+}
+
+// keptAnnotations adds to kept those of annotations that keep names; nil
+// when there are none.
+func keptAnnotations(annotations, kept map[string]string, keep []string) map[string]string {
 	for _, k := range keep {
-		if v, ok := o.GetAnnotations()[k]; ok {
-			if state.Annotations == nil {
-				state.Annotations = map[string]string{}
+		if v, ok := annotations[k]; ok {
+			if kept == nil {
+				kept = map[string]string{}
 			}
-			state.Annotations[k] = v
+			kept[k] = v
 		}
 	}
-	return state
+	return kept
 }
 
 // Change identifies the source's current data as a whole: the ID of a change
 // in wave decisions, in holds, and in the release annotation (16 hex
-// characters).
-//
-// It is keyed like checksums (Hasher): it is written on workloads and
-// Events, and must not let anyone test guesses of the data against it. Empty
-// without a key.
+// characters). It is keyed like checksums (Hasher): it is written on
+// workloads and Events, and must not let anyone test guesses of the data
+// against it. Empty without a key.
 func (c *SourceState) Change(h Hasher) string {
 	_, sum, _ := strings.Cut(c.Checksum(h, nil), ":")
 	return sum
-}
-
-func reduceUnstructuredSource(u *unstructured.Unstructured, dataFields, keep []string) *SourceState {
-	state := newSourceState(u, keep)
-	state.TypeMeta = metav1.TypeMeta{APIVersion: u.GetAPIVersion(), Kind: u.GetKind()}
-	for _, field := range dataFields {
-		values, ok := u.Object[field].(map[string]interface{})
-		if !ok {
-			continue
-		}
-		for key, value := range values {
-			state.set(key, field, digestValue(value))
-		}
-	}
-	return state
 }
 
 // set records a key's digest and the field holding it. A key in two fields
@@ -373,22 +504,8 @@ func (c *SourceState) set(key, field string, d Digest) {
 	c.Fields[key] = field
 }
 
-func digestStrings(state *SourceState, field string, values map[string]string) {
-	for key, value := range values {
-		state.set(key, field, digestValue(value))
-	}
-}
-
-// digestBytes hashes byte values as their base64 text, which is what JSON
-// carries for them, so both ways of fetching agree; the encoding streams into
-// the hash, so no copy of the value is made.
-func digestBytes(state *SourceState, field string, values map[string][]byte) {
-	for key, value := range values {
-		state.set(key, field, digestBase64(value))
-	}
-}
-
-// digestBase64 digests a byte value as its base64 text.
+// digestBase64 digests a byte value as its base64 text; the encoding streams
+// into the hash, so no copy of the value is made.
 func digestBase64(value []byte) Digest {
 	h := sha256.New()
 	enc := base64.NewEncoder(base64.StdEncoding, h)
@@ -399,21 +516,29 @@ func digestBase64(value []byte) Digest {
 	return d
 }
 
+// digestString digests a string value. It hashes a view of the string, not a
+// copy: values are up to 1 MiB and the hash neither keeps nor changes its
+// input. Copying was a fifth transient copy of all source data during sync
+// (see BENCHMARKS.md).
+func digestString(v string) Digest {
+	sum := sha256.Sum256(bytesOf(v))
+	var d Digest
+	copy(d[:], sum[:])
+	return d
+}
+
 func digestValue(value interface{}) Digest {
-	var raw []byte
-	switch v := value.(type) {
-	case string:
-		// A view, not a copy: values are up to 1 MiB and the hash neither
-		// keeps nor changes its input. Copying was a fifth transient copy of
-		// all source data during sync (see BENCHMARKS.md).
-		raw = unsafe.Slice(unsafe.StringData(v), len(v))
-	default:
-		// Source kinds declared by configuration may hold non-string values;
-		// encoding/json sorts map keys, so the encoding is stable.
-		raw, _ = json.Marshal(v)
+	if v, ok := value.(string); ok {
+		return digestString(v)
 	}
+	// Source kinds declared by configuration may hold non-string values;
+	// encoding/json sorts map keys, so the encoding is stable.
+	raw, _ := json.Marshal(value)
 	sum := sha256.Sum256(raw)
 	var d Digest
 	copy(d[:], sum[:])
 	return d
 }
+
+// bytesOf is a read-only view of a string's bytes, for hashing without a copy.
+func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }

@@ -156,47 +156,39 @@ type factory struct {
 	docs *[]Doc
 }
 
-func (f factory) register(c prometheus.Collector, name, typ, help string, labels ...string) {
+// add registers c and records its doc.
+func add[C prometheus.Collector](f factory, c C, typ, name, help string, labels ...string) C {
 	f.reg.MustRegister(c)
 	*f.docs = append(*f.docs, Doc{Name: name, Type: typ, Help: help, Labels: labels})
+	return c
 }
 
+func opts(name, help string) prometheus.Opts { return prometheus.Opts{Name: name, Help: help} }
+
 func (f factory) counter(name, help string) prometheus.Counter {
-	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
-	f.register(c, name, "counter", help)
-	return c
+	return add(f, prometheus.NewCounter(prometheus.CounterOpts(opts(name, help))), "counter", name, help)
 }
 
 func (f factory) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
-	f.register(c, name, "counter", help, labels...)
-	return c
+	return add(f, prometheus.NewCounterVec(prometheus.CounterOpts(opts(name, help)), labels), "counter", name, help, labels...)
 }
 
 func (f factory) gauge(name, help string) prometheus.Gauge {
-	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
-	f.register(g, name, "gauge", help)
-	return g
+	return add(f, prometheus.NewGauge(prometheus.GaugeOpts(opts(name, help))), "gauge", name, help)
 }
 
 func (f factory) gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
-	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
-	f.register(g, name, "gauge", help, labels...)
-	return g
+	return add(f, prometheus.NewGaugeVec(prometheus.GaugeOpts(opts(name, help)), labels), "gauge", name, help, labels...)
 }
 
 func (f factory) gaugeFunc(name, help string, value func() float64) {
-	f.register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, value), name, "gauge", help)
+	add(f, prometheus.NewGaugeFunc(prometheus.GaugeOpts(opts(name, help)), value), "gauge", name, help)
 }
 
 func (f factory) histogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
-	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
-	f.register(h, name, "histogram", help, labels...)
-	return h
+	return add(f, prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels), "histogram", name, help, labels...)
 }
 
 func (f factory) histogram(name, help string, buckets []float64) prometheus.Histogram {
-	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets})
-	f.register(h, name, "histogram", help)
-	return h
+	return add(f, prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}), "histogram", name, help)
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/workqueue"
 
@@ -61,6 +62,7 @@ type Controller struct {
 	metrics *metrics.Metrics
 	events  EventRecorder
 	exists  ExistsFunc
+	keys    KeyReader // keyed reads of large sources (keys.go)
 	sums    catalog.Hasher
 	log     hclog.Logger
 	now     func() time.Time
@@ -189,16 +191,9 @@ func (c *Controller) Run(ctx, writeCtx context.Context, workers int, drainTimeou
 // ctx ends. Every replica runs it, leader or not: a standby observes changes
 // too, and its windows would otherwise grow for as long as it stands by.
 func (c *Controller) Sweep(ctx context.Context) {
-	ticker := time.NewTicker(c.cfg.Settings.CheckPeriod)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-			c.metrics.SetChangesWaiting(c.windows.Sweep(c.now()))
-		}
-	}
+	wait.UntilWithContext(ctx, func(context.Context) {
+		c.metrics.SetChangesWaiting(c.windows.Sweep(c.now()))
+	}, c.cfg.Settings.CheckPeriod)
 }
 
 // processNext reconciles one key, writing with writeCtx. It returns false
@@ -317,6 +312,10 @@ func (c *Controller) Reconcile(ctx context.Context, key catalog.WorkloadKey) err
 	if dryRun {
 		w = c.dryRun.overlay(key, w)
 	}
+	sources, err := c.sourcesFor(ctx, w)
+	if err != nil {
+		return err
+	}
 	now := c.now()
 	if !dryRun {
 		if c.fleet.behind(key, w, now) {
@@ -330,8 +329,8 @@ func (c *Controller) Reconcile(ctx context.Context, key catalog.WorkloadKey) err
 			return err
 		}
 	}
-	view, ignored := c.withOptOuts(w)
-	plan := Decide(view, c.catalog, c.windows, now, c.cfg.OrderByResourceVersion, c.sums)
+	view, ignored := c.withOptOuts(w, sources)
+	plan := Decide(view, sources, c.windows, now, c.cfg.OrderByResourceVersion, c.sums)
 	if plan.Warning != "" {
 		log.Warn(plan.Warning)
 	}
@@ -343,7 +342,7 @@ func (c *Controller) Reconcile(ctx context.Context, key catalog.WorkloadKey) err
 		plan.Patch = true // the view's checksums differ from the annotation's
 	}
 	if !dryRun {
-		g := c.gatePlan(key, w, &plan, now)
+		g := c.gatePlan(key, w, sources, &plan, now)
 		c.fleet.setCapped(key, g.capped)
 		switch {
 		case g.hold != nil:

@@ -298,7 +298,7 @@ func (c *Controller) wake(sources map[string]string, now time.Time) {
 		if !ok {
 			continue
 		}
-		byName, state := c.waveState(id, src, now)
+		byName, state := c.waveState(id, src, catalog.WorkloadKey{}, now)
 		for _, name := range append(state.Admit, state.Held...) {
 			keys = append(keys, byName[name])
 		}
@@ -320,7 +320,13 @@ func parseSourceID(s string) (catalog.SourceID, bool) {
 
 // waveState evaluates the waves of the source's current change over its
 // readers, and maps member names back to keys. Called with c.fleet.mu held.
-func (c *Controller) waveState(id catalog.SourceID, src *catalog.SourceState, now time.Time) (map[string]catalog.WorkloadKey, pacing.State) {
+//
+// self, when set, is the workload deciding, whose restart for the source is
+// due. Of the others, those whose pending state the cache cannot tell (a
+// large source whose keys they read it does not cover: only an API read
+// would) are left out: they take their places when they decide themselves,
+// as self, and count once restarted.
+func (c *Controller) waveState(id catalog.SourceID, src *catalog.SourceState, self catalog.WorkloadKey, now time.Time) (map[string]catalog.WorkloadKey, pacing.State) {
 	change := src.Change(c.sums)
 	sid := id.String()
 	byName := map[string]catalog.WorkloadKey{}
@@ -341,8 +347,17 @@ func (c *Controller) waveState(id catalog.SourceID, src *catalog.SourceState, no
 			}
 		}
 		parsed := c.fleet.read(key, r)
-		if !reserved {
-			m.Pending = pendingFor(c.sums, r, parsed.applied, id, src)
+		switch {
+		case reserved:
+		case key == self:
+			m.Pending = true
+		default:
+			pending, known := pendingFor(c.sums, r, parsed.applied, id, src)
+			if !known && !m.Restarted {
+				delete(byName, m.Key)
+				continue
+			}
+			m.Pending = pending
 		}
 		if hold := parsed.hold; hold != nil {
 			switch {
@@ -362,34 +377,39 @@ func (c *Controller) waveState(id catalog.SourceID, src *catalog.SourceState, no
 
 // pendingFor reports whether a reader's pods run other data of the source
 // than it holds now, such that a restart for it is due (as Decide would find,
-// leaving aside grace periods, which waves do not need).
-// applied is the workload's applied checksums, nil when they cannot be
-// trusted (none, unreadable, or recorded against another pod template).
-func pendingFor(sums catalog.Hasher, w *catalog.WorkloadState, applied map[string]string, id catalog.SourceID, src *catalog.SourceState) bool {
+// leaving aside grace periods, which waves do not need). known is false when
+// the cached state cannot tell: a large source that does not cover the keys
+// the reader reads. applied is the reader's applied checksums, nil when they
+// cannot be trusted (none, unreadable, or recorded against another pod
+// template).
+func pendingFor(sums catalog.Hasher, w *catalog.WorkloadState, applied map[string]string, id catalog.SourceID, src *catalog.SourceState) (pending, known bool) {
 	if applied == nil {
-		return false
+		return false, true
 	}
-	old, known := applied[id.String()]
-	if !known {
-		return false
+	old, ok := applied[id.String()]
+	if !ok {
+		return false, true
 	}
 	for _, ref := range w.References {
 		if ref.ID != id {
 			continue
 		}
-		if src.Matches(sums, old, ref.Keys) || sums.Rebaseline(old) || (old == absent && !ref.Optional) {
-			return false
+		if !src.Covers(ref.Keys) {
+			return false, false
 		}
-		return true
+		if src.Matches(sums, old, ref.Keys) || sums.Rebaseline(old) || (old == absent && !ref.Optional) {
+			return false, true
+		}
+		return true, true
 	}
-	return false
+	return false, true
 }
 
 // withOptOuts returns the workload as decisions should see it: for each
 // source whose changes it ignores (the source's ignore annotation, or the
 // workload's ignore-sources annotation), the current checksum as if its
 // pods had read it. The change is recorded, never restarted for.
-func (c *Controller) withOptOuts(w *catalog.WorkloadState) (*catalog.WorkloadState, []catalog.SourceID) {
+func (c *Controller) withOptOuts(w *catalog.WorkloadState, sources SourceLookup) (*catalog.WorkloadState, []catalog.SourceID) {
 	if !w.HasApplied {
 		return w, nil // first sight records every checksum anyway
 	}
@@ -399,7 +419,7 @@ func (c *Controller) withOptOuts(w *catalog.WorkloadState) (*catalog.WorkloadSta
 	}
 	var ignored []catalog.SourceID
 	for _, ref := range w.References {
-		src, ok := c.catalog.Source(ref.ID)
+		src, ok := sources.Source(ref.ID)
 		if !ok || !(src.Annotations[c.cfg.Annotations.Ignore] == "true" || w.Ignores(ref.ID)) {
 			continue
 		}
@@ -439,7 +459,7 @@ type gate struct {
 // no place for the workload yet, and adds to the plan the rollout record the
 // restart writes, with the removal of any hold. A plan without a restart only
 // loses a hold that has nothing left to hold.
-func (c *Controller) gatePlan(key catalog.WorkloadKey, w *catalog.WorkloadState, plan *Plan, now time.Time) gate {
+func (c *Controller) gatePlan(key catalog.WorkloadKey, w *catalog.WorkloadState, sources SourceLookup, plan *Plan, now time.Time) gate {
 	hold, err := pacing.ParseHold(w.Hold)
 	if err != nil {
 		c.log.Warn("unreadable hold annotation; removing it", "workload", key.String(), "error", err)
@@ -479,7 +499,7 @@ func (c *Controller) gatePlan(key catalog.WorkloadKey, w *catalog.WorkloadState,
 	self := key.String()
 	for _, ref := range w.References {
 		sid := ref.ID.String()
-		src, ok := c.catalog.Source(ref.ID)
+		src, ok := sources.Source(ref.ID) // with the keys it reads, if large
 		if !ok {
 			continue
 		}
@@ -494,7 +514,7 @@ func (c *Controller) gatePlan(key catalog.WorkloadKey, w *catalog.WorkloadState,
 				continue
 			}
 		}
-		_, state := c.waveState(ref.ID, src, now)
+		_, state := c.waveState(ref.ID, src, key, now)
 		place := slices.Index(state.Admit, self)
 		switch {
 		case !state.Paced || place >= 0:

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
@@ -410,16 +412,7 @@ func (w *Watcher) superviseHealth(ctx context.Context) {
 	if w.discoveryInterval > 0 && w.discoveryInterval < interval {
 		interval = w.discoveryInterval
 	}
-	ticker := time.NewTicker(interval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-		w.checkRecoveries(ctx)
-	}
+	wait.UntilWithContext(ctx, w.checkRecoveries, interval)
 }
 
 // checkRecoveries clears marks whose cause has gone:

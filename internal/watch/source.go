@@ -11,6 +11,8 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/restart-controller/restart-controller/internal/catalog"
 )
 
 // sourceInformer prefers protobuf: source data is the bulk of what the
@@ -19,7 +21,9 @@ import (
 // scheme knows, ConfigMaps and Secrets among them, are therefore fetched
 // through a typed REST client speaking protobuf; any other kind through the
 // dynamic client. Both are reduced to the same digests by the transform.
-func sourceInformer(rc *rest.Config, client dynamic.Interface, gvr schema.GroupVersionResource, kind, namespace string) (cache.SharedIndexInformer, error) {
+// ConfigMaps and Secrets decode straight into reduced SourceStates, without
+// decoding their data (catalog.SourceReducer.ProtobufSources).
+func sourceInformer(rc *rest.Config, client dynamic.Interface, gvr schema.GroupVersionResource, kind, namespace string, reduce catalog.SourceReducer) (cache.SharedIndexInformer, error) {
 	gvk := gvr.GroupVersion().WithKind(kind)
 	if rc == nil || !scheme.Scheme.Recognizes(gvk) {
 		return dynamicinformer.NewFilteredDynamicInformer(client, gvr, namespace, 0, cache.Indexers{}, nil).Informer(), nil
@@ -38,6 +42,9 @@ func sourceInformer(rc *rest.Config, client dynamic.Interface, gvr schema.GroupV
 	cfg.ContentType = runtime.ContentTypeProtobuf
 	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	cfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	if reducing, ok := reduce.ProtobufSources(gvk, cfg.NegotiatedSerializer); ok {
+		cfg.NegotiatedSerializer, example = reducing, &catalog.SourceState{}
+	}
 	restClient, err := rest.RESTClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("creating a protobuf client for %s: %w", gvr, err)

@@ -58,6 +58,9 @@ type Watcher struct {
 	mu      sync.Mutex
 	synced  []cache.InformerSynced
 	missing []config.WorkloadKind
+	// beforeWatching runs in Start once the configuration passed the checks
+	// against the cluster and before any informer starts.
+	beforeWatching func(context.Context) error
 	// started is set once WaitForSync succeeded: before the informers exist,
 	// an empty list of sync checks would otherwise read as "all synced".
 	started atomic.Bool
@@ -73,6 +76,12 @@ func New(cfg *config.Config, rc *rest.Config, client dynamic.Interface, disc dis
 		discoveryInterval: discoveryInterval,
 	}
 }
+
+// BeforeWatching sets what Start does once the configuration has passed its
+// checks against the cluster, before any informer starts (loading what the
+// informers' transforms need, without touching the cluster before a
+// configuration error could be reported). Call it before Start.
+func (w *Watcher) BeforeWatching(f func(context.Context) error) { w.beforeWatching = f }
 
 // Start starts the informers of every source kind and of every workload kind
 // the API server serves now; kinds not served yet are looked for by Run.
@@ -111,6 +120,11 @@ func (w *Watcher) Start(ctx context.Context) error {
 	}
 	if len(problems) > 0 {
 		return &ConfigError{Problems: problems}
+	}
+	if w.beforeWatching != nil {
+		if err := w.beforeWatching(ctx); err != nil {
+			return err
+		}
 	}
 
 	var targets []Target
@@ -264,9 +278,17 @@ func (w *Watcher) namespaces() []string {
 	return w.cfg.Namespaces
 }
 
+// sourceReducer is how the catalog reduces sources with these data fields,
+// keeping the fleet-safety annotations of sources (ignore, release).
+func (w *Watcher) sourceReducer(dataFields []string) catalog.SourceReducer {
+	r := w.catalog.SourceReducer(dataFields)
+	r.Keep = []string{w.cfg.Annotations.Ignore, w.cfg.Annotations.Release}
+	return r
+}
+
 func (w *Watcher) startSourceInformers(ctx context.Context, kind config.SourceKind, objectKind string) error {
 	for _, ns := range w.namespaces() {
-		informer, err := sourceInformer(w.rest, w.client, kind.GVR, objectKind, ns)
+		informer, err := sourceInformer(w.rest, w.client, kind.GVR, objectKind, ns, w.sourceReducer(kind.DataFields))
 		if err != nil {
 			return err
 		}
@@ -274,7 +296,7 @@ func (w *Watcher) startSourceInformers(ctx context.Context, kind config.SourceKi
 		// The store joins the catalog before the informer runs, so no key it
 		// yields can be looked up before its store is known.
 		w.catalog.AddSourceStore(kind.Name, informer.GetIndexer())
-		if err := w.start(ctx, informer, catalog.ReduceSource(kind.DataFields, w.cfg.Annotations.Ignore, w.cfg.Annotations.Release), handler, Target{RoleSource, kind.GVR, ns}); err != nil {
+		if err := w.start(ctx, informer, w.sourceReducer(kind.DataFields).Transform(), handler, Target{RoleSource, kind.GVR, ns}); err != nil {
 			return fmt.Errorf("watching %s: %w", kind.GVR, err)
 		}
 	}
