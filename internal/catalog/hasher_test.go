@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // testSums keys the checksums of these tests; any 32 bytes do.
@@ -112,4 +115,33 @@ func FuzzRecordedChecksum(f *testing.F) {
 		}
 		_ = testSums.Rebaseline(recorded)
 	})
+}
+
+// A change is named by the keyed digest of all the data: the same for every
+// reader and across metadata updates, different under another key, nothing
+// without one.
+func TestChangeIsKeyed(t *testing.T) {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "shop"}, Data: map[string]string{"a": "1", "b": "2"}}
+	relabelled := cm.DeepCopy()
+	relabelled.Labels = map[string]string{"x": "y"}
+	changed := cm.DeepCopy()
+	changed.Data["b"] = "3"
+	reduce := func(o *corev1.ConfigMap) *SourceState {
+		out, err := ReduceSource([]string{"data"})(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.(*SourceState)
+	}
+	c := reduce(cm).Change(testSums)
+	if len(c) != 16 || c != reduce(relabelled).Change(testSums) || c == reduce(changed).Change(testSums) {
+		t.Fatalf("change %q, relabelled %q, changed %q", c, reduce(relabelled).Change(testSums), reduce(changed).Change(testSums))
+	}
+	other := mustHasher(bytes.Repeat([]byte{8}, MinKeySize))
+	if reduce(cm).Change(other) == c || reduce(cm).Change(Hasher{}) != "" {
+		t.Fatal("the change ID must depend on the key, and be empty without one")
+	}
+	if v2, _ := reduce(cm).ChecksumOf(2, nil); strings.HasSuffix(v2, c) {
+		t.Fatal("the change ID is the unkeyed digest")
+	}
 }

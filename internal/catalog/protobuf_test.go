@@ -351,3 +351,25 @@ func FuzzProtobufSourceIsTheTypedReduction(f *testing.F) {
 		}
 	})
 }
+
+// The annotations a reducer keeps (fleet safety's ignore and release) come
+// through both ways of decoding alike, and no other.
+func TestKeptAnnotations(t *testing.T) {
+	r := bounded([]string{"data"})
+	r.Keep = []string{"example.com/ignore", "example.com/release"}
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "app", Namespace: "shop", ResourceVersion: "7", Annotations: map[string]string{
+			"example.com/ignore": "true", "example.com/release": "0123456789abcdef", "other": "x",
+			"kubectl.kubernetes.io/last-applied-configuration": "{...}",
+		}},
+		Data: map[string]string{"k": "v"},
+	}
+	want := map[string]string{"example.com/ignore": "true", "example.com/release": "0123456789abcdef"}
+	objects, _ := reducing(t, r, configMapGVK)
+	if got := decodeState(t, objects, encode(t, cm)); !reflect.DeepEqual(got.Annotations, want) {
+		t.Fatalf("protobuf: annotations %v, want %v", got.Annotations, want)
+	}
+	if got := reduceWith(t, r, cm); !reflect.DeepEqual(got.Annotations, want) {
+		t.Fatalf("typed: annotations %v, want %v", got.Annotations, want)
+	}
+}
