@@ -42,8 +42,14 @@ func TestSameProcessSettings(t *testing.T) {
 
 func TestPollFileSendsOnlyChanges(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "config.yaml")
+	// Written by renaming a complete file into place, as a mounted ConfigMap
+	// changes: a reader never sees it half written.
 	write := func(s string) {
-		if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
 			t.Fatal(err)
 		}
 	}

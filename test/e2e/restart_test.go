@@ -303,6 +303,7 @@ func TestDeletedAndRecreatedSource(t *testing.T) {
 	createDeployment(t, ns, "reader", podSpec(t, `volumes: [{name: v, configMap: {name: flaky, optional: true}}]`), workloadOptions{optIn: true})
 	flaky := sourceID("configmap", ns, "flaky")
 	waitRecorded(t, deploymentsGVR, ns, "reader", flaky)
+	waitDeploymentRestarts(t, ns, "reader", 0) // its first ReplicaSet exists: the snapshot counts it
 	before := getWorkload(t, deploymentsGVR, ns, "reader")
 	startedWith := currentChecksum(t, "configmap", ns, "flaky", nil)
 
