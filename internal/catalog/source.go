@@ -120,6 +120,28 @@ func (c *SourceState) SameData(other *SourceState) bool {
 	return true
 }
 
+// ChangedKeys returns, sorted, the keys whose value or field differ between
+// old and c (added and removed ones included); nil when either is a large
+// source, whose keys are not kept one by one.
+func (c *SourceState) ChangedKeys(old *SourceState) []string {
+	if c.Whole != nil || old.Whole != nil {
+		return nil
+	}
+	changed := []string{}
+	for k, d := range c.Digests {
+		if od, ok := old.Digests[k]; !ok || od != d || old.field(k) != c.field(k) {
+			changed = append(changed, k)
+		}
+	}
+	for k := range old.Digests {
+		if _, ok := c.Digests[k]; !ok {
+			changed = append(changed, k)
+		}
+	}
+	sort.Strings(changed)
+	return changed
+}
+
 // field returns the data field holding key.
 func (c *SourceState) field(key string) string {
 	if f, ok := c.Fields[key]; ok {

@@ -3,6 +3,7 @@ package catalog
 import (
 	"reflect"
 	"regexp"
+	"strings"
 	"testing"
 
 	"k8s.io/client-go/tools/cache"
@@ -385,5 +386,13 @@ func TestChecksumTellsDataFromBinaryData(t *testing.T) {
 	back := reduce(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app, namespace: shop, resourceVersion: '9'}\ndata: {k: AAEC, other: x}")
 	if !back.SameData(inData) || back.Checksum(testSums, nil) != inData.Checksum(testSums, nil) {
 		t.Error("moving the key back does not restore the data")
+	}
+}
+
+func TestChangedKeys(t *testing.T) {
+	before := reduce(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app, namespace: shop}\ndata: {a: '1', b: '1', gone: x}\nbinaryData: {bin: AAEC}")
+	after := reduce(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app, namespace: shop}\ndata: {a: '2', b: '1', new: y, bin: AAEC}")
+	if got := strings.Join(after.ChangedKeys(before), ","); got != "a,bin,gone,new" {
+		t.Fatalf("ChangedKeys = %q, want a,bin,gone,new (bin moved from binaryData to data)", got)
 	}
 }

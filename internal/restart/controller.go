@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -120,16 +121,19 @@ func New(cfg *config.Config, cat Catalog, client dynamic.Interface, exists Exist
 func (c *Controller) UseChecksums(sums catalog.Hasher) { c.sums = sums }
 
 // SourceChanged is called by the watcher when a source's data changed.
-func (c *Controller) SourceChanged(id catalog.SourceID) { c.sourceEvent(id, false) }
+// changedKeys are the keys whose data changed; nil when unknown.
+func (c *Controller) SourceChanged(id catalog.SourceID, changedKeys []string) {
+	c.sourceEvent(id, false, changedKeys)
+}
 
 // SourceCreated is called by the watcher when a source is created after start-up.
-func (c *Controller) SourceCreated(id catalog.SourceID) { c.sourceEvent(id, true) }
+func (c *Controller) SourceCreated(id catalog.SourceID) { c.sourceEvent(id, true, nil) }
 
 // sourceEvent opens or joins the source's grace period and schedules every
 // workload that reads it for when that ends.
-func (c *Controller) sourceEvent(id catalog.SourceID, created bool) {
+func (c *Controller) sourceEvent(id catalog.SourceID, created bool, changedKeys []string) {
 	now := c.now()
-	due, merged := c.windows.Observe(id, now, created)
+	due, merged := c.windows.Observe(id, now, created, changedKeys)
 	c.fleet.changed(id, now)
 	c.metrics.ChangesProcessed.Inc()
 	if merged {
@@ -427,7 +431,7 @@ func (c *Controller) report(w *catalog.WorkloadState, key catalog.WorkloadKey, p
 	c.metrics.Restarts.Inc()
 	changed := make([]string, len(plan.Changed))
 	for i, id := range plan.Changed {
-		changed[i] = describeRead(id, w.References)
+		changed[i] = c.describeRead(id, w.References)
 		if opened, ok := c.windows.Opened(id); ok {
 			c.metrics.ChangeToRestart.Observe(now.Sub(opened).Seconds())
 		}
@@ -440,12 +444,26 @@ func (c *Controller) report(w *catalog.WorkloadState, key catalog.WorkloadKey, p
 	}
 }
 
-// describeRead names a source and the keys the workload reads from it.
-func describeRead(id catalog.SourceID, refs []catalog.Reference) string {
+// describeRead names a changed source and the keys that changed among those
+// the workload reads, when the grace window of the change knows them; else
+// the keys the workload reads from it.
+func (c *Controller) describeRead(id catalog.SourceID, refs []catalog.Reference) string {
+	var read []string // nil: every key
 	for _, r := range refs {
-		if r.ID == id && r.Keys != nil {
-			return fmt.Sprintf("%s (keys %s)", id, strings.Join(r.Keys, ", "))
+		if r.ID == id {
+			read = r.Keys
 		}
+	}
+	if changed, known := c.windows.ChangedKeys(id); known {
+		if read != nil {
+			changed = slices.DeleteFunc(changed, func(k string) bool { return !slices.Contains(read, k) })
+		}
+		if len(changed) > 0 {
+			return fmt.Sprintf("%s (changed keys: %s)", id, strings.Join(changed, ", "))
+		}
+	}
+	if read != nil {
+		return fmt.Sprintf("%s (keys %s)", id, strings.Join(read, ", "))
 	}
 	return fmt.Sprintf("%s (all keys)", id)
 }

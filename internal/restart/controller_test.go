@@ -474,11 +474,11 @@ func TestReconcileGracePeriod(t *testing.T) {
 	}
 
 	h.setSource(dataV2)
-	h.c.SourceChanged(cmApp) // window until now+10s
+	h.c.SourceChanged(cmApp, nil) // window until now+10s
 	reconcile()
 	now = now.Add(4 * time.Second)
 	h.setSource(map[string]string{"a": "3"})
-	h.c.SourceChanged(cmApp) // merged: still due at +10s
+	h.c.SourceChanged(cmApp, nil) // merged: still due at +10s
 	reconcile()
 	if n := len(h.client.Actions()); n != 0 {
 		t.Fatalf("%d API actions inside the grace period", n)
@@ -666,7 +666,7 @@ func TestRunStopsTakingWorkAndFinishesWhatIsUnderWay(t *testing.T) {
 func TestSweepForgetsEndedWindowsWithoutRun(t *testing.T) {
 	h := newHarness(t, nil, nil, nil)
 	h.c.cfg.Settings.CheckPeriod = 10 * time.Millisecond
-	h.c.windows.Observe(cmApp, reconcileNow, false)
+	h.c.windows.Observe(cmApp, reconcileNow, false, nil)
 	h.c.now = func() time.Time { return reconcileNow.Add(time.Hour) }
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -853,7 +853,7 @@ func TestReconcileOrdersSourceUpdateBeforeTemplateChange(t *testing.T) {
 			if err := h.sources.Update(src); err != nil {
 				t.Fatal(err)
 			}
-			h.c.SourceChanged(cmApp) // the update's grace period is open
+			h.c.SourceChanged(cmApp, nil) // the update's grace period is open
 			if err := h.c.Reconcile(context.Background(), keyOf(deploymentsGVR, recorded)); err != nil {
 				t.Fatal(err)
 			}
@@ -959,5 +959,26 @@ func TestReconcileRestartNotRolled(t *testing.T) {
 				t.Errorf("patch body:\n got %s\nwant %s", got, want)
 			}
 		})
+	}
+}
+
+// The Restarted Event names the keys that changed among those the workload
+// reads, when the grace window of the change knows them.
+func TestRestartedEventNamesTheChangedKeys(t *testing.T) {
+	w := fromYAML(t, webDeployment)
+	h := newHarness(t, nil, nil, map[string]string{"a": "2", "b": "1"})
+	settled := settle(h, w, map[string]string{"a": "1", "b": "1"})
+	h.client = fake.NewSimpleDynamicClient(runtime.NewScheme(), settled.DeepCopy())
+	h.c.client = h.client
+	h.cache(settled)
+	rec := &fakeRecorder{}
+	h.c.events = rec
+	h.c.windows.Observe(cmApp, reconcileNow.Add(-time.Minute), false, []string{"a"}) // over: due
+	if err := h.c.Reconcile(context.Background(), keyOf(deploymentsGVR, w)); err != nil {
+		t.Fatal(err)
+	}
+	want := "Restarted to pick up changed data: configmap/shop/app (changed keys: a)"
+	if len(rec.events) != 1 || rec.events[0].note != want {
+		t.Fatalf("events %+v, want %q", rec.events, want)
 	}
 }

@@ -297,7 +297,7 @@ func TestBreakerHoldsThenRestartsOnce(t *testing.T) {
 	rec := &fakeRecorder{}
 	h.c.events = rec
 	key := keyOf(deploymentsGVR, u)
-	h.c.SourceChanged(cmApp) // the source just changed
+	h.c.SourceChanged(cmApp, nil) // the source just changed
 	h.c.now = func() time.Time { return reconcileNow.Add(10 * time.Second) }
 	if err := h.c.Reconcile(context.Background(), key); err != nil {
 		t.Fatal(err)
@@ -315,7 +315,7 @@ func TestBreakerHoldsThenRestartsOnce(t *testing.T) {
 	}
 	h.cache(got)
 	// Still changing: held.
-	h.c.SourceChanged(cmApp)
+	h.c.SourceChanged(cmApp, nil)
 	h.c.now = func() time.Time { return reconcileNow.Add(time.Minute) }
 	if err := h.c.Reconcile(context.Background(), key); err != nil {
 		t.Fatal(err)
@@ -397,7 +397,7 @@ func TestRideAlongWaitsForItsWave(t *testing.T) {
 	}
 	f.cache(solo)
 	// app changes now (its grace period opens); solo changed long ago.
-	f.c.SourceChanged(cmApp)
+	f.c.SourceChanged(cmApp, nil)
 	if err := f.sources.Update(sourceState(t, cmSolo, dataV2)); err != nil {
 		t.Fatal(err)
 	}

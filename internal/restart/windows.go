@@ -1,6 +1,7 @@
 package restart
 
 import (
+	"sort"
 	"sync"
 	"time"
 
@@ -22,26 +23,62 @@ type Windows struct {
 	// updated marks windows holding a change of data that existed before,
 	// which pods may have read; a window opened by a creation holds none.
 	updated map[catalog.SourceID]bool
+	// keys holds, per window, the keys its changes touched; a window with an
+	// entry of nil saw a change whose keys are unknown (a creation, a large
+	// source). Only for telling the workload's owners which keys changed.
+	keys map[catalog.SourceID]map[string]bool
 }
 
 // NewWindows returns a tracker for the given grace period.
 func NewWindows(grace time.Duration) *Windows {
-	return &Windows{grace: grace, start: map[catalog.SourceID]time.Time{}, updated: map[catalog.SourceID]bool{}}
+	return &Windows{grace: grace, start: map[catalog.SourceID]time.Time{}, updated: map[catalog.SourceID]bool{},
+		keys: map[catalog.SourceID]map[string]bool{}}
 }
 
 // Observe records a change of the source seen at now (a data update, or a
-// creation when created is true) and returns when its window ends and
-// whether the change was merged into an open window.
-func (w *Windows) Observe(id catalog.SourceID, now time.Time, created bool) (due time.Time, merged bool) {
+// creation when created is true) that touched keys (nil: unknown), and
+// returns when its window ends and whether the change was merged into an
+// open window.
+func (w *Windows) Observe(id catalog.SourceID, now time.Time, created bool, keys []string) (due time.Time, merged bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if start, open := w.start[id]; open && now.Before(start.Add(w.grace)) {
 		w.updated[id] = w.updated[id] || !created
+		w.addKeys(id, created, keys)
 		return start.Add(w.grace), true
 	}
 	w.start[id] = now
 	w.updated[id] = !created
+	w.keys[id] = map[string]bool{}
+	w.addKeys(id, created, keys)
 	return now.Add(w.grace), false
+}
+
+func (w *Windows) addKeys(id catalog.SourceID, created bool, keys []string) {
+	if created || keys == nil || w.keys[id] == nil {
+		w.keys[id] = nil
+		return
+	}
+	for _, k := range keys {
+		w.keys[id][k] = true
+	}
+}
+
+// ChangedKeys returns the keys the changes in the source's latest window
+// touched, sorted; known is false when some change's keys are unknown or no
+// window is kept (the controller restarted since).
+func (w *Windows) ChangedKeys(id catalog.SourceID) (keys []string, known bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	set, ok := w.keys[id]
+	if !ok || set == nil {
+		return nil, false
+	}
+	for k := range set {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys, true
 }
 
 // Updating reports whether the source's open window holds an update of data
@@ -84,6 +121,7 @@ func (w *Windows) Sweep(now time.Time) (open int) {
 		if !now.Before(end.Add(w.grace + time.Minute)) {
 			delete(w.start, id)
 			delete(w.updated, id)
+			delete(w.keys, id)
 			continue
 		}
 		if now.Before(end) {

@@ -1,6 +1,7 @@
 package restart
 
 import (
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -26,13 +27,13 @@ func TestWindowsObserve(t *testing.T) {
 	}
 	w := NewWindows(grace)
 	for _, s := range steps {
-		due, merged := w.Observe(cmApp, t0.Add(s.at), false)
+		due, merged := w.Observe(cmApp, t0.Add(s.at), false, nil)
 		if !due.Equal(t0.Add(s.wantDue)) || merged != s.wantMerged {
 			t.Errorf("%s: Observe = %v, %v; want %v, %v", s.name, due.Sub(t0), merged, s.wantDue, s.wantMerged)
 		}
 	}
 	// Other sources have their own windows.
-	if due, merged := w.Observe(secDB, t0.Add(time.Hour+5*time.Second), false); merged || !due.Equal(t0.Add(time.Hour+15*time.Second)) {
+	if due, merged := w.Observe(secDB, t0.Add(time.Hour+5*time.Second), false, nil); merged || !due.Equal(t0.Add(time.Hour+15*time.Second)) {
 		t.Errorf("second source: %v, %v", due.Sub(t0), merged)
 	}
 	if opened, ok := w.Opened(cmApp); !ok || !opened.Equal(t0.Add(time.Hour)) {
@@ -46,7 +47,7 @@ func TestWindowsObserve(t *testing.T) {
 func TestWindowsDue(t *testing.T) {
 	t0 := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	w := NewWindows(10 * time.Second)
-	w.Observe(cmApp, t0, false)
+	w.Observe(cmApp, t0, false, nil)
 	cases := []struct {
 		name    string
 		id      catalog.SourceID
@@ -69,11 +70,11 @@ func TestWindowsDue(t *testing.T) {
 
 	// No grace period: nothing ever waits.
 	zero := NewWindows(0)
-	zero.Observe(cmApp, t0, false)
+	zero.Observe(cmApp, t0, false, nil)
 	if _, ok := zero.Due(cmApp, t0); ok {
 		t.Error("a zero grace period left a window open")
 	}
-	if _, merged := zero.Observe(cmApp, t0, false); merged {
+	if _, merged := zero.Observe(cmApp, t0, false, nil); merged {
 		t.Error("a zero grace period merged a change")
 	}
 }
@@ -88,10 +89,10 @@ func TestWindowsSweep(t *testing.T) {
 	old := catalog.SourceID{Kind: "configmap", Namespace: "shop", Name: "old"}
 
 	now := t0.Add(2 * time.Minute)
-	w.Observe(open1, now.Add(-time.Second), false)
-	w.Observe(open2, now, false)
-	w.Observe(ended, now.Add(-grace), false)                 // ended exactly now
-	w.Observe(old, now.Add(-(2*grace + time.Minute)), false) // ended one grace period and a minute ago
+	w.Observe(open1, now.Add(-time.Second), false, nil)
+	w.Observe(open2, now, false, nil)
+	w.Observe(ended, now.Add(-grace), false, nil)                 // ended exactly now
+	w.Observe(old, now.Add(-(2*grace + time.Minute)), false, nil) // ended one grace period and a minute ago
 
 	if got := w.Sweep(now); got != 2 {
 		t.Errorf("Sweep = %d open, want 2", got)
@@ -104,7 +105,7 @@ func TestWindowsSweep(t *testing.T) {
 		t.Error("an old window was kept")
 	}
 	// Once forgotten, a change opens a fresh window.
-	if _, merged := w.Observe(old, now, false); merged {
+	if _, merged := w.Observe(old, now, false, nil); merged {
 		t.Error("change merged into a forgotten window")
 	}
 	if got := w.Sweep(now.Add(grace)); got != 0 {
@@ -130,7 +131,7 @@ func TestWindowsConcurrent(t *testing.T) {
 			defer wg.Done()
 			for j := 0; j < 200; j++ {
 				now := t0.Add(time.Duration(j) * 10 * time.Millisecond)
-				w.Observe(cmApp, now, false)
+				w.Observe(cmApp, now, false, nil)
 				w.Due(cmApp, now)
 				w.Opened(cmApp)
 				w.Sweep(now)
@@ -145,19 +146,46 @@ func TestWindowsConcurrent(t *testing.T) {
 func TestWindowsUpdating(t *testing.T) {
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	w := NewWindows(10 * time.Second)
-	w.Observe(cmApp, t0, true)
+	w.Observe(cmApp, t0, true, nil)
 	if w.Updating(cmApp, t0.Add(time.Second)) {
 		t.Fatal("a creation alone counts as an update")
 	}
-	w.Observe(cmApp, t0.Add(2*time.Second), false)
+	w.Observe(cmApp, t0.Add(2*time.Second), false, nil)
 	if !w.Updating(cmApp, t0.Add(3*time.Second)) {
 		t.Fatal("an update merged into a creation's window is not reported")
 	}
 	if w.Updating(cmApp, t0.Add(10*time.Second)) {
 		t.Fatal("an ended window still reports an update")
 	}
-	w.Observe(cmApp, t0.Add(11*time.Second), true)
+	w.Observe(cmApp, t0.Add(11*time.Second), true, nil)
 	if w.Updating(cmApp, t0.Add(12*time.Second)) {
 		t.Fatal("a new window opened by a creation inherits the old window's update")
+	}
+}
+
+// The keys a window's changes touched are merged for the Restarted Event;
+// one change of unknown keys, or a creation, makes them unknown.
+func TestWindowsChangedKeys(t *testing.T) {
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	w := NewWindows(10 * time.Second)
+	if _, known := w.ChangedKeys(cmApp); known {
+		t.Fatal("keys known without a window")
+	}
+	w.Observe(cmApp, t0, false, []string{"b"})
+	w.Observe(cmApp, t0.Add(time.Second), false, []string{"a", "b"})
+	if keys, known := w.ChangedKeys(cmApp); !known || strings.Join(keys, ",") != "a,b" {
+		t.Fatalf("keys %v %v, want a,b", keys, known)
+	}
+	w.Observe(cmApp, t0.Add(2*time.Second), false, nil)
+	if _, known := w.ChangedKeys(cmApp); known {
+		t.Fatal("a change of unknown keys left the keys known")
+	}
+	w.Observe(cmApp, t0.Add(time.Minute), false, []string{"c"}) // a new window
+	if keys, known := w.ChangedKeys(cmApp); !known || strings.Join(keys, ",") != "c" {
+		t.Fatalf("keys %v %v in a new window, want c", keys, known)
+	}
+	w.Observe(secDB, t0, true, []string{"x"})
+	if _, known := w.ChangedKeys(secDB); known {
+		t.Fatal("a creation's keys counted as changed keys")
 	}
 }

@@ -125,7 +125,7 @@ type syncRecorder struct {
 	workloads []catalog.WorkloadKey
 }
 
-func (r *syncRecorder) SourceChanged(id catalog.SourceID) {
+func (r *syncRecorder) SourceChanged(id catalog.SourceID, _ []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.changed = append(r.changed, id)

@@ -19,7 +19,7 @@ type recorder struct {
 
 func (r *recorder) SourceAnnotated(id catalog.SourceID) { r.annotated = append(r.annotated, id) }
 
-func (r *recorder) SourceChanged(id catalog.SourceID)       { r.sources = append(r.sources, id) }
+func (r *recorder) SourceChanged(id catalog.SourceID, _ []string) { r.sources = append(r.sources, id) }
 func (r *recorder) SourceCreated(id catalog.SourceID)       { r.sources = append(r.sources, id) }
 func (r *recorder) WorkloadChanged(key catalog.WorkloadKey) { r.workloads = append(r.workloads, key) }
 

@@ -30,7 +30,9 @@ import (
 // Handler receives keys computed from events.
 type Handler interface {
 	// SourceChanged reports a data change of an existing config.
-	SourceChanged(id catalog.SourceID)
+	// SourceChanged reports a data change of an existing source, and the
+	// keys it touched (nil when unknown, e.g. for a large source).
+	SourceChanged(id catalog.SourceID, changedKeys []string)
 	// SourceCreated reports a source created after start-up.
 	SourceCreated(id catalog.SourceID)
 	// WorkloadChanged reports a workload that appeared or changed in a way decisions see.
@@ -370,7 +372,7 @@ func (h sourceHandler) OnUpdate(oldObj, newObj interface{}) {
 	id := catalog.SourceID{Kind: h.kind, Namespace: newState.Namespace, Name: newState.Name}
 	switch {
 	case !oldState.SameData(newState):
-		h.handler.SourceChanged(id)
+		h.handler.SourceChanged(id, newState.ChangedKeys(oldState))
 	case !maps.Equal(oldState.Annotations, newState.Annotations):
 		h.handler.SourceAnnotated(id)
 	}

@@ -53,7 +53,7 @@ containers: [{name: app, image: example/app:1, env: [{name: LEVEL, valueFrom: {c
 
 	setConfigMapKey(t, ns, "app", "level", "debug-secret-value")
 	waitDeploymentRestarts(t, ns, "web", 1)
-	waitEventNote(t, ns, "web", "Restarted", "Restarted to pick up changed data: configmap/"+ns+"/app (keys level)")
+	waitEventNote(t, ns, "web", "Restarted", "Restarted to pick up changed data: configmap/"+ns+"/app (changed keys: level)")
 	for _, e := range eventsFor(t, ns, "web") {
 		if strings.Contains(e, "debug-secret-value") {
 			t.Fatalf("an Event shows source data: %q", e)
@@ -87,7 +87,7 @@ func TestDryRunPatchesNothing(t *testing.T) {
 	}
 	waitEventNote(t, ns, "web", "WouldRecordChecksums", "Would record the checksums")
 	setConfigMapKey(t, ns, "app", "k", "2")
-	waitEventNote(t, ns, "web", "WouldRestart", "Would restart to pick up changed data: configmap/"+ns+"/app (all keys)")
+	waitEventNote(t, ns, "web", "WouldRestart", "Would restart to pick up changed data: configmap/"+ns+"/app (changed keys: k)")
 
 	got, err := env.kube.AppsV1().Deployments(ns).Get(ctxFor(t), "web", metav1.GetOptions{})
 	if err != nil {
