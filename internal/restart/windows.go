@@ -23,9 +23,9 @@ type Windows struct {
 	// updated marks windows holding a change of data that existed before,
 	// which pods may have read; a window opened by a creation holds none.
 	updated map[catalog.SourceID]bool
-	// keys holds, per window, the keys its changes touched; a window with an
-	// entry of nil saw a change whose keys are unknown (a creation, a large
-	// source). Only for telling the workload's owners which keys changed.
+	// keys holds, per window, the keys its updates touched; a window with an
+	// entry of nil saw an update whose keys are unknown (a large source).
+	// Only for telling the workload's owners which keys changed.
 	keys map[catalog.SourceID]map[string]bool
 }
 
@@ -54,8 +54,14 @@ func (w *Windows) Observe(id catalog.SourceID, now time.Time, created bool, keys
 	return now.Add(w.grace), false
 }
 
+// addKeys merges a change's keys into the window's. A creation touches no
+// key that pods read before (a creation merged with later updates leaves
+// their keys known); an update of unknown keys makes the window's unknown.
 func (w *Windows) addKeys(id catalog.SourceID, created bool, keys []string) {
-	if created || keys == nil || w.keys[id] == nil {
+	if created {
+		return
+	}
+	if keys == nil || w.keys[id] == nil {
 		w.keys[id] = nil
 		return
 	}

@@ -164,7 +164,7 @@ func TestWindowsUpdating(t *testing.T) {
 }
 
 // The keys a window's changes touched are merged for the Restarted Event;
-// one change of unknown keys, or a creation, makes them unknown.
+// an update of unknown keys makes them unknown; a creation adds none.
 func TestWindowsChangedKeys(t *testing.T) {
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	w := NewWindows(10 * time.Second)
@@ -185,7 +185,11 @@ func TestWindowsChangedKeys(t *testing.T) {
 		t.Fatalf("keys %v %v in a new window, want c", keys, known)
 	}
 	w.Observe(secDB, t0, true, []string{"x"})
-	if _, known := w.ChangedKeys(secDB); known {
-		t.Fatal("a creation's keys counted as changed keys")
+	if keys, _ := w.ChangedKeys(secDB); len(keys) != 0 {
+		t.Fatalf("a creation's keys %v counted as changed keys", keys)
+	}
+	w.Observe(secDB, t0.Add(time.Second), false, []string{"y"}) // an update merged into the creation's window
+	if keys, known := w.ChangedKeys(secDB); !known || strings.Join(keys, ",") != "y" {
+		t.Fatalf("keys %v %v, want the update's y", keys, known)
 	}
 }

@@ -20,8 +20,8 @@ type recorder struct {
 func (r *recorder) SourceAnnotated(id catalog.SourceID) { r.annotated = append(r.annotated, id) }
 
 func (r *recorder) SourceChanged(id catalog.SourceID, _ []string) { r.sources = append(r.sources, id) }
-func (r *recorder) SourceCreated(id catalog.SourceID)       { r.sources = append(r.sources, id) }
-func (r *recorder) WorkloadChanged(key catalog.WorkloadKey) { r.workloads = append(r.workloads, key) }
+func (r *recorder) SourceCreated(id catalog.SourceID)             { r.sources = append(r.sources, id) }
+func (r *recorder) WorkloadChanged(key catalog.WorkloadKey)       { r.workloads = append(r.workloads, key) }
 
 func sourceState(rv string, digests map[string]byte) *catalog.SourceState {
 	s := &catalog.SourceState{Digests: map[string]catalog.Digest{}}
