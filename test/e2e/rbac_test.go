@@ -26,7 +26,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/restart-controller/restart-controller/internal/promtext"
-	"github.com/restart-controller/restart-controller/internal/testcluster"
 )
 
 // These tests run the controller as the ServiceAccount of manifests/, with a
@@ -157,66 +156,6 @@ current-context: e2e
 		t.Fatal(err)
 	}
 	return path, rc
-}
-
-// controllerRun is how a test of this file runs the controller.
-type controllerRun struct {
-	name       string
-	kubeconfig string
-	configFile string
-	env        []string // KEY=value, on top of this process' environment
-	args       []string
-}
-
-// startControllerAs is the suite's startController with another identity
-// (kubeconfig) and environment (POD_NAME, POD_NAMESPACE): it waits until
-// /readyz answers 200.
-func (s *suite) startControllerAs(ctx context.Context, r controllerRun) (*controllerProcess, error) {
-	ports, err := testcluster.FreePorts(1)
-	if err != nil {
-		return nil, err
-	}
-	p := &controllerProcess{
-		logPath: filepath.Join(s.workDir, "controller-"+r.name+".log"),
-		metrics: fmt.Sprintf("127.0.0.1:%d", ports[0]),
-		done:    make(chan struct{}),
-	}
-	logFile, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	args := append([]string{"--kubeconfig", r.kubeconfig, "--config", r.configFile, "--metrics-address", p.metrics, "--verbose"}, r.args...)
-	p.cmd = exec.Command(s.binary, args...)
-	p.cmd.Env = append(os.Environ(), r.env...)
-	p.cmd.Stdout = logFile
-	p.cmd.Stderr = logFile
-	if err := p.cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("starting controller: %w", err)
-	}
-	go func() {
-		_ = p.cmd.Wait()
-		logFile.Close()
-		close(p.done)
-	}()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if err := p.ready(); err == nil {
-			return p, nil
-		}
-		select {
-		case <-p.done:
-			return nil, fmt.Errorf("controller exited during start-up:\n%s", p.LogTail(40))
-		case <-ctx.Done():
-			p.Kill()
-			return nil, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			p.Kill()
-			return nil, fmt.Errorf("controller not ready within 60s (a degraded kind must not hold up the others):\n%s", p.LogTail(40))
-		}
-	}
 }
 
 // readyz returns /readyz's status code and body.
