@@ -138,36 +138,24 @@ func lookup[T any](stores []cache.Indexer, key string) (T, bool) {
 }
 
 // WorkloadsReading returns the keys of every cached workload whose pod
-// template references the config.
+// template references the source.
 func (c *Catalog) WorkloadsReading(id SourceID) []WorkloadKey {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	var keys []WorkloadKey
-	for resource, stores := range c.workloads {
-		for _, store := range stores {
-			objs, err := store.ByIndex(BySourceIndex, id.String())
-			if err != nil {
-				continue
-			}
-			for _, obj := range objs {
-				if w, ok := obj.(*WorkloadState); ok {
-					keys = append(keys, WorkloadKey{Resource: resource, Namespace: w.Namespace, Name: w.Name})
-				}
-			}
-		}
-	}
-	return keys
+	return c.workloadsIndexed(BySourceIndex, id.String())
 }
 
 // InFlight returns the keys of the workloads whose last restart's rollout has
 // no result yet.
-func (c *Catalog) InFlight() []WorkloadKey {
+func (c *Catalog) InFlight() []WorkloadKey { return c.workloadsIndexed(InFlightIndex, inFlight) }
+
+// workloadsIndexed returns the keys of every cached workload that the named
+// index files under value.
+func (c *Catalog) workloadsIndexed(index, value string) []WorkloadKey {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	var keys []WorkloadKey
 	for resource, stores := range c.workloads {
 		for _, store := range stores {
-			objs, err := store.ByIndex(InFlightIndex, inFlight)
+			objs, err := store.ByIndex(index, value)
 			if err != nil {
 				continue
 			}

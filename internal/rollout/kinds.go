@@ -40,10 +40,7 @@ func deployment(o object) Status {
 // partition must have its share updated, and without one the current
 // revision must have become the update revision.
 func statefulSet(o object) Status {
-	if t, _ := o.str("spec", "updateStrategy", "type"); t == "OnDelete" {
-		return Status{Phase: NotRolling, Reason: "OnDelete", Message: "the OnDelete update strategy replaces pods only when they are deleted"}
-	}
-	if s, ok := generationNotObserved(o); ok {
+	if s, ok := onDeleteOrNotObserved(o); ok {
 		return s
 	}
 	want := o.intOr(1, "spec", "replicas")
@@ -73,10 +70,7 @@ func statefulSet(o object) Status {
 // itself; otherwise, once the latest generation is observed, every node that
 // should run a pod runs an updated one, and every one is available.
 func daemonSet(o object) Status {
-	if t, _ := o.str("spec", "updateStrategy", "type"); t == "OnDelete" {
-		return Status{Phase: NotRolling, Reason: "OnDelete", Message: "the OnDelete update strategy replaces pods only when they are deleted"}
-	}
-	if s, ok := generationNotObserved(o); ok {
+	if s, ok := onDeleteOrNotObserved(o); ok {
 		return s
 	}
 	desired := o.intOr(0, "status", "desiredNumberScheduled")
@@ -322,4 +316,14 @@ func (o object) condition(typ string) (condition, bool) {
 		}
 	}
 	return condition{}, false
+}
+
+// onDeleteOrNotObserved is what StatefulSets and DaemonSets share before
+// their own rules: OnDelete rolls nothing by itself, and a generation not
+// observed yet is still progressing.
+func onDeleteOrNotObserved(o object) (Status, bool) {
+	if t, _ := o.str("spec", "updateStrategy", "type"); t == "OnDelete" {
+		return Status{Phase: NotRolling, Reason: "OnDelete", Message: "the OnDelete update strategy replaces pods only when they are deleted"}, true
+	}
+	return generationNotObserved(o)
 }
