@@ -277,7 +277,7 @@ func TestWaveHaltsWhenRestartedPodsNeverBecomeReady(t *testing.T) {
 	keys := safetyKeysFor("waves")
 	f := newSafetyFleet(t, ns, keys, node, n)
 	ctx := ctxFor(t)
-	p, err := env.startController(ctx, "waves", safetyConfig(t, "waves", ns, keys, "10s", nil),
+	p, err := env.startController(ctx, "waves", safetyConfig(t, "waves", ns, keys, "30s", nil),
 		"--restart-grace-period", "1s", "--restart-check-period", "100")
 	if err != nil {
 		t.Fatal(err)
@@ -536,7 +536,7 @@ func TestWaveHoldSurvivesKillAndFailover(t *testing.T) {
 	node := startFakeNode(t, "kwok-"+ns)
 	keys := safetyKeysFor("failsafe")
 	f := newSafetyFleet(t, ns, keys, node, n)
-	configFile := safetyConfig(t, "failsafe", ns, keys, "10s", func(cfg map[string]interface{}) {
+	configFile := safetyConfig(t, "failsafe", ns, keys, "30s", func(cfg map[string]interface{}) {
 		cfg["leaderElection"] = map[string]interface{}{
 			"enabled": true, "namespace": ns, "leaseName": "restart-controller",
 			"leaseDuration": "4s", "renewDeadline": "3s", "retryPeriod": "500ms",
