@@ -89,7 +89,9 @@ stop_controller() {
   rm -f "$CONTROLLER_PID"
 }
 
-generation() { k get deployment web -n "$NS" -o jsonpath='{.metadata.generation}'; }
+# Restarts are counted as pod-template changes (ReplicaSets), never as
+# generations: a Deployment's generation also rises on annotation-only writes.
+replicasets() { k get replicasets -n "$NS" -l app=web -o name | wc -l | tr -d ' '; }
 pod_names() { k get pods -n "$NS" -l app=web -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}' | sort; }
 restart_lines() { grep -c 'restarted.*deployments\.apps/demo/web\|deployments\.apps/demo/web.*restarted' "$CONTROLLER_LOG" || true; }
 applied_checksums() {
@@ -165,9 +167,9 @@ k rollout status deployment/web -n "$NS" --timeout=180s | indent || fail "deploy
 wait_until 60 "the controller to record web's applied checksums" has_applied_checksums
 ok "the controller recorded the checksums of the data web's pods started with:"
 say "com.xing.deployment-restart.applied-config-checksums: $(applied_checksums)"
-gen0=$(generation)
+rs0=$(replicasets)
 pods0=$(pod_names)
-say "generation $gen0; pods: $(echo "$pods0" | tr '\n' ' ')"
+say "ReplicaSets: $rs0; pods: $(echo "$pods0" | tr '\n' ' ')"
 
 # ---- (e) a change nobody reads ---------------------------------------------
 
@@ -176,10 +178,10 @@ k patch configmap greeting -n "$NS" --type merge -p "{\"data\":{\"unused\":\"cha
 wait_s=$((grace + 5))
 say "waiting ${wait_s}s (grace period + 5s)..."
 sleep "$wait_s"
-gen1=$(generation)
-[ "$gen1" = "$gen0" ] || fail "web was restarted (generation $gen0 -> $gen1) although it does not read 'unused'"
+rs1=$(replicasets)
+[ "$rs1" = "$rs0" ] || fail "web was restarted (ReplicaSets $rs0 -> $rs1) although it does not read 'unused'"
 [ "$(restart_lines)" = 0 ] || fail "the controller logged a restart of web"
-ok "nothing restarted: web's generation is still $gen1"
+ok "nothing restarted: web still has $rs1 ReplicaSet(s)"
 
 # ---- (f) a change web reads ------------------------------------------------
 
@@ -190,10 +192,11 @@ wait_until $((grace + 60)) "the controller to restart web" restarted
 ok "the controller restarted web after the grace period:"
 grep 'restarted.*deployments\.apps/demo/web\|deployments\.apps/demo/web.*restarted' "$CONTROLLER_LOG" | indent
 k rollout status deployment/web -n "$NS" --timeout=180s | indent || fail "deployment web did not roll out"
-gen2=$(generation)
+rs2=$(replicasets)
+[ "$rs2" = "$((rs0 + 1))" ] || fail "web has $rs2 ReplicaSets, want $((rs0 + 1)): one restart"
 old_pods_gone() { [ -z "$(comm -12 <(echo "$pods0") <(pod_names))" ]; }
 wait_until 60 "the old pods to go away" old_pods_gone
-ok "rolled out: generation $gen0 -> $gen2, a new ReplicaSet, every pod replaced"
+ok "rolled out: one new ReplicaSet ($rs0 -> $rs2), every pod replaced"
 k get replicasets -n "$NS" -o wide | indent
 k get pods -n "$NS" -o wide | indent
 say "new checksums: $(applied_checksums)"
