@@ -249,6 +249,12 @@ func (f *fixture) waitForSync(t *testing.T) {
 
 // watched returns restart_controller_workload_kind_watched by resource label.
 func (f *fixture) watched(t *testing.T) map[string]float64 {
+	return f.gauges(t, "restart_controller_workload_kind_watched", "resource")
+}
+
+// gauges returns a gauge's series, each keyed by the values of the given
+// labels joined by "|". A series never set is absent, not 0.
+func (f *fixture) gauges(t *testing.T, name string, labels ...string) map[string]float64 {
 	t.Helper()
 	families, err := f.m.Registry.Gather()
 	if err != nil {
@@ -256,15 +262,19 @@ func (f *fixture) watched(t *testing.T) map[string]float64 {
 	}
 	out := map[string]float64{}
 	for _, family := range families {
-		if family.GetName() != "restart_controller_workload_kind_watched" {
+		if family.GetName() != name {
 			continue
 		}
 		for _, metric := range family.GetMetric() {
-			for _, label := range metric.GetLabel() {
-				if label.GetName() == "resource" {
-					out[label.GetValue()] = metric.GetGauge().GetValue()
-				}
+			values := map[string]string{}
+			for _, l := range metric.GetLabel() {
+				values[l.GetName()] = l.GetValue()
 			}
+			key := make([]string, len(labels))
+			for i, l := range labels {
+				key[i] = values[l]
+			}
+			out[strings.Join(key, "|")] = metric.GetGauge().GetValue()
 		}
 	}
 	return out

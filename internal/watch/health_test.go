@@ -73,25 +73,7 @@ func (c *changes) list() []HealthChange {
 // degradedGauges returns restart_controller_kind_degraded as
 // "resource|namespace|reason" -> value.
 func (f *fixture) degradedGauges(t *testing.T) map[string]float64 {
-	t.Helper()
-	families, err := f.m.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]float64{}
-	for _, family := range families {
-		if family.GetName() != "restart_controller_kind_degraded" {
-			continue
-		}
-		for _, metric := range family.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range metric.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			out[labels["resource"]+"|"+labels["namespace"]+"|"+labels["reason"]] = metric.GetGauge().GetValue()
-		}
-	}
-	return out
+	return f.gauges(t, "restart_controller_kind_degraded", "resource", "namespace", "reason")
 }
 
 // forbidList makes the fake API server refuse to list the resource while
