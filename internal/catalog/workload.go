@@ -42,6 +42,10 @@ type Reference struct {
 	// Optional only when every place that names the source marks it optional: a
 	// single required use keeps the pods from starting without it.
 	Optional bool
+	// SourceAnnotation, when set, is the source annotation that must be
+	// "true" for a change of the source to restart the workload (an opt-in's
+	// sourceAnnotation); changes of a source without it are recorded only.
+	SourceAnnotation string `json:"sourceAnnotation,omitempty"`
 }
 
 // WorkloadState is what the cache keeps of a workload: the annotations that
@@ -131,7 +135,7 @@ func (w *WorkloadState) SameDecisionInputs(other *WorkloadState) bool {
 	}
 	for i := range w.References {
 		a, b := w.References[i], other.References[i]
-		if a.ID != b.ID || a.Optional != b.Optional || (a.Keys == nil) != (b.Keys == nil) || len(a.Keys) != len(b.Keys) {
+		if a.ID != b.ID || a.Optional != b.Optional || a.SourceAnnotation != b.SourceAnnotation || (a.Keys == nil) != (b.Keys == nil) || len(a.Keys) != len(b.Keys) {
 			return false
 		}
 		for j := range a.Keys {
@@ -167,7 +171,6 @@ func reduceWorkload(u *unstructured.Unstructured, kind config.WorkloadKind, cfg 
 			ResourceVersion: u.GetResourceVersion(),
 			Generation:      u.GetGeneration(),
 		},
-		OptedIn:             annotations[cfg.Annotations.OptIn] == "enabled",
 		Applied:             applied,
 		HasApplied:          hasApplied,
 		AppliedTemplateHash: annotations[cfg.Annotations.AppliedTemplateHash],
@@ -185,6 +188,9 @@ func reduceWorkload(u *unstructured.Unstructured, kind config.WorkloadKind, cfg 
 			break
 		}
 	}
+	coverage := cfg.Coverage(annotations)
+	listed, listOptsIn := cfg.ListedSources(annotations, coverage.OptedIn)
+	state.OptedIn = coverage.OptedIn || listOptsIn
 	template, ok := kind.PodTemplatePath.Object(u.Object)
 	if !ok {
 		state.Problem = fmt.Sprintf("no pod template at %s", kind.PodTemplatePath)
@@ -196,12 +202,43 @@ func reduceWorkload(u *unstructured.Unstructured, kind config.WorkloadKind, cfg 
 		state.Problem = fmt.Sprintf("no pod spec at %s.spec", kind.PodTemplatePath)
 		return state
 	}
-	var found []refs.Ref
-	for _, extractor := range cfg.Extractors {
-		found = extractor.Extract(podSpec, found)
-	}
-	state.References = mergeReferences(u.GetNamespace(), found)
+	state.References = workloadReferences(u.GetNamespace(), podSpec, cfg.Extractors, coverage, listed, listOptsIn)
 	return state
+}
+
+// workloadReferences finds what a workload reads: the references of its pod
+// spec that its opt-ins cover, and the sources its source-list annotations
+// name.
+func workloadReferences(namespace string, podSpec map[string]interface{}, extractors []*refs.Extractor,
+	coverage config.Coverage, listed []config.ListedSource, listOptsIn bool) []Reference {
+	var extracted []refs.Ref
+	for _, extractor := range extractors {
+		extracted = extractor.Extract(podSpec, extracted)
+	}
+	var found []placedRef
+	for _, r := range extracted {
+		need, covered := coverage.Covers(r.Kind)
+		// Opted in by a source list alone, it reads only what is listed.
+		if covered && !(listOptsIn && !coverage.OptedIn) {
+			found = append(found, placedRef{Ref: r, namespace: namespace, sourceAnnotation: need})
+		}
+	}
+	for _, l := range listed {
+		ns := l.Namespace
+		if ns == "" {
+			ns = namespace
+		}
+		found = append(found, placedRef{Ref: refs.Ref{Kind: l.Kind, Name: l.Name, Optional: true}, namespace: ns})
+	}
+	return mergeReferences(found)
+}
+
+// placedRef is a reference with the namespace of its source and the source
+// annotation its changes need to restart ("" for none).
+type placedRef struct {
+	refs.Ref
+	namespace        string
+	sourceAnnotation string
 }
 
 // splitList splits a comma-separated annotation value, dropping blanks; nil
@@ -216,21 +253,31 @@ func splitList(value string) []string {
 	return out
 }
 
-func mergeReferences(namespace string, found []refs.Ref) []Reference {
+// mergeReferences merges the references to each source: the keys of all,
+// the whole object when one reads it whole, optional when all are, and a
+// source annotation needed only when every reference needs it.
+func mergeReferences(found []placedRef) []Reference {
 	type merged struct {
-		keys     map[string]struct{}
-		whole    bool
-		optional bool
+		keys       map[string]struct{}
+		whole      bool
+		optional   bool
+		annotation string
+		free       bool // a reference needs no source annotation
 	}
 	byID := map[SourceID]*merged{}
 	for _, r := range found {
-		id := SourceID{Kind: r.Kind, Namespace: namespace, Name: r.Name}
+		id := SourceID{Kind: r.Kind, Namespace: r.namespace, Name: r.Name}
 		m, seen := byID[id]
 		if !seen {
 			m = &merged{keys: map[string]struct{}{}, optional: true}
 			byID[id] = m
 		}
 		m.optional = m.optional && r.Optional
+		if r.sourceAnnotation == "" {
+			m.free = true
+		} else if m.annotation == "" {
+			m.annotation = r.sourceAnnotation
+		}
 		if r.Keys == nil {
 			m.whole = true
 		}
@@ -241,6 +288,9 @@ func mergeReferences(namespace string, found []refs.Ref) []Reference {
 	out := make([]Reference, 0, len(byID))
 	for id, m := range byID {
 		ref := Reference{ID: id, Optional: m.optional}
+		if !m.free {
+			ref.SourceAnnotation = m.annotation
+		}
 		if !m.whole {
 			ref.Keys = make([]string, 0, len(m.keys))
 			for k := range m.keys {

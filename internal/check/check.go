@@ -61,11 +61,12 @@ type Watches struct {
 	Workloads        []string `json:"workloads"`
 	Namespaces       []string `json:"namespaces"` // empty: all
 	WorkloadSelector string   `json:"workloadSelector"`
-	OptIn            string   `json:"optIn"`
-	Writes           []string `json:"writes"`
-	GracePeriod      string   `json:"gracePeriod"`
-	LeaderElection   string   `json:"leaderElection"`
-	ReferenceForms   int      `json:"referenceForms"`
+	// OptIn lists the workload annotations that opt it in or add sources.
+	OptIn          []string `json:"optIn"`
+	Writes         []string `json:"writes"`
+	GracePeriod    string   `json:"gracePeriod"`
+	LeaderElection string   `json:"leaderElection"`
+	ReferenceForms int      `json:"referenceForms"`
 }
 
 // Describe says what the controller would watch and write with cfg.
@@ -73,7 +74,7 @@ func Describe(cfg *config.Config) Watches {
 	w := Watches{
 		Namespaces:       append([]string{}, cfg.Namespaces...),
 		WorkloadSelector: cfg.WorkloadSelector.String(),
-		OptIn:            cfg.Annotations.OptIn + ": enabled (on the workload)",
+		OptIn:            cfg.OptInDescriptions(),
 		Writes: []string{
 			cfg.Annotations.AppliedChecksums + " (workload annotation)",
 			cfg.Annotations.AppliedTemplateHash + " (workload annotation)",

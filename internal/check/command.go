@@ -219,7 +219,7 @@ func render(w io.Writer, r *Report) {
 		selector = "(none: every workload that opts in)"
 	}
 	list("workload selector", []string{selector})
-	list("opt-in", []string{wt.OptIn})
+	list("opt-in (workload annotations)", wt.OptIn)
 	list("writes", wt.Writes)
 	list("grace period", []string{wt.GracePeriod})
 	list("leader election", []string{wt.LeaderElection})

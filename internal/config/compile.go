@@ -63,7 +63,68 @@ func compile(f *File, p *problems) *Config {
 	c.OrderByResourceVersion = f.OrderByResourceVersion
 	c.Waves, c.MaxInFlight = compileWaves(f.Waves, p)
 	c.Breaker = compileBreaker(f.Breaker, p)
+	c.OptIns, c.SourceLists = compileOptIns(f, p)
 	return c
+}
+
+// compileOptIns checks the opt-in and source-list annotations. Their keys
+// must differ from each other and from the annotations of annotations.*:
+// a key with two meanings would opt workloads in or out by accident.
+func compileOptIns(f *File, p *problems) ([]OptIn, []SourceList) {
+	known := make([]string, len(f.Sources))
+	for i, k := range f.Sources {
+		known[i] = k.Name
+	}
+	checkKnown := func(path, kind string) {
+		if kind == "" {
+			p.add(path, errRequired)
+		} else if !p.failedWithin("sources") && !slices.Contains(known, kind) {
+			p.addf(path, "unknown source kind %q (known: %s)", kind, strings.Join(known, ", "))
+		}
+	}
+	seen := map[string]string{}
+	for _, k := range annotationKeys(f.Annotations) {
+		seen[k.value] = k.path
+	}
+	checkKey := func(path, key string) {
+		checkName(p, path, key, content.IsQualifiedName)
+		if other, dup := seen[key]; dup && key != "" {
+			p.addf(path, "must differ from %s (both %q)", other, key)
+		} else {
+			seen[key] = path
+		}
+	}
+	optIns := make([]OptIn, len(f.OptInAnnotations))
+	for i, o := range f.OptInAnnotations {
+		path := fmt.Sprintf("optInAnnotations[%d]", i)
+		checkKey(path+".annotation", o.Annotation)
+		optIns[i] = OptIn{Annotation: o.Annotation, Value: o.Value, SourceAnnotation: o.SourceAnnotation}
+		if o.Value == "" {
+			optIns[i].Value = "true"
+		}
+		for j, kind := range o.Sources {
+			checkKnown(fmt.Sprintf("%s.sources[%d]", path, j), kind)
+		}
+		if len(o.Sources) > 0 {
+			optIns[i].Kinds = o.Sources
+		}
+		if o.SourceAnnotation != "" {
+			checkName(p, path+".sourceAnnotation", o.SourceAnnotation, content.IsQualifiedName)
+			for _, k := range annotationKeys(f.Annotations) {
+				if k.value == o.SourceAnnotation {
+					p.addf(path+".sourceAnnotation", "must differ from %s (both %q)", k.path, k.value)
+				}
+			}
+		}
+	}
+	lists := make([]SourceList, len(f.SourceListAnnotations))
+	for i, l := range f.SourceListAnnotations {
+		path := fmt.Sprintf("sourceListAnnotations[%d]", i)
+		checkKey(path+".annotation", l.Annotation)
+		checkKnown(path+".source", l.Source)
+		lists[i] = SourceList{Annotation: l.Annotation, Kind: l.Source, OptIn: l.OptIn}
+	}
+	return optIns, lists
 }
 
 // Bounds of the fleet-safety settings.
@@ -224,17 +285,7 @@ func compileAnnotations(a FileAnnotations, p *problems) Annotations {
 	// Each key has one meaning: the checksums annotation equal to the opt-in
 	// key, say, would opt every workload out with its first write.
 	seen := map[string]string{}
-	for _, k := range []struct{ path, value string }{
-		{"annotations.optIn", a.OptIn},
-		{"annotations.appliedChecksums", a.AppliedChecksums},
-		{"annotations.restartTimestamp", a.RestartTimestamp},
-		{"annotations.appliedTemplateHash", a.AppliedTemplateHash},
-		{"annotations.rollout", a.Rollout},
-		{"annotations.hold", a.Hold},
-		{"annotations.ignoreSources", a.IgnoreSources},
-		{"annotations.ignore", a.Ignore},
-		{"annotations.release", a.Release},
-	} {
+	for _, k := range annotationKeys(a) {
 		checkName(p, k.path, k.value, content.IsQualifiedName)
 		if other, dup := seen[k.value]; dup && k.value != "" {
 			p.addf(k.path, "must differ from %s (both %q)", other, k.value)
@@ -244,6 +295,23 @@ func compileAnnotations(a FileAnnotations, p *problems) Annotations {
 	return Annotations{OptIn: a.OptIn, AppliedChecksums: a.AppliedChecksums, RestartTimestamp: a.RestartTimestamp,
 		AppliedTemplateHash: a.AppliedTemplateHash, Rollout: a.Rollout, Hold: a.Hold,
 		IgnoreSources: a.IgnoreSources, Ignore: a.Ignore, Release: a.Release}
+}
+
+type annotationKey struct{ path, value string }
+
+// annotationKeys are the keys of annotations.*, with their places in the file.
+func annotationKeys(a FileAnnotations) []annotationKey {
+	return []annotationKey{
+		{"annotations.optIn", a.OptIn},
+		{"annotations.appliedChecksums", a.AppliedChecksums},
+		{"annotations.restartTimestamp", a.RestartTimestamp},
+		{"annotations.appliedTemplateHash", a.AppliedTemplateHash},
+		{"annotations.rollout", a.Rollout},
+		{"annotations.hold", a.Hold},
+		{"annotations.ignoreSources", a.IgnoreSources},
+		{"annotations.ignore", a.Ignore},
+		{"annotations.release", a.Release},
+	}
 }
 
 func compileNamespaces(namespaces []string, p *problems) []string {

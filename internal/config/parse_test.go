@@ -347,6 +347,29 @@ references: [{source: configmap, from: [volumes]}]`,
 			},
 		},
 		{
+			name: "opt-in and source-list annotations",
+			file: `
+optInAnnotations:
+- {annotation: reloader.stakater.com/auto}
+- {annotation: com.xing.deployment-restart.ignore, sources: [configmap, cm]}
+- {annotation: reloader.stakater.com/auto, sourceAnnotation: com.xing.deployment-restart.release}
+- {annotation: "", sourceAnnotation: "bad key!", valu: "true"}
+sourceListAnnotations:
+- {annotation: example.com/reload, source: configmap}
+- {annotation: example.com/reload}`,
+			want: []string{
+				`optInAnnotations[1].annotation: must differ from annotations.ignore (both "com.xing.deployment-restart.ignore")`,
+				`optInAnnotations[1].sources[1]: unknown source kind "cm" (known: configmap, secret)`,
+				`optInAnnotations[2].annotation: must differ from optInAnnotations[0].annotation (both "reloader.stakater.com/auto")`,
+				`optInAnnotations[2].sourceAnnotation: must differ from annotations.release (both "com.xing.deployment-restart.release")`,
+				`optInAnnotations[3].annotation: required`,
+				`optInAnnotations[3].sourceAnnotation: invalid "bad key!": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')`,
+				`optInAnnotations[3].valu: unknown field`,
+				`sourceListAnnotations[1].annotation: must differ from sourceListAnnotations[0].annotation (both "example.com/reload")`,
+				`sourceListAnnotations[1].source: required`,
+			},
+		},
+		{
 			name: "unknown config kind",
 			file: `
 references:

@@ -60,6 +60,44 @@ type File struct {
 	Waves FileWaves `json:"waves"`
 	// Breaker holds a workload restarted too often.
 	Breaker FileBreaker `json:"breaker"`
+	// OptInAnnotations are more workload annotations that opt a workload in,
+	// beside annotations.optIn: other restart controllers' opt-ins, so that
+	// a team switches by changing this file, not its manifests
+	// (examples/presets).
+	OptInAnnotations []FileOptInAnnotation `json:"optInAnnotations"`
+	// SourceListAnnotations are workload annotations that list, by name,
+	// sources the workload reads besides those its pod spec names (an app
+	// that reads them through the API, or a peer's "reload" list).
+	SourceListAnnotations []FileSourceListAnnotation `json:"sourceListAnnotations"`
+}
+
+// FileOptInAnnotation opts a workload in when the workload's annotation
+// Annotation has the value Value.
+type FileOptInAnnotation struct {
+	Annotation string `json:"annotation"`
+	// Value opts in, compared ignoring case; empty means "true".
+	Value string `json:"value"`
+	// Sources limits the references of the pod spec this opt-in covers to
+	// these source kinds (sources[].name); empty covers every kind.
+	Sources []string `json:"sources"`
+	// SourceAnnotation, when set, lets only sources whose annotation of
+	// this key is "true" restart the workload; changes of the others are
+	// recorded, as for annotations.ignore.
+	SourceAnnotation string `json:"sourceAnnotation"`
+}
+
+// FileSourceListAnnotation is a workload annotation listing sources of one
+// kind, separated by commas: "NAME" in the workload's namespace, or
+// "NAMESPACE/NAME". A listed source is read whole and is optional (the pods
+// start without it).
+type FileSourceListAnnotation struct {
+	Annotation string `json:"annotation"`
+	// Source is the kind of the listed sources (sources[].name).
+	Source string `json:"source"`
+	// OptIn: a list that names a source opts the workload in, for the
+	// listed sources only (unless another opt-in covers its pod spec).
+	// Otherwise the list counts only on a workload opted in another way.
+	OptIn bool `json:"optIn"`
 }
 
 // FileWaves are the settings of health-gated waves (README, "Fleet safety").

@@ -33,6 +33,10 @@ type Config struct {
 	MaxInFlight int
 	// Breaker holds a workload restarted too often.
 	Breaker pacing.Breaker
+	// OptIns are the opt-in annotations beside Annotations.OptIn, and
+	// SourceLists the annotations listing sources by name (optin.go).
+	OptIns      []OptIn
+	SourceLists []SourceList
 }
 
 // Settings are the process settings layered from defaults, file, env and flags.

@@ -284,9 +284,19 @@ func sourceStatus(s WorkloadSource, fetchErr error) (status, note string) {
 	}
 }
 
-// usesByID groups the places of the workload's pod spec that name each source.
+// usesByID groups the places of the workload's pod spec, and its source-list
+// annotations, that name each source.
 func (c *Config) usesByID(kind config.WorkloadKind, obj *unstructured.Unstructured, namespace string) map[catalog.SourceID][]Use {
 	out := map[catalog.SourceID][]Use{}
+	listed, _ := c.ListedSources(obj.GetAnnotations(), true)
+	for _, l := range listed {
+		id := catalog.SourceID{Kind: l.Kind, Namespace: l.Namespace, Name: l.Name}
+		if id.Namespace == "" {
+			id.Namespace = namespace
+		}
+		out[id] = append(out[id], Use{Reference: "annotation " + l.Annotation, Path: "metadata.annotations[" + l.Annotation + "]",
+			AllKeys: true, Optional: true})
+	}
 	template, ok := kind.PodTemplatePath.Object(obj.Object)
 	if !ok {
 		return out
@@ -323,6 +333,10 @@ func (c *Config) namespaceNotWatched(namespace string) string {
 }
 
 func (c *Config) notOptedIn(obj *unstructured.Unstructured) string {
+	if len(c.OptIns) > 0 || len(c.SourceLists) > 0 {
+		return "not opted in: it has none of the config's opt-in annotations with its value (" +
+			strings.Join(c.OptInDescriptions(), "; ") + ")"
+	}
 	v, ok := obj.GetAnnotations()[c.Annotations.OptIn]
 	if !ok {
 		return fmt.Sprintf("not opted in: it has no annotation %s: enabled", c.Annotations.OptIn)

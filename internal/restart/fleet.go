@@ -333,7 +333,7 @@ func (c *Controller) waveState(id catalog.SourceID, src *catalog.SourceState, se
 	var members []pacing.Member
 	for _, key := range c.catalog.WorkloadsReading(id) {
 		r, ok := c.catalog.Workload(key)
-		if !ok || !r.OptedIn || r.Problem != "" || r.Ignores(id) {
+		if !ok || !r.OptedIn || r.Problem != "" || c.optedOut(r, id, src) {
 			continue
 		}
 		m := pacing.Member{Key: key.String()}
@@ -420,7 +420,7 @@ func (c *Controller) withOptOuts(w *catalog.WorkloadState, sources SourceLookup)
 	var ignored []catalog.SourceID
 	for _, ref := range w.References {
 		src, ok := sources.Source(ref.ID)
-		if !ok || !(src.Annotations[c.cfg.Annotations.Ignore] == "true" || w.Ignores(ref.ID)) {
+		if !ok || !c.optedOut(w, ref.ID, src) {
 			continue
 		}
 		old, known := applied[ref.ID.String()]
@@ -437,6 +437,22 @@ func (c *Controller) withOptOuts(w *catalog.WorkloadState, sources SourceLookup)
 	view := *w                      // the cached object is shared and never changed
 	view.Applied = string(raw)
 	return &view, ignored
+}
+
+// optedOut reports whether changes of the source restart the workload not:
+// the source's ignore annotation says so, the workload's ignore-sources
+// annotation names it, or the opt-in that covers the reference needs a
+// source annotation the source does not have.
+func (c *Controller) optedOut(w *catalog.WorkloadState, id catalog.SourceID, src *catalog.SourceState) bool {
+	if src.Annotations[c.cfg.Annotations.Ignore] == "true" || w.Ignores(id) {
+		return true
+	}
+	for _, ref := range w.References {
+		if ref.ID == id {
+			return ref.SourceAnnotation != "" && !strings.EqualFold(src.Annotations[ref.SourceAnnotation], "true")
+		}
+	}
+	return false
 }
 
 // gate is what fleet safety says about a plan.

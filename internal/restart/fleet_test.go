@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/pacing"
 )
 
@@ -442,5 +443,54 @@ func TestCapOnRolloutsInFlight(t *testing.T) {
 	f.step()
 	if got := f.step(); len(got) != 1 || got[0] != "w02" {
 		t.Fatalf("after w01 completed: %v, want [w02]", got)
+	}
+}
+
+// An opt-in with a source annotation (Reloader's search and match): a change
+// of a source without that annotation is recorded without a restart; one
+// of a source with it restarts.
+func TestOptInSourceAnnotation(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		source  map[string]string
+		restart bool
+	}{
+		{"source not annotated", nil, false},
+		{"source annotated false", map[string]string{"example.com/match": "false"}, false},
+		{"source annotated true", map[string]string{"example.com/match": "True"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, nil, nil, nil)
+			h.cfg.OptIns = []config.OptIn{{Annotation: "example.com/search", Value: "true", SourceAnnotation: "example.com/match"}}
+			u := fromYAML(t, strings.Replace(webDeployment, "com.xing.deployment-restart: enabled", `example.com/search: "true"`, 1))
+			u = settle(h, u, dataV1)
+			if _, err := h.client.Resource(deploymentsGVR).Namespace("shop").Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			h.cache(u)
+			src := sourceState(t, cmApp, dataV2)
+			src.Annotations = tc.source
+			if err := h.sources.Update(src); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.c.Reconcile(context.Background(), keyOf(deploymentsGVR, u)); err != nil {
+				t.Fatal(err)
+			}
+			patches := h.patches()
+			if len(patches) != 1 {
+				t.Fatalf("%d patches, want 1", len(patches))
+			}
+			if restarted := strings.Contains(string(patches[0].GetPatch()), timestampKey); restarted != tc.restart {
+				t.Fatalf("restarted %v, want %v: %s", restarted, tc.restart, patches[0].GetPatch())
+			}
+			applied := map[string]string{}
+			got, _ := h.client.Resource(deploymentsGVR).Namespace("shop").Get(context.Background(), "web", metav1.GetOptions{})
+			if err := json.Unmarshal([]byte(got.GetAnnotations()[appliedKey]), &applied); err != nil {
+				t.Fatal(err)
+			}
+			if applied[cmApp.String()] != src.Checksum(testSums, nil) {
+				t.Fatalf("applied %v, want the change recorded", applied)
+			}
+		})
 	}
 }

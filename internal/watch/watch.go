@@ -281,10 +281,11 @@ func (w *Watcher) namespaces() []string {
 }
 
 // sourceReducer is how the catalog reduces sources with these data fields,
-// keeping the fleet-safety annotations of sources (ignore, release).
+// keeping the source annotations decisions read (ignore, release, and
+// those opt-ins require).
 func (w *Watcher) sourceReducer(dataFields []string) catalog.SourceReducer {
 	r := w.catalog.SourceReducer(dataFields)
-	r.Keep = []string{w.cfg.Annotations.Ignore, w.cfg.Annotations.Release}
+	r.Keep = w.cfg.SourceAnnotations()
 	return r
 }
 
