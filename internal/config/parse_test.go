@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -26,6 +27,43 @@ func readExample(t *testing.T) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// TestXingPresetIsTheDefault: examples/presets/xing.yaml, which the
+// end-to-end suite's controller runs, means the built-in default.
+func TestXingPresetIsTheDefault(t *testing.T) {
+	raw, err := os.ReadFile("../../examples/presets/xing.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	preset, err := Parse(raw)
+	if err != nil {
+		t.Fatalf("examples/presets/xing.yaml: %v", err)
+	}
+	defaults, err := Parse(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(preset, defaults) {
+		t.Fatalf("examples/presets/xing.yaml differs from the defaults:\n%+v\n%+v", preset, defaults)
+	}
+}
+
+// TestPresetsParse: every preset is a valid config file.
+func TestPresetsParse(t *testing.T) {
+	files, err := filepath.Glob("../../examples/presets/*.yaml")
+	if err != nil || len(files) < 3 {
+		t.Fatalf("presets: %v %v", files, err)
+	}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Parse(raw); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
 }
 
 func TestExampleIsTheDefault(t *testing.T) {

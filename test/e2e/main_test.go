@@ -122,7 +122,9 @@ func setUp(ctx context.Context) (*suite, error) {
 	if s.dynamic, err = dynamic.NewForConfig(s.cluster.RESTConfig); err != nil {
 		return s, err
 	}
-	s.controller, err = s.startController(ctx, "suite", filepath.Join(root, "examples", "config.yaml"),
+	// xing's preset is the built-in default (examples/config.yaml, a unit
+	// test keeps them equal): every test on the suite's controller runs it.
+	s.controller, err = s.startController(ctx, "suite", filepath.Join(root, "examples", "presets", "xing.yaml"),
 		"--restart-grace-period", graceForTests, "--restart-check-period", "100")
 	if err != nil {
 		return s, err
