@@ -129,3 +129,16 @@ func TestPresetsKeepSourceAnnotations(t *testing.T) {
 		t.Errorf("source annotations kept %v, want %v", keys, want)
 	}
 }
+
+// A listed source in a namespace the controller does not watch is left out:
+// it would never be seen, and its absence never confirmed.
+func TestListedSourcesOutsideWatchedNamespaces(t *testing.T) {
+	cfg := presetConfig(t, "wave")
+	cfg.Namespaces = []string{"shop"}
+	w := reduceWorkloadOf(t, cfg, fromYAML(t, fmt.Sprintf(presetPodSpec,
+		`wave.pusher.com/update-on-config-change: "true", wave.pusher.com/extra-configmaps: "x,ops/y,shop/z"`)))
+	want := "configmap/shop/cm-env[a] configmap/shop/cm-vol configmap/shop/x? configmap/shop/z? secret/shop/sec"
+	if got := describeRefs(w); got != want {
+		t.Errorf("references\n got %s\nwant %s", got, want)
+	}
+}

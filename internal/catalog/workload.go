@@ -189,7 +189,7 @@ func reduceWorkload(u *unstructured.Unstructured, kind config.WorkloadKind, cfg 
 		}
 	}
 	coverage := cfg.Coverage(annotations)
-	listed, listOptsIn := cfg.ListedSources(annotations, coverage.OptedIn)
+	listed, listOptsIn := cfg.ListedSources(annotations, u.GetNamespace(), coverage.OptedIn)
 	state.OptedIn = coverage.OptedIn || listOptsIn
 	template, ok := kind.PodTemplatePath.Object(u.Object)
 	if !ok {
@@ -224,11 +224,7 @@ func workloadReferences(namespace string, podSpec map[string]interface{}, extrac
 		}
 	}
 	for _, l := range listed {
-		ns := l.Namespace
-		if ns == "" {
-			ns = namespace
-		}
-		found = append(found, placedRef{Ref: refs.Ref{Kind: l.Kind, Name: l.Name, Optional: true}, namespace: ns})
+		found = append(found, placedRef{Ref: refs.Ref{Kind: l.Kind, Name: l.Name, Optional: true}, namespace: l.Namespace})
 	}
 	return mergeReferences(found)
 }

@@ -92,18 +92,19 @@ func (c *Config) sourceKindNames() []string {
 
 // ListedSource is a source named by a source-list annotation.
 type ListedSource struct {
-	Kind string
-	// Namespace is empty for the workload's own.
+	Kind      string
 	Namespace string
 	Name      string
 	// Annotation is the list that names it.
 	Annotation string
 }
 
-// ListedSources returns the sources a workload's source-list annotations
-// name, and whether one of them opts it in. Lists that do not opt in count
-// only when optedIn (the workload is opted in another way).
-func (c *Config) ListedSources(annotations map[string]string, optedIn bool) (listed []ListedSource, optsIn bool) {
+// ListedSources returns the sources the source-list annotations of a
+// workload in namespace name, and whether one of them opts it in. Lists
+// that do not opt in count only when optedIn (the workload is opted in
+// another way). Sources in namespaces the controller does not watch are
+// left out: it could never see them, nor confirm they do not exist.
+func (c *Config) ListedSources(annotations map[string]string, namespace string, optedIn bool) (listed []ListedSource, optsIn bool) {
 	for _, l := range c.SourceLists {
 		value, ok := annotations[l.Annotation]
 		if !ok || !(l.OptIn || optedIn) {
@@ -114,9 +115,12 @@ func (c *Config) ListedSources(annotations map[string]string, optedIn bool) (lis
 			if entry == "" {
 				continue
 			}
-			s := ListedSource{Kind: l.Kind, Name: entry, Annotation: l.Annotation}
+			s := ListedSource{Kind: l.Kind, Namespace: namespace, Name: entry, Annotation: l.Annotation}
 			if ns, name, qualified := strings.Cut(entry, "/"); qualified {
 				s.Namespace, s.Name = ns, name
+			}
+			if len(c.Namespaces) > 0 && !slices.Contains(c.Namespaces, s.Namespace) {
+				continue
 			}
 			listed = append(listed, s)
 			optsIn = optsIn || l.OptIn

@@ -288,12 +288,9 @@ func sourceStatus(s WorkloadSource, fetchErr error) (status, note string) {
 // annotations, that name each source.
 func (c *Config) usesByID(kind config.WorkloadKind, obj *unstructured.Unstructured, namespace string) map[catalog.SourceID][]Use {
 	out := map[catalog.SourceID][]Use{}
-	listed, _ := c.ListedSources(obj.GetAnnotations(), true)
+	listed, _ := c.ListedSources(obj.GetAnnotations(), namespace, true)
 	for _, l := range listed {
 		id := catalog.SourceID{Kind: l.Kind, Namespace: l.Namespace, Name: l.Name}
-		if id.Namespace == "" {
-			id.Namespace = namespace
-		}
 		out[id] = append(out[id], Use{Reference: "annotation " + l.Annotation, Path: "metadata.annotations[" + l.Annotation + "]",
 			AllKeys: true, Optional: true})
 	}
