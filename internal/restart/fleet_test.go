@@ -354,28 +354,43 @@ func TestOptOutsRecordWithoutRestart(t *testing.T) {
 				u = withAnnotations(u, tc.workload)
 			}
 			h := newHarness(t, []*unstructured.Unstructured{u}, []*unstructured.Unstructured{u}, nil)
-			src := sourceState(t, cmApp, dataV2)
-			src.Annotations = tc.source
-			if err := h.sources.Update(src); err != nil {
-				t.Fatal(err)
-			}
-			if err := h.c.Reconcile(context.Background(), keyOf(deploymentsGVR, u)); err != nil {
-				t.Fatal(err)
-			}
-			patches := h.patches()
-			if len(patches) != 1 || strings.Contains(string(patches[0].GetPatch()), timestampKey) {
-				t.Fatalf("patches %v", patches)
-			}
-			applied := map[string]string{}
-			got, _ := h.client.Resource(deploymentsGVR).Namespace("shop").Get(context.Background(), "web", metav1.GetOptions{})
-			if err := json.Unmarshal([]byte(got.GetAnnotations()[appliedKey]), &applied); err != nil {
-				t.Fatal(err)
+			patch, applied, src := reconcileChange(t, h, u, tc.source)
+			if strings.Contains(patch, timestampKey) {
+				t.Fatalf("restarted: %s", patch)
 			}
 			if applied[cmApp.String()] != src.Checksum(testSums, nil) {
 				t.Fatalf("applied %v, want the ignored change recorded", applied)
 			}
 		})
 	}
+}
+
+// reconcileChange changes source app (to dataV2, with the given source
+// annotations) under the workload, reconciles it, and returns its one patch,
+// the applied checksums after it, and the source.
+func reconcileChange(t *testing.T, h *harness, u *unstructured.Unstructured, annotations map[string]string) (string, map[string]string, *catalog.SourceState) {
+	t.Helper()
+	src := sourceState(t, cmApp, dataV2)
+	src.Annotations = annotations
+	if err := h.sources.Update(src); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.c.Reconcile(context.Background(), keyOf(deploymentsGVR, u)); err != nil {
+		t.Fatal(err)
+	}
+	patches := h.patches()
+	if len(patches) != 1 {
+		t.Fatalf("%d patches, want 1", len(patches))
+	}
+	applied := map[string]string{}
+	got, err := h.client.Resource(deploymentsGVR).Namespace(u.GetNamespace()).Get(context.Background(), u.GetName(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(got.GetAnnotations()[appliedKey]), &applied); err != nil {
+		t.Fatal(err)
+	}
+	return string(patches[0].GetPatch()), applied, src
 }
 
 // A source riding along with a restart (its change still in its grace
@@ -468,25 +483,9 @@ func TestOptInSourceAnnotation(t *testing.T) {
 				t.Fatal(err)
 			}
 			h.cache(u)
-			src := sourceState(t, cmApp, dataV2)
-			src.Annotations = tc.source
-			if err := h.sources.Update(src); err != nil {
-				t.Fatal(err)
-			}
-			if err := h.c.Reconcile(context.Background(), keyOf(deploymentsGVR, u)); err != nil {
-				t.Fatal(err)
-			}
-			patches := h.patches()
-			if len(patches) != 1 {
-				t.Fatalf("%d patches, want 1", len(patches))
-			}
-			if restarted := strings.Contains(string(patches[0].GetPatch()), timestampKey); restarted != tc.restart {
-				t.Fatalf("restarted %v, want %v: %s", restarted, tc.restart, patches[0].GetPatch())
-			}
-			applied := map[string]string{}
-			got, _ := h.client.Resource(deploymentsGVR).Namespace("shop").Get(context.Background(), "web", metav1.GetOptions{})
-			if err := json.Unmarshal([]byte(got.GetAnnotations()[appliedKey]), &applied); err != nil {
-				t.Fatal(err)
+			patch, applied, src := reconcileChange(t, h, u, tc.source)
+			if restarted := strings.Contains(patch, timestampKey); restarted != tc.restart {
+				t.Fatalf("restarted %v, want %v: %s", restarted, tc.restart, patch)
 			}
 			if applied[cmApp.String()] != src.Checksum(testSums, nil) {
 				t.Fatalf("applied %v, want the change recorded", applied)
