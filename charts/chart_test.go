@@ -514,3 +514,38 @@ func TestMonitoringMatchesManifests(t *testing.T) {
 		t.Errorf("ServiceMonitor endpoints: chart %v, manifests/monitoring %v", got, want)
 	}
 }
+
+// TestPresetsAsValues: a preset's keys under config: in the values give the
+// controller the preset's configuration, as the README says.
+func TestPresetsAsValues(t *testing.T) {
+	_, root := helm(t)
+	for _, name := range []string{"reloader", "wave"} {
+		raw, err := os.ReadFile(filepath.Join(root, "examples", "presets", name+".yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		preset := map[string]interface{}{}
+		if err := yaml.Unmarshal(raw, &preset); err != nil {
+			t.Fatal(err)
+		}
+		out, _ := yaml.Marshal(map[string]interface{}{"config": preset})
+		values := filepath.Join(t.TempDir(), name+"-values.yaml")
+		if err := os.WriteFile(values, out, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		rendered, _ := yaml.Marshal(renderedConfig(t, render(t, "-f", values)))
+		got, err := config.Parse(rendered)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := config.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got.OptIns, want.OptIns) || !reflect.DeepEqual(got.SourceLists, want.SourceLists) ||
+			got.Annotations != want.Annotations || len(want.OptIns) == 0 {
+			t.Errorf("%s: the chart's config has opt-ins %+v, lists %+v, annotations %+v; the preset %+v, %+v, %+v",
+				name, got.OptIns, got.SourceLists, got.Annotations, want.OptIns, want.SourceLists, want.Annotations)
+		}
+	}
+}
