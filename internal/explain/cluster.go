@@ -106,19 +106,20 @@ func (cl *Cluster) Get(ctx context.Context, gvr schema.GroupVersionResource, nam
 }
 
 // Fetcher reads sources and reduces them at once to per-key digests, as the
-// controller's cache does; values go no further.
-func (cl *Cluster) Fetcher(ctx context.Context) SourceFetcher {
+// controller's cache does, keeping the annotations named; values go no
+// further.
+func (cl *Cluster) Fetcher(ctx context.Context, keep []string) SourceFetcher {
 	return func(kind config.SourceKind, namespace, name string) (*catalog.SourceState, error) {
 		u, err := cl.Get(ctx, kind.GVR, namespace, name)
 		if err != nil || u == nil {
 			return nil, err
 		}
-		return reduceSource(kind, u)
+		return reduceSource(kind, u, keep...)
 	}
 }
 
-func reduceSource(kind config.SourceKind, u *unstructured.Unstructured) (*catalog.SourceState, error) {
-	reduced, err := catalog.ReduceSource(kind.DataFields)(u)
+func reduceSource(kind config.SourceKind, u *unstructured.Unstructured, keep ...string) (*catalog.SourceState, error) {
+	reduced, err := catalog.ReduceSource(kind.DataFields, keep...)(u)
 	if err != nil {
 		return nil, err
 	}

@@ -153,7 +153,7 @@ func Main(ctx context.Context, args []string, env Env) int {
 		if obj == nil {
 			return fail(exitFailed, "%s %q not found in namespace %s", gvr.GroupResource(), target.Name, namespace)
 		}
-		if report, err = cfg.ExplainWorkload(*target.Workload, obj, cl.Fetcher(ctx), time.Now()); err != nil {
+		if report, err = cfg.ExplainWorkload(*target.Workload, obj, cl.Fetcher(ctx, cfg.SourceAnnotations()), time.Now()); err != nil {
 			return fail(exitFailed, "%v", err)
 		}
 		if report.(*WorkloadReport).Decision.Action == ActionUnknown {

@@ -139,7 +139,7 @@ func (f *fixture) fetch(t *testing.T) SourceFetcher {
 		if !ok {
 			return nil, nil
 		}
-		return reduceSource(kind, u)
+		return reduceSource(kind, u, f.cfg.SourceAnnotations()...)
 	}
 }
 
@@ -160,6 +160,23 @@ func (f *fixture) explainWorkload(t *testing.T, name string) *WorkloadReport {
 	t.Helper()
 	w := f.workload(t, name)
 	r, err := f.cfg.ExplainWorkload(w.Kind, w.Object, f.fetch(t), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// explainAnnotated explains the named workload with annotations added.
+func (f *fixture) explainAnnotated(t *testing.T, name string, annotations map[string]string) *WorkloadReport {
+	t.Helper()
+	w := f.workload(t, name)
+	obj := w.Object.DeepCopy()
+	all := obj.GetAnnotations()
+	for k, v := range annotations {
+		all[k] = v
+	}
+	obj.SetAnnotations(all)
+	r, err := f.cfg.ExplainWorkload(w.Kind, obj, f.fetch(t), now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,6 +221,9 @@ func TestGolden(t *testing.T) {
 		{"workload-every-form", func(t *testing.T) interface{} { return f.explainWorkload(t, "web") }, FormatTable},
 		{"workload-every-form.json", func(t *testing.T) interface{} { return f.explainWorkload(t, "web") }, FormatJSON},
 		{"workload-changed", func(t *testing.T) interface{} { return f.explainWorkload(t, "worker") }, FormatTable},
+		{"workload-changed-ignored", func(t *testing.T) interface{} {
+			return f.explainAnnotated(t, "worker", map[string]string{f.cfg.Annotations.IgnoreSources: "configmap/app-config"})
+		}, FormatTable},
 		{"workload-pending", func(t *testing.T) interface{} { return f.explainWorkload(t, "db") }, FormatTable},
 		{"workload-first-sight", func(t *testing.T) interface{} { return f.explainWorkload(t, "agent") }, FormatTable},
 		{"workload-template-changed", func(t *testing.T) interface{} { return f.explainWorkload(t, "edited") }, FormatTable},

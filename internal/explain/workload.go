@@ -194,11 +194,20 @@ func (c *Config) ExplainWorkload(kind config.WorkloadKind, obj *unstructured.Uns
 
 // decision runs restart.Decide and says why it came out as it did.
 func (c *Config) decision(w *catalog.WorkloadState, r *WorkloadReport, lookup sourceLookup, appliedErr error, now time.Time) Decision {
-	plan := restart.Decide(w, lookup, noWindows{}, now, c.OrderByResourceVersion, c.Sums)
+	// Opt-outs as the controller applies them: the change is recorded.
+	view, optedOut := restart.OptOutView(c.Annotations.Ignore, c.Sums, w, lookup)
+	plan := restart.Decide(view, lookup, noWindows{}, now, c.OrderByResourceVersion, c.Sums)
+	if len(optedOut) > 0 {
+		plan.Patch = true // the view's checksums differ from the annotation's
+	}
 	recordedHash := restart.RecordedTemplateHash(w.AppliedTemplateHash)
 	d := Decision{}
 	if plan.Warning != "" {
 		d.Reasons = append(d.Reasons, plan.Warning)
+	}
+	for _, id := range optedOut {
+		d.Reasons = append(d.Reasons, fmt.Sprintf("%s changed, but its changes restart this workload not (%s): recorded without a restart",
+			shortID(id.Kind, id.Name), c.whyOptedOut(w, id, lookup[id])))
 	}
 	switch {
 	case plan.Restart:
@@ -220,6 +229,8 @@ func (c *Config) decision(w *catalog.WorkloadState, r *WorkloadReport, lookup so
 			d.Reasons = append(d.Reasons, "no template digest recorded (new, or last handled by xing's controller): the current checksums are recorded without a restart")
 		case recordedHash != w.TemplateHash:
 			d.Reasons = append(d.Reasons, "the pod template changed since the checksums were recorded: that change rolls the pods, which read the current data, so the checksums are recorded without a restart")
+		case len(optedOut) > 0:
+			// Said above.
 		default:
 			d.Reasons = append(d.Reasons, "the recorded checksums differ from the current ones in a way that needs no restart (a required source appeared, a source is no longer read, or a new one is read): they are recorded")
 		}
@@ -241,6 +252,22 @@ func (c *Config) decision(w *catalog.WorkloadState, r *WorkloadReport, lookup so
 		d.Record = plan.Applied
 	}
 	return d
+}
+
+// whyOptedOut names the opt-out that holds for the source (restart.OptedOut).
+func (c *Config) whyOptedOut(w *catalog.WorkloadState, id catalog.SourceID, src *catalog.SourceState) string {
+	switch {
+	case src.Annotations[c.Annotations.Ignore] == "true":
+		return "the source's annotation " + c.Annotations.Ignore + " is \"true\""
+	case w.Ignores(id):
+		return "the workload's annotation " + c.Annotations.IgnoreSources + " names it"
+	}
+	for _, ref := range w.References {
+		if ref.ID == id && ref.SourceAnnotation != "" {
+			return "its opt-in needs the source annotation " + ref.SourceAnnotation + ": \"true\", which the source does not have"
+		}
+	}
+	return "opted out"
 }
 
 // compare tells whether a recorded checksum matches the data now, in

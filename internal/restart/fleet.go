@@ -405,11 +405,22 @@ func pendingFor(sums catalog.Hasher, w *catalog.WorkloadState, applied map[strin
 	return false, true
 }
 
-// withOptOuts returns the workload as decisions should see it: for each
-// source whose changes it ignores (the source's ignore annotation, or the
-// workload's ignore-sources annotation), the current checksum as if its
-// pods had read it. The change is recorded, never restarted for.
+// withOptOuts returns the workload as decisions should see it (OptOutView).
 func (c *Controller) withOptOuts(w *catalog.WorkloadState, sources SourceLookup) (*catalog.WorkloadState, []catalog.SourceID) {
+	return OptOutView(c.cfg.Annotations.Ignore, c.sums, w, sources)
+}
+
+// optedOut reports whether changes of the source restart the workload not
+// (OptedOut).
+func (c *Controller) optedOut(w *catalog.WorkloadState, id catalog.SourceID, src *catalog.SourceState) bool {
+	return OptedOut(c.cfg.Annotations.Ignore, w, id, src)
+}
+
+// OptOutView returns the workload as decisions should see it: for each
+// source whose changes it opts out of (OptedOut), the current checksum as
+// if its pods had read it. The change is recorded, never restarted for.
+// ignoreKey is the sources' ignore annotation; sums computes checksums.
+func OptOutView(ignoreKey string, sums catalog.Hasher, w *catalog.WorkloadState, sources SourceLookup) (*catalog.WorkloadState, []catalog.SourceID) {
 	if !w.HasApplied {
 		return w, nil // first sight records every checksum anyway
 	}
@@ -420,14 +431,14 @@ func (c *Controller) withOptOuts(w *catalog.WorkloadState, sources SourceLookup)
 	var ignored []catalog.SourceID
 	for _, ref := range w.References {
 		src, ok := sources.Source(ref.ID)
-		if !ok || !c.optedOut(w, ref.ID, src) {
+		if !ok || !OptedOut(ignoreKey, w, ref.ID, src) {
 			continue
 		}
 		old, known := applied[ref.ID.String()]
-		if !known || src.Matches(c.sums, old, ref.Keys) {
+		if !known || src.Matches(sums, old, ref.Keys) {
 			continue
 		}
-		applied[ref.ID.String()] = src.Checksum(c.sums, ref.Keys)
+		applied[ref.ID.String()] = src.Checksum(sums, ref.Keys)
 		ignored = append(ignored, ref.ID)
 	}
 	if len(ignored) == 0 {
@@ -439,12 +450,12 @@ func (c *Controller) withOptOuts(w *catalog.WorkloadState, sources SourceLookup)
 	return &view, ignored
 }
 
-// optedOut reports whether changes of the source restart the workload not:
-// the source's ignore annotation says so, the workload's ignore-sources
-// annotation names it, or the opt-in that covers the reference needs a
-// source annotation the source does not have.
-func (c *Controller) optedOut(w *catalog.WorkloadState, id catalog.SourceID, src *catalog.SourceState) bool {
-	if src.Annotations[c.cfg.Annotations.Ignore] == "true" || w.Ignores(id) {
+// OptedOut reports whether changes of the source restart the workload not:
+// the source's ignore annotation (ignoreKey) is "true", the workload's
+// ignore-sources annotation names it, or the opt-in that covers the
+// reference needs a source annotation the source does not have.
+func OptedOut(ignoreKey string, w *catalog.WorkloadState, id catalog.SourceID, src *catalog.SourceState) bool {
+	if src.Annotations[ignoreKey] == "true" || w.Ignores(id) {
 		return true
 	}
 	for _, ref := range w.References {
