@@ -500,7 +500,6 @@ func renderFleet(o options, r *fleetResult) string {
 	row("Update → last restart seen", sec(p.last), sec(u.last))
 	row("Update → every rollout complete (Deployment status)", sec(p.complete), sec(u.complete))
 	row("Update → every rollout recorded complete by the controller", sec(p.recorded), sec(u.recorded))
-	row("Restarts seen by 25% / 50% / 75% of the last one's time", quartiles(p), quartiles(u))
 	row("Last restart seen of each wave in name order ("+waveSizes(r.n)+")", waveTimes(p), waveTimes(u))
 	row("Controller CPU seconds, update → done", fmt.Sprintf("%.2f s", p.cpu), fmt.Sprintf("%.2f s", u.cpu))
 	row("Rollouts followed / restarts held at the end", fmt.Sprintf("%.0f / %.0f", p.rollouts, p.held), fmt.Sprintf("%.0f / %.0f", u.rollouts, u.held))
@@ -511,21 +510,6 @@ func renderFleet(o options, r *fleetResult) string {
 	fmt.Fprintf(&b, "\nPaced / unpaced: last restart %s, every rollout complete %s, recorded complete %s.\n",
 		ratio(p.last, u.last), ratio(p.complete, u.complete), ratio(p.recorded, u.recorded))
 	return b.String()
-}
-
-// quartiles says how many restarts had been seen at a quarter, half and
-// three quarters of the time to the last one: waves show as a late tail.
-func quartiles(m *fleetMode) string {
-	if m.last <= 0 {
-		return "–"
-	}
-	var parts []string
-	for _, q := range []float64{0.25, 0.5, 0.75} {
-		limit := time.Duration(q * float64(m.last))
-		n := sort.Search(len(m.restarts), func(i int) bool { return m.restarts[i] > limit })
-		parts = append(parts, fmt.Sprint(n))
-	}
-	return strings.Join(parts, " / ")
 }
 
 // waves splits n members as the default waves do: 1, 2, 4, ... in name
