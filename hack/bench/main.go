@@ -42,6 +42,8 @@ type options struct {
 	deployments    int
 	largeSources   int
 	largeKeys      int
+	fleet          int  // fleet.go: Deployments of the paced/unpaced step; 0 skips it
+	fleetOnly      bool // run only the fleet step
 	changes        []int
 	singles        int
 	grace          time.Duration
@@ -65,8 +67,11 @@ func main() {
 
 	began := time.Now()
 	logf("work folder %s; load average %s; controller %s (%s)", o.workDir, loadAverage(), o.controllerPath, o.version)
-	results := runScales(ctx, o)
-	report := renderReport(o, results, began)
+	var report string
+	if !o.fleetOnly {
+		report = renderReport(o, runScales(ctx, o), began)
+	}
+	report += fleetReport(ctx, o)
 	fmt.Println()
 	fmt.Print(report)
 	if o.out != "" {
@@ -109,6 +114,8 @@ func defineFlags(o *options, l *listFlags) {
 	flag.IntVar(&o.deployments, "deployments", 500, "Deployments; each reads 2 ConfigMaps and 2 Secrets")
 	flag.IntVar(&o.largeSources, "large-sources", 10, "ConfigMaps of --large-source-keys empty keys created in a namespace no workload uses, after the scenario, to measure what they cost (issue 9); 0 skips that step")
 	flag.IntVar(&o.largeKeys, "large-source-keys", 80000, "keys of each large source (80,000 empty keys make a 1 MB ConfigMap)")
+	flag.IntVar(&o.fleet, "fleet", 60, "Deployments of 1 replica on one ConfigMap, changed once with waves and once unpaced on a cluster of their own after the scales (issue 10); 0 skips that step")
+	flag.BoolVar(&o.fleetOnly, "fleet-only", false, "run only the --fleet step")
 	flag.StringVar(&l.changes, "changes", "200,1000", "sizes N of the simultaneous-change phases (N ≤ 2 × deployments)")
 	flag.IntVar(&o.singles, "singles", 10, "sequential single changes per single-change phase")
 	flag.DurationVar(&o.grace, "grace", 2*time.Second, "grace period of the second controller start (single changes with a grace period)")
@@ -135,6 +142,9 @@ func (o *options) setLists(l listFlags) {
 func (o *options) validate() {
 	if o.update != "put" && o.update != "merge-patch" {
 		fail("--update: want put or merge-patch, got %q", o.update)
+	}
+	if o.fleet < 0 || o.fleet > 100 || o.fleetOnly && o.fleet == 0 {
+		fail("--fleet: 0 to 100 (the names are app-00 to app-99); --fleet-only needs one")
 	}
 	if o.largeSources < 0 || o.largeSources > 99 || o.largeKeys < 1 {
 		fail("--large-sources: 0 to 99, each of at least 1 key")

@@ -146,7 +146,12 @@ func (c *Controller) sourceEvent(id catalog.SourceID, created bool, changedKeys 
 
 // WorkloadChanged is called by the watcher when a workload appeared or changed
 // in a way that matters to decisions.
-func (c *Controller) WorkloadChanged(key catalog.WorkloadKey) { c.queue.Add(key) }
+// It comes after the informer stored the change: wave memos read the
+// workload again from the cache.
+func (c *Controller) WorkloadChanged(key catalog.WorkloadKey) {
+	c.workloadCached(key)
+	c.queue.Add(key)
+}
 
 // Run processes the queue with the given number of workers until ctx ends.
 // Then it stops taking items at once, even those already queued (the next

@@ -80,7 +80,7 @@ spec:
 `
 
 type harness struct {
-	t         *testing.T
+	t         testing.TB
 	cfg       *config.Config
 	c         *Controller
 	client    *fake.FakeDynamicClient
@@ -102,7 +102,7 @@ func (h *harness) exists(_ context.Context, id catalog.SourceID) (bool, error) {
 // newHarness builds a controller over real catalog stores and a fake dynamic
 // client. inAPI objects are served by the fake API server; cached objects are
 // reduced into the informer stores.
-func newHarness(t *testing.T, inAPI []*unstructured.Unstructured, cached []*unstructured.Unstructured, sourceData map[string]string) *harness {
+func newHarness(t testing.TB, inAPI []*unstructured.Unstructured, cached []*unstructured.Unstructured, sourceData map[string]string) *harness {
 	t.Helper()
 	cfg := exampleConfig(t)
 	cfg.Settings.GracePeriod = 10 * time.Second
@@ -180,6 +180,10 @@ func (h *harness) cache(u *unstructured.Unstructured) {
 	h.t.Helper()
 	if err := h.workloads[h.gvrOf(u)].Update(h.reduce(u)); err != nil {
 		h.t.Fatal(err)
+	}
+	// As the informer does (through the watcher's handler), once stored.
+	if h.c != nil {
+		h.c.WorkloadChanged(keyOf(h.gvrOf(u), u))
 	}
 }
 

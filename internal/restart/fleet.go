@@ -50,6 +50,13 @@ type fleet struct {
 	// parsed memoizes the annotations wave decisions read of each cached
 	// workload object: a decision reads every reader of a source.
 	parsed map[catalog.WorkloadKey]parsedWorkload
+	// waves memoizes each source's wave evaluation, and readerOf names the
+	// memos each workload is a reader in (wavememo.go).
+	waves    map[catalog.SourceID]*waveMemo
+	readerOf map[catalog.WorkloadKey][]catalog.SourceID
+	// memberReads counts readers read for wave decisions: what the memo
+	// saves (tests assert it).
+	memberReads int
 }
 
 // parsedWorkload is what wave decisions read of one cached workload object.
@@ -89,6 +96,7 @@ func (f *fleet) forget(key catalog.WorkloadKey) {
 	delete(f.held, key)
 	delete(f.capped, key)
 	delete(f.reserved, key)
+	f.touch(key, nil)
 }
 
 type reservation struct {
@@ -112,6 +120,8 @@ func newFleet(now time.Time) *fleet {
 		held:       map[catalog.WorkloadKey]pacing.HoldKind{},
 		capped:     map[catalog.WorkloadKey]bool{},
 		parsed:     map[catalog.WorkloadKey]parsedWorkload{},
+		waves:      map[catalog.SourceID]*waveMemo{},
+		readerOf:   map[catalog.WorkloadKey][]catalog.SourceID{},
 	}
 }
 
@@ -173,6 +183,7 @@ func (f *fleet) unreserve(key catalog.WorkloadKey) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.reserved, key)
+	f.touch(key, nil)
 }
 
 // recordOf returns the workload's rollout record: a reservation made by this
@@ -184,6 +195,7 @@ func (f *fleet) recordOf(key catalog.WorkloadKey, w *catalog.WorkloadState, now 
 		caughtUp := cached != nil && (cached.At.After(r.record.At) || cached.At.Equal(r.record.At) && cached.Result == r.record.Result)
 		if caughtUp || now.After(r.expiry) {
 			delete(f.reserved, key)
+			f.touch(key, nil)
 		} else {
 			return r.record, true
 		}
@@ -195,6 +207,7 @@ func (f *fleet) recordOf(key catalog.WorkloadKey, w *catalog.WorkloadState, now 
 // it. Called with f.mu held.
 func (f *fleet) reserve(key catalog.WorkloadKey, rec *pacing.Record, now time.Time) {
 	f.reserved[key] = reservation{record: rec, expiry: now.Add(reservationTTL)}
+	f.touch(key, nil)
 }
 
 // behind reports whether the cache does not show yet a record this process
@@ -319,19 +332,37 @@ func parseSourceID(s string) (catalog.SourceID, bool) {
 }
 
 // waveState evaluates the waves of the source's current change over its
-// readers, and maps member names back to keys. Called with c.fleet.mu held.
+// readers, and maps member names back to keys (the map is shared: read it
+// only). Called with c.fleet.mu held.
 //
 // self, when set, is the workload deciding, whose restart for the source is
 // due. Of the others, those whose pending state the cache cannot tell (a
 // large source whose keys they read it does not cover: only an API read
 // would) are left out: they take their places when they decide themselves,
 // as self, and count once restarted.
+//
+// The cached source object is evaluated through its memo (wavememo.go); a
+// state given the keys one workload reads (a large source) is scanned.
 func (c *Controller) waveState(id catalog.SourceID, src *catalog.SourceState, self catalog.WorkloadKey, now time.Time) (map[string]catalog.WorkloadKey, pacing.State) {
 	change := src.Change(c.sums)
+	released := src.Annotations[c.cfg.Annotations.Release] == change
+	if cached, ok := c.catalog.Source(id); ok && cached == src {
+		return c.memoizedWaves(id, src, change, released, self, now)
+	}
+	byName, members := c.waveMembers(id, src, change, c.catalog.WorkloadsReading(id), self, now)
+	return byName, c.cfg.Waves.Evaluate(members, released)
+}
+
+// waveMembers reads the wave members among keys, readers of the source, for
+// its change: those that take part, and their names. Called with
+// c.fleet.mu held.
+func (c *Controller) waveMembers(id catalog.SourceID, src *catalog.SourceState, change string, keys []catalog.WorkloadKey,
+	self catalog.WorkloadKey, now time.Time) (map[string]catalog.WorkloadKey, []pacing.Member) {
 	sid := id.String()
 	byName := map[string]catalog.WorkloadKey{}
 	var members []pacing.Member
-	for _, key := range c.catalog.WorkloadsReading(id) {
+	c.fleet.memberReads += len(keys)
+	for _, key := range keys {
 		r, ok := c.catalog.Workload(key)
 		if !ok || !r.OptedIn || r.Problem != "" || c.optedOut(r, id, src) {
 			continue
@@ -371,8 +402,7 @@ func (c *Controller) waveState(id catalog.SourceID, src *catalog.SourceState, se
 		}
 		members = append(members, m)
 	}
-	released := src.Annotations[c.cfg.Annotations.Release] == change
-	return byName, c.cfg.Waves.Evaluate(members, released)
+	return byName, members
 }
 
 // pendingFor reports whether a reader's pods run other data of the source

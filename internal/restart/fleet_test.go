@@ -29,7 +29,7 @@ type fleetHarness struct {
 	rec  *fakeRecorder
 }
 
-func newFleetHarness(t *testing.T, n int) *fleetHarness {
+func newFleetHarness(t testing.TB, n int) *fleetHarness {
 	t.Helper()
 	var objs []*unstructured.Unstructured
 	base := newHarness(t, nil, nil, nil)
