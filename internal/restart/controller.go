@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
@@ -74,6 +75,8 @@ type Controller struct {
 	fleet  *fleet
 	queue  workqueue.TypedRateLimitingInterface[catalog.WorkloadKey]
 	dryRun simulatedPatches
+	// meta, when set, sends the decisions' patches (PatchWith).
+	meta metadata.Interface
 }
 
 // New builds a controller. The queue exists from the start so that events
@@ -393,7 +396,7 @@ func (c *Controller) Reconcile(ctx context.Context, key catalog.WorkloadKey) err
 		return fmt.Errorf("building patch for %s: %w", key, err)
 	}
 	start := time.Now()
-	_, err = c.client.Resource(key.Resource).Namespace(key.Namespace).Patch(ctx, key.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: "restart-controller"})
+	err = c.patch(ctx, key, body)
 	c.metrics.PatchDuration.Observe(time.Since(start).Seconds())
 	if err != nil {
 		c.fleet.unreserve(key)
@@ -406,6 +409,25 @@ func (c *Controller) Reconcile(ctx context.Context, key catalog.WorkloadKey) err
 	}
 	c.report(w, key, plan, now, false)
 	return nil
+}
+
+// PatchWith makes decisions send their patches through a metadata client:
+// the API server then answers with the workload's metadata alone, as
+// protobuf, instead of the whole object as JSON. At 10,000 workloads,
+// decoding those answers through the dynamic client was 13% of the CPU of
+// the start-up (the first recording patches every workload) and most of
+// its garbage (issue 13). The patch sent is the same.
+func (c *Controller) PatchWith(m metadata.Interface) { c.meta = m }
+
+// patch sends a decision's merge patch.
+func (c *Controller) patch(ctx context.Context, key catalog.WorkloadKey, body []byte) error {
+	opts := metav1.PatchOptions{FieldManager: "restart-controller"}
+	if c.meta != nil {
+		_, err := c.meta.Resource(key.Resource).Namespace(key.Namespace).Patch(ctx, key.Name, types.MergePatchType, body, opts)
+		return err
+	}
+	_, err := c.client.Resource(key.Resource).Namespace(key.Namespace).Patch(ctx, key.Name, types.MergePatchType, body, opts)
+	return err
 }
 
 // report counts, logs and tells the workload's owners (an Event that

@@ -316,7 +316,7 @@ func (w *Watcher) startWorkloadInformers(ctx context.Context, kind config.Worklo
 			transform = tracker.Reduce(kind, w.cfg)
 		}
 		informer := workloadInformer(w.client, kind.GVR, ns, w.cfg.WorkloadSelector.String(), tracker)
-		handler := workloadHandler{resource: kind.GVR, handler: w.handler, tracker: tracker}
+		handler := workloadHandler{resource: kind.GVR, handler: w.handler, catalog: w.catalog, tracker: tracker}
 		w.catalog.AddWorkloadStore(kind.GVR, informer.GetIndexer())
 		if err := w.start(ctx, informer, transform, handler, Target{RoleWorkload, kind.GVR, ns}); err != nil {
 			return fmt.Errorf("watching %s: %w", kind.GVR, err)
@@ -387,6 +387,9 @@ func (h sourceHandler) OnDelete(interface{}) { h.metrics.ResourceVersions.Inc() 
 type workloadHandler struct {
 	resource schema.GroupVersionResource
 	handler  Handler
+	// catalog indexes the sources each workload reads, before the
+	// workload is enqueued.
+	catalog *catalog.Catalog
 	// tracker forgets deleted workloads; nil when ordering is off.
 	tracker *catalog.TemplateTracker
 }
@@ -397,6 +400,7 @@ func (h workloadHandler) key(state *catalog.WorkloadState) catalog.WorkloadKey {
 
 func (h workloadHandler) OnAdd(obj interface{}, _ bool) {
 	if state, ok := obj.(*catalog.WorkloadState); ok {
+		h.catalog.WorkloadCached(h.resource, nil, state)
 		h.handler.WorkloadChanged(h.key(state))
 	}
 }
@@ -405,6 +409,7 @@ func (h workloadHandler) OnUpdate(oldObj, newObj interface{}) {
 	oldState, ok1 := oldObj.(*catalog.WorkloadState)
 	newState, ok2 := newObj.(*catalog.WorkloadState)
 	if ok1 && ok2 && !oldState.SameDecisionInputs(newState) {
+		h.catalog.WorkloadCached(h.resource, oldState, newState)
 		h.handler.WorkloadChanged(h.key(newState))
 	}
 }
@@ -419,6 +424,7 @@ func (h workloadHandler) OnDelete(obj interface{}) {
 		obj = tomb.Obj
 	}
 	if state, ok := obj.(*catalog.WorkloadState); ok {
+		h.catalog.WorkloadCached(h.resource, state, nil)
 		h.handler.WorkloadChanged(h.key(state))
 	}
 }
