@@ -124,7 +124,7 @@ func TestCatalogSource(t *testing.T) {
 			if tc.id.Kind == "secret" {
 				key = "password"
 			}
-			if state.Digests[key] != digestValue(tc.digest) {
+			if d, _ := state.Digests.Get(key); d != digestValue(tc.digest) {
 				t.Errorf("wrong object returned: digests %v", state.Digests)
 			}
 		})

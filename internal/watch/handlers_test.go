@@ -24,11 +24,12 @@ func (r *recorder) SourceCreated(id catalog.SourceID)             { r.sources = 
 func (r *recorder) WorkloadChanged(key catalog.WorkloadKey)       { r.workloads = append(r.workloads, key) }
 
 func sourceState(rv string, digests map[string]byte) *catalog.SourceState {
-	s := &catalog.SourceState{Digests: map[string]catalog.Digest{}}
-	s.Name, s.Namespace, s.ResourceVersion = "app", "shop", rv
+	m := map[string]catalog.Digest{}
 	for k, b := range digests {
-		s.Digests[k] = catalog.Digest{b}
+		m[k] = catalog.Digest{b}
 	}
+	s := &catalog.SourceState{Digests: catalog.DigestsOf(m)}
+	s.Name, s.Namespace, s.ResourceVersion = "app", "shop", rv
 	return s
 }
 
