@@ -77,6 +77,8 @@ type Controller struct {
 	dryRun simulatedPatches
 	// meta, when set, sends the decisions' patches (PatchWith).
 	meta metadata.Interface
+	// backlog holds the start-up list until the queue has room (startup.go).
+	backlog backlog
 }
 
 // New builds a controller. The queue exists from the start so that events
@@ -163,6 +165,11 @@ func (c *Controller) Run(ctx, writeCtx context.Context, workers int, drainTimeou
 	defer cancelWrites()
 
 	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c.feed(ctx, backlogPerWorker*workers)
+	}()
 	for i := 0; i < workers; i++ {
 		wg.Add(1)
 		go func() {

@@ -398,9 +398,20 @@ func (h workloadHandler) key(state *catalog.WorkloadState) catalog.WorkloadKey {
 	return catalog.WorkloadKey{Resource: h.resource, Namespace: state.Namespace, Name: state.Name}
 }
 
-func (h workloadHandler) OnAdd(obj interface{}, _ bool) {
+// listedHandler is a Handler that takes the workloads of an informer's
+// first list apart from changes (restart.Controller: it queues them as the
+// queue has room, so that the queue does not grow to the cluster's size).
+type listedHandler interface {
+	WorkloadListed(key catalog.WorkloadKey)
+}
+
+func (h workloadHandler) OnAdd(obj interface{}, initialList bool) {
 	if state, ok := obj.(*catalog.WorkloadState); ok {
 		h.catalog.WorkloadCached(h.resource, nil, state)
+		if l, ok := h.handler.(listedHandler); ok && initialList {
+			l.WorkloadListed(h.key(state))
+			return
+		}
 		h.handler.WorkloadChanged(h.key(state))
 	}
 }
