@@ -60,6 +60,8 @@ type ctrlFigures struct {
 	recordDur     time.Duration
 	recordCPU     float64
 	steady        int64 // kB VmRSS once recorded and quiet
+	anon, file    int64 // kB RssAnon, RssFile then
+	goMem         string // the Go runtime's view then
 	heapInuse     float64
 	total         procFigures
 }
@@ -351,6 +353,14 @@ func (e *scaleEnv) measureController(ctx context.Context) error {
 		e.res.cpuSync = <-cpuSync
 	}
 	_, f.steady, _ = ctrl.memory()
+	f.anon, f.file = ctrl.rssParts()
+	if m, err := ctrl.metrics(); err == nil {
+		v := func(name string) float64 { x, _ := promtext.Sum(m, name); return x / (1 << 20) }
+		f.goMem = fmt.Sprintf("heap in use %.1f, idle %.1f of which released %.1f, next GC at %.1f, stacks %.1f, other runtime %.1f MiB",
+			v("go_memstats_heap_inuse_bytes"), v("go_memstats_heap_idle_bytes"), v("go_memstats_heap_released_bytes"),
+			v("go_memstats_next_gc_bytes"), v("go_memstats_stack_sys_bytes"),
+			v("go_memstats_mspan_sys_bytes")+v("go_memstats_mcache_sys_bytes")+v("go_memstats_buck_hash_sys_bytes")+v("go_memstats_gc_sys_bytes")+v("go_memstats_other_sys_bytes"))
+	}
 	heapFile := filepath.Join(e.dir, "heap-after-sync.pb.gz")
 	if err := saveHeapProfile(ctrl, heapFile); err != nil {
 		logf("warning: heap profile: %v", err)

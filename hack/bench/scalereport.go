@@ -43,6 +43,8 @@ func renderScaleReport(o options, r *scaleFigures, began time.Time) string {
 	set("Peak RSS at ready (VmHWM)", kbString(c.hwmReady), kbString(fl.hwm), kbString(z.hwm), ratio(float64(c.hwmReady), float64(fl.hwm))+" floor")
 	set("**Peak RSS, whole run (VmHWM)**", "**"+kbString(c.total.hwm)+"**", kbString(fl.total.hwm), kbString(z.total.hwm), "**"+ratio(float64(c.total.hwm), float64(fl.hwm))+" floor**")
 	set("Steady RSS (idle after sync; controller: after recording every workload)", kbString(c.steady), kbString(fl.steady), kbString(z.steady), ratio(float64(c.steady), float64(fl.steady))+" floor")
+	set("Controller's steady RSS: anonymous / file-backed (the binary)", fmt.Sprintf("%s / %s", kbString(c.anon), kbString(c.file)), "–", "–", "–")
+	set("Controller's steady memory as the Go runtime sees it", c.goMem, "–", "–", "–")
 	set("Go heap in use after sync (after GC)", mib(c.heapInuse), mib(fl.heapInuse), mib(z.heapInuse), ratio(c.heapInuse, fl.heapInuse)+" floor")
 	set("Initial recording: workloads / time after ready / CPU seconds", fmt.Sprintf("%d / %s / %.2f s", c.recorded, sec(c.recordDur), c.recordCPU), "–", "–", "–")
 	phaseRowsScale(set, "One change at a time", r.ctrlSingles, r.zeroSingles)
