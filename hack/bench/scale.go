@@ -59,8 +59,8 @@ type ctrlFigures struct {
 	recorded      int
 	recordDur     time.Duration
 	recordCPU     float64
-	steady        int64 // kB VmRSS once recorded and quiet
-	anon, file    int64 // kB RssAnon, RssFile then
+	steady        int64  // kB VmRSS once recorded and quiet
+	anon, file    int64  // kB RssAnon, RssFile then
 	goMem         string // the Go runtime's view then
 	heapInuse     float64
 	total         procFigures
