@@ -138,7 +138,8 @@ func sourceInformers(ctx context.Context, rc *rest.Config, handler cache.Resourc
 	return synced, nil
 }
 
-// kindHandler passes source updates on with their kind.
+// kindHandler passes source updates on to the zero-logic patcher, with the
+// source kind in place of the old object (which it does not read).
 type kindHandler struct {
 	kind  string
 	inner cache.ResourceEventHandler

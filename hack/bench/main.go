@@ -7,6 +7,10 @@
 //
 //	go run ./hack/bench --controller bin/restart-controller [--scales 1,4] [--out FILE]
 //
+// With --scale-workloads N it runs the scale scenario of issue 13 instead
+// (scale.go): N workloads over --scale-sources small sources, beside a
+// memory floor and a zero-logic patcher (floor.go, zerologic.go).
+//
 // `make bench` builds the controller and runs this.
 package main
 

@@ -187,8 +187,8 @@ func (e *scaleEnv) changeSets() (singles, fanOut []scaleRef) {
 }
 
 // waitAPIQuiet waits (at most 5 min) until kube-controller-manager has
-// caught up: no workload write seen by the recorder... the recorder sees
-// only pod-template changes, so this polls the API server's write count.
+// caught up with the new workloads: the API server's count of writes
+// (POST, PUT, PATCH) has not moved for 5 s.
 func (e *scaleEnv) waitAPIQuiet(ctx context.Context) {
 	deadline := time.Now().Add(5 * time.Minute)
 	last, lastChange := -1.0, time.Now()
@@ -278,8 +278,8 @@ func (e *scaleEnv) startHelper(ctx context.Context, role string, extra []string,
 	return p, ready, heap, nil
 }
 
-// measureRef starts a helper, measures it once ready, and leaves it running
-// when keep is set (the zero-logic patcher), else stops it.
+// measureRef starts a helper, measures it once ready (and its RSS 3 s
+// later), and stops it.
 func (e *scaleEnv) measureRef(ctx context.Context, role string, extra []string, logName string) (refFigures, error) {
 	var f refFigures
 	p, ready, heap, err := e.startHelper(ctx, role, extra, logName)
