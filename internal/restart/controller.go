@@ -113,6 +113,7 @@ func New(cfg *config.Config, cat Catalog, client dynamic.Interface, exists Exist
 		templateFields: fields,
 		rules:          rules,
 		fleet:          newFleet(time.Now()),
+		backlog:        newBacklog(),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[catalog.WorkloadKey]{
 			Name:            "workloads",
 			MetricsProvider: m.QueueMetrics(),

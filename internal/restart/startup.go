@@ -21,12 +21,20 @@ type backlog struct {
 	mu   sync.Mutex
 	keys []catalog.WorkloadKey
 	next int
+	// wake tells the feed that keys arrived (capacity 1, never blocks).
+	wake chan struct{}
 }
+
+func newBacklog() backlog { return backlog{wake: make(chan struct{}, 1)} }
 
 func (b *backlog) push(key catalog.WorkloadKey) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	b.keys = append(b.keys, key)
+	b.mu.Unlock()
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
 }
 
 // take returns up to n keys, oldest first, and frees the list once drained.
@@ -57,10 +65,19 @@ const backlogPerWorker = 4
 func (c *Controller) WorkloadListed(key catalog.WorkloadKey) { c.backlog.push(key) }
 
 // feed moves the backlog into the queue, keeping at most room items queued,
-// until the backlog is empty or ctx ends. It polls: the queue tells no one
-// when it shrinks.
+// until ctx ends: the first list of a workload kind whose CRD appears later
+// arrives after the start-up one has drained. While keys wait it polls the
+// queue, which tells no one when it shrinks.
 func (c *Controller) feed(ctx context.Context, room int) {
-	for c.backlog.len() > 0 {
+	for {
+		if c.backlog.len() == 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-c.backlog.wake:
+			}
+			continue
+		}
 		if free := room - c.queue.Len(); free > 0 {
 			for _, key := range c.backlog.take(free) {
 				c.queue.Add(key)

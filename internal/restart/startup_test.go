@@ -39,8 +39,21 @@ func TestStartUpListEntersTheQueueAsItHasRoom(t *testing.T) {
 		}
 		c.queue.Done(key)
 	}
-	<-done
 	if c.queue.Len() != 0 || c.backlog.len() != 0 || c.backlog.keys != nil {
 		t.Errorf("left: queue %d, backlog %d (list kept: %v)", c.queue.Len(), c.backlog.len(), c.backlog.keys != nil)
 	}
+	// The first list of a kind whose CRD appears later comes after the
+	// start-up one has drained: the feed is still there for it.
+	late := catalog.WorkloadKey{Resource: deploymentsGVR, Namespace: "shop", Name: "late"}
+	c.WorkloadListed(late)
+	for deadline := time.Now().Add(5 * time.Second); c.queue.Len() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a workload listed after the start-up list drained never reached the queue")
+		}
+	}
+	if key, _ := c.queue.Get(); key != late {
+		t.Fatalf("got %v, want %v", key, late)
+	}
+	cancel()
+	<-done
 }
