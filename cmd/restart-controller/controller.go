@@ -116,6 +116,7 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 	if err != nil {
 		return err
 	}
+	ctrl.PatchWith(meta)
 	protobuf, err := protobufClient(rc)
 	if err != nil {
 		return err

@@ -7,6 +7,10 @@
 //
 //	go run ./hack/bench --controller bin/restart-controller [--scales 1,4] [--out FILE]
 //
+// With --scale-workloads N it runs the scale scenario of issue 13 instead
+// (scale.go): N workloads over --scale-sources small sources, beside a
+// memory floor and a zero-logic patcher (floor.go, zerologic.go).
+//
 // `make bench` builds the controller and runs this.
 package main
 
@@ -52,6 +56,8 @@ type options struct {
 	workDir        string
 	keep           bool
 	out            string
+	// The scale scenario (scale.go); off when scaleWorkloads is 0.
+	scaleWorkloads, scaleSources, scaleChanges, scaleCreators int
 }
 
 // listFlags are the flags given as one string that options holds as a list.
@@ -60,6 +66,10 @@ type listFlags struct {
 }
 
 func main() {
+	if role := helperRole(); role != "" {
+		runHelper(role)
+		return
+	}
 	o := parseOptions()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -68,10 +78,18 @@ func main() {
 	began := time.Now()
 	logf("work folder %s; load average %s; controller %s (%s)", o.workDir, loadAverage(), o.controllerPath, o.version)
 	var report string
-	if !o.fleetOnly {
-		report = renderReport(o, runScales(ctx, o), began)
+	switch {
+	case o.scaleWorkloads > 0:
+		res, err := runScaleScenario(ctx, o)
+		if err != nil {
+			fail("scale scenario: %v", err)
+		}
+		report = renderScaleReport(o, res, began)
+	case o.fleetOnly:
+		report = fleetReport(ctx, o)
+	default:
+		report = renderReport(o, runScales(ctx, o), began) + fleetReport(ctx, o)
 	}
-	report += fleetReport(ctx, o)
 	fmt.Println()
 	fmt.Print(report)
 	if o.out != "" {
@@ -124,6 +142,10 @@ func defineFlags(o *options, l *listFlags) {
 	flag.StringVar(&o.workDir, "workdir", "", "folder for clusters, controller logs and profiles (default: a new temp folder)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the etcd data of each cluster (otherwise removed after each scale)")
 	flag.StringVar(&o.out, "out", "", "also write the Markdown report to this file")
+	flag.IntVar(&o.scaleWorkloads, "scale-workloads", 0, "run the scale scenario (issue 13, scale.go) instead of --scales: this many opted-in workloads (Deployments, StatefulSets, DaemonSets)")
+	flag.IntVar(&o.scaleSources, "scale-sources", 30000, "scale scenario: small ConfigMaps and Secrets, half each (at least 2 per workload)")
+	flag.IntVar(&o.scaleChanges, "scale-changes", 1000, "scale scenario: simultaneous changes, one per workload")
+	flag.IntVar(&o.scaleCreators, "scale-creators", 64, "scale scenario: concurrent object creations")
 }
 
 func (o *options) setLists(l listFlags) {
@@ -140,6 +162,9 @@ func (o *options) setLists(l listFlags) {
 }
 
 func (o *options) validate() {
+	if o.scaleWorkloads > 0 && (o.scaleSources < 2*o.scaleWorkloads || o.scaleChanges < 1 || o.singles > o.scaleWorkloads/2) {
+		fail("--scale-sources must be at least 2 × --scale-workloads, --scale-changes at least 1")
+	}
 	if o.update != "put" && o.update != "merge-patch" {
 		fail("--update: want put or merge-patch, got %q", o.update)
 	}

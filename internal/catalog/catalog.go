@@ -7,10 +7,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// BySourceIndex is the workload cache index from a source's ID string to the
-// workloads that read it; it replaces listing workloads on every source event.
-const BySourceIndex = "bySource"
-
 // InFlightIndex is the workload cache index of restarts whose rollout has no
 // result yet, under the single value inFlight: the cap on rollouts in flight
 // counts them without listing every workload.
@@ -18,23 +14,15 @@ const InFlightIndex = "inFlight"
 
 const inFlight = "inFlight"
 
-// WorkloadIndexers are the indexers every workload informer must carry.
+// WorkloadIndexers are the indexers every workload informer must carry. The
+// workloads reading a source are not one of them: the catalog keeps that
+// index itself (readers.go, WorkloadCached).
 func WorkloadIndexers() cache.Indexers {
 	return cache.Indexers{InFlightIndex: func(obj interface{}) ([]string, error) {
 		if w, ok := obj.(*WorkloadState); ok && w.InFlight {
 			return []string{inFlight}, nil
 		}
 		return nil, nil
-	}, BySourceIndex: func(obj interface{}) ([]string, error) {
-		w, ok := obj.(*WorkloadState)
-		if !ok {
-			return nil, nil
-		}
-		ids := make([]string, len(w.References))
-		for i, r := range w.References {
-			ids[i] = r.ID.String()
-		}
-		return ids, nil
 	}}
 }
 
@@ -45,6 +33,8 @@ type Catalog struct {
 	mu        sync.RWMutex
 	sources   map[string][]cache.Indexer
 	workloads map[schema.GroupVersionResource][]cache.Indexer
+	// readers indexes the workloads reading each source.
+	readers *readerIndex
 	// reduce is how sources enter the caches (SourceTransform).
 	reduce SourceReducer
 }
@@ -71,6 +61,7 @@ func New(opts ...Option) *Catalog {
 	c := &Catalog{
 		sources:   map[string][]cache.Indexer{},
 		workloads: map[schema.GroupVersionResource][]cache.Indexer{},
+		readers:   newReaderIndex(),
 	}
 	for _, o := range opts {
 		o(c)
@@ -138,9 +129,9 @@ func lookup[T any](stores []cache.Indexer, key string) (T, bool) {
 }
 
 // WorkloadsReading returns the keys of every cached workload whose pod
-// template references the source.
+// template references the source, as far as WorkloadCached has been told.
 func (c *Catalog) WorkloadsReading(id SourceID) []WorkloadKey {
-	return c.workloadsIndexed(BySourceIndex, id.String())
+	return c.readers.readersOf(id)
 }
 
 // InFlight returns the keys of the workloads whose last restart's rollout has

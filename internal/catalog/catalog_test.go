@@ -1,7 +1,9 @@
 package catalog
 
 import (
+	"fmt"
 	"reflect"
+	"runtime"
 	"sort"
 	"testing"
 
@@ -53,6 +55,8 @@ func newCatalogFixture(t *testing.T) catalogFixture {
 	f.cat.AddSourceStore("configmap", f.configMaps)
 	f.cat.AddSourceStore("secret", secretsShop)
 	f.cat.AddSourceStore("secret", secretsOther)
+	f.deploys = f.cat.IndexedStore(deployments, f.deploys)
+	f.stateful = f.cat.IndexedStore(statefulsets, f.stateful)
 	f.cat.AddWorkloadStore(deployments, f.deploys)
 	f.cat.AddWorkloadStore(statefulsets, f.stateful)
 
@@ -120,7 +124,7 @@ func TestCatalogSource(t *testing.T) {
 			if tc.id.Kind == "secret" {
 				key = "password"
 			}
-			if state.Digests[key] != digestValue(tc.digest) {
+			if d, _ := state.Digests.Get(key); d != digestValue(tc.digest) {
 				t.Errorf("wrong object returned: digests %v", state.Digests)
 			}
 		})
@@ -201,40 +205,105 @@ func TestCatalogWorkloadsReading(t *testing.T) {
 	}
 }
 
-func TestCatalogWorkloadsReadingUsesTheIndex(t *testing.T) {
+func TestCatalogWorkloadsReadingFollowsWorkloadCached(t *testing.T) {
 	cat := New()
-	// A store whose index claims every workload reads configmap/shop/indexed:
-	// the catalog must answer from the index, not by reading references.
-	claims := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{BySourceIndex: func(interface{}) ([]string, error) {
-		return []string{"configmap/shop/indexed"}, nil
-	}})
-	// A store without the index answers nothing rather than failing.
-	unindexed := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	cat.AddWorkloadStore(deployments, claims)
-	cat.AddWorkloadStore(statefulsets, unindexed)
-	w := &WorkloadState{References: []Reference{{ID: SourceID{"configmap", "shop", "app"}}}}
-	w.Namespace, w.Name = "shop", "web"
-	if err := claims.Add(w); err != nil {
+	// The index answers from what WorkloadCached was told, not by reading
+	// the stores.
+	store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, WorkloadIndexers())
+	cat.AddWorkloadStore(deployments, store)
+	web := func(sources ...string) *WorkloadState {
+		w := &WorkloadState{}
+		w.Namespace, w.Name = "shop", "web"
+		for _, s := range sources {
+			w.References = append(w.References, Reference{ID: SourceID{"configmap", "shop", s}})
+		}
+		return w
+	}
+	reading := func(name string) []WorkloadKey { return cat.WorkloadsReading(SourceID{"configmap", "shop", name}) }
+	if err := store.Add(web("app")); err != nil {
 		t.Fatal(err)
 	}
-	if err := unindexed.Add(w.DeepCopyObject()); err != nil {
-		t.Fatal(err)
+	if got := reading("app"); len(got) != 0 {
+		t.Errorf("answered from the store: %v", got)
 	}
-	if got := cat.WorkloadsReading(SourceID{"configmap", "shop", "indexed"}); !reflect.DeepEqual(got, []WorkloadKey{{deployments, "shop", "web"}}) {
-		t.Errorf("got %v", got)
+	want := []WorkloadKey{{deployments, "shop", "web"}}
+	cat.WorkloadCached(deployments, nil, web("app", "db"))
+	if got := reading("app"); !reflect.DeepEqual(got, want) {
+		t.Errorf("after add: %v", got)
 	}
-	if got := cat.WorkloadsReading(SourceID{"configmap", "shop", "app"}); len(got) != 0 {
-		t.Errorf("answered without the index: %v", got)
+	cat.WorkloadCached(deployments, web("app", "db"), web("db", "extra"))
+	if got := reading("app"); len(got) != 0 {
+		t.Errorf("a reference dropped by an update still indexed: %v", got)
 	}
+	if got, got2 := reading("db"), reading("extra"); !reflect.DeepEqual(got, want) || !reflect.DeepEqual(got2, want) {
+		t.Errorf("after update: %v, %v", got, got2)
+	}
+	// Another reader of the same source, of another kind, then deletions in
+	// either order.
+	other := web("db")
+	other.Name = "worker"
+	cat.WorkloadCached(statefulsets, nil, other)
+	if got := sortKeys(reading("db")); !reflect.DeepEqual(got, []WorkloadKey{{deployments, "shop", "web"}, {statefulsets, "shop", "worker"}}) {
+		t.Errorf("two readers: %v", got)
+	}
+	cat.WorkloadCached(deployments, web("db", "extra"), nil)
+	if got := reading("db"); !reflect.DeepEqual(got, []WorkloadKey{{statefulsets, "shop", "worker"}}) {
+		t.Errorf("after deleting the first reader: %v", got)
+	}
+	cat.WorkloadCached(statefulsets, other, nil)
+	if n := len(cat.readers.first) + len(cat.readers.more); n != 0 {
+		t.Errorf("%d sources still indexed after every reader is gone", n)
+	}
+}
 
-	// The index function itself ignores objects that are not reduced workloads.
-	ids, err := WorkloadIndexers()[BySourceIndex](cache.DeletedFinalStateUnknown{Key: "shop/web", Obj: w})
-	if err != nil || len(ids) != 0 {
-		t.Errorf("index of a tombstone: %v, %v", ids, err)
+// TestReaderIndexCostPerSource pins the memory of the index of readers:
+// 30,000 sources read by one workload each must cost at most half of what
+// the client-go index it replaced cost (a set per source: 15.6 MB of heap
+// at that scale, issue 13).
+func TestReaderIndexCostPerSource(t *testing.T) {
+	const workloads = 10000
+	states := make([]*WorkloadState, workloads)
+	for i := range states {
+		w := &WorkloadState{}
+		w.Namespace, w.Name = "ns", fmt.Sprintf("w-%05d", i)
+		for k := range 3 {
+			w.References = append(w.References, Reference{ID: SourceID{"configmap", "ns", fmt.Sprintf("s-%05d-%d", i, k)}})
+		}
+		states[i] = w
 	}
-	ids, _ = WorkloadIndexers()[BySourceIndex](w)
-	if !reflect.DeepEqual(ids, []string{"configmap/shop/app"}) {
-		t.Errorf("index values %v", ids)
+	perSource := func(fill func() any) float64 {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		kept := fill()
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(kept)
+		return float64(after.HeapAlloc-before.HeapAlloc) / (3 * workloads)
+	}
+	index := perSource(func() any {
+		cat := New()
+		for _, w := range states {
+			cat.WorkloadCached(deployments, nil, w)
+		}
+		return cat
+	})
+	clientGo := perSource(func() any {
+		store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{"bySource": func(obj interface{}) ([]string, error) {
+			var ids []string
+			for _, r := range obj.(*WorkloadState).References {
+				ids = append(ids, r.ID.String())
+			}
+			return ids, nil
+		}})
+		for _, w := range states {
+			_ = store.Add(w)
+		}
+		return store
+	})
+	t.Logf("%.0f bytes per source; a client-go index with its store: %.0f", index, clientGo)
+	if index > clientGo/2 {
+		t.Errorf("the index costs %.0f bytes per source, want at most half of a client-go index's %.0f", index, clientGo)
 	}
 }
 

@@ -59,7 +59,7 @@ func TestKeyedChecksumResistsGuessing(t *testing.T) {
 // reduce transform does, without re-parsing YAML a million times.
 func secretWithPINDigest(like *SourceState, pin string) *SourceState {
 	out := *like
-	out.Digests = map[string]Digest{"pin": digestBase64([]byte(pin))}
+	out.Digests = Digests{{"pin", digestBase64([]byte(pin))}}
 	return &out
 }
 

@@ -193,7 +193,7 @@ func (c *SourceState) Covers(keys []string) bool {
 // The maps are shared, never written.
 func (c *SourceState) withKeys(keys []string, digests map[string]Digest, inFields map[string]string) *SourceState {
 	out := *c
-	out.Digests, out.Fields, out.covered = digests, inFields, keys
+	out.Digests, out.Fields, out.covered = DigestsOf(digests), inFields, keys
 	return &out
 }
 

@@ -125,7 +125,7 @@ func keysOf(t *testing.T, small *SourceState, keys []string) ([]string, map[stri
 	digests := map[string]Digest{}
 	var fields map[string]string
 	for _, k := range sorted {
-		if d, ok := small.Digests[k]; ok {
+		if d, ok := small.Digests.Get(k); ok {
 			digests[k] = d
 			if f, ok := small.Fields[k]; ok {
 				if fields == nil {

@@ -303,12 +303,13 @@ func (r SourceReducer) reduceEncoded(e *encodedSource) *SourceState {
 		state.Whole, _, _ = e.wholeSums(fields, r.Sums, nil)
 		return state
 	}
-	state.Digests = map[string]Digest{}
+	var b digestsBuilder
 	for _, f := range fields {
 		e.entries(f.num, func(_, _ int, key, value []byte) {
-			state.set(string(key), f.name, f.digest(value))
+			state.set(&b, string(key), f.name, f.digest(value))
 		})
 	}
+	state.Digests = b.done()
 	return state
 }
 

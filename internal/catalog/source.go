@@ -15,6 +15,7 @@ import (
 	"hash"
 	"iter"
 	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -52,7 +53,7 @@ type SourceState struct {
 	// Digests digest each key's value alone (the value's text, as JSON
 	// carries it). For a large source (Whole set), only the keys of covered
 	// that exist, or nil.
-	Digests map[string]Digest `json:"digests"`
+	Digests Digests `json:"digests"`
 	// Fields names the data field of each key that is not in "data", e.g.
 	// "binaryData": the same bytes are another file there. Nil when every key
 	// is in "data", as in most ConfigMaps and every Secret, so the common case
@@ -74,10 +75,7 @@ func (c *SourceState) DeepCopyObject() runtime.Object {
 	c.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	// nil stays nil: the mutation detector compares with reflect.DeepEqual.
 	if c.Digests != nil {
-		out.Digests = make(map[string]Digest, len(c.Digests))
-		for k, v := range c.Digests {
-			out.Digests[k] = v
-		}
+		out.Digests = slices.Clone(c.Digests)
 	}
 	if c.Fields != nil {
 		out.Fields = make(map[string]string, len(c.Fields))
@@ -107,8 +105,9 @@ func (c *SourceState) SameData(other *SourceState) bool {
 	if len(c.Digests) != len(other.Digests) || len(c.Fields) != len(other.Fields) {
 		return false
 	}
-	for k, d := range c.Digests {
-		if od, ok := other.Digests[k]; !ok || od != d {
+	// Both sorted, each key once.
+	for i, e := range c.Digests {
+		if other.Digests[i] != e {
 			return false
 		}
 	}
@@ -128,14 +127,14 @@ func (c *SourceState) ChangedKeys(old *SourceState) []string {
 		return nil
 	}
 	changed := []string{}
-	for k, d := range c.Digests {
-		if od, ok := old.Digests[k]; !ok || od != d || old.field(k) != c.field(k) {
-			changed = append(changed, k)
+	for _, e := range c.Digests {
+		if od, ok := old.Digests.Get(e.Key); !ok || od != e.Digest || old.field(e.Key) != c.field(e.Key) {
+			changed = append(changed, e.Key)
 		}
 	}
-	for k := range old.Digests {
-		if _, ok := c.Digests[k]; !ok {
-			changed = append(changed, k)
+	for _, e := range old.Digests {
+		if _, ok := c.Digests.Get(e.Key); !ok {
+			changed = append(changed, e.Key)
 		}
 	}
 	sort.Strings(changed)
@@ -289,16 +288,16 @@ func (c *SourceState) sum(keys []string, keyDigest func(key string, d Digest) Di
 	}
 	if keys == nil {
 		h.Write([]byte{'w'})
-		for _, k := range sortedKeys(c.Digests) {
-			d := keyDigest(k, c.Digests[k])
-			writeKey(k)
+		for _, e := range c.Digests {
+			d := keyDigest(e.Key, e.Digest)
+			writeKey(e.Key)
 			h.Write(d[:])
 		}
 	} else {
 		h.Write([]byte{'k'})
 		for _, k := range keys {
 			writeKey(k)
-			if d, ok := c.Digests[k]; ok {
+			if d, ok := c.Digests.Get(k); ok {
 				d = keyDigest(k, d)
 				h.Write([]byte{1})
 				h.Write(d[:])
@@ -336,15 +335,6 @@ func inField(field string, value Digest) Digest {
 	var d Digest
 	copy(d[:], sum[:])
 	return d
-}
-
-func sortedKeys(m map[string]Digest) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // ReduceSource returns an informer transform that replaces a source object by
@@ -396,13 +386,14 @@ func (r SourceReducer) Transform() cache.TransformFunc {
 				state.Whole, _, _ = wholeSums(fields, r.Sums, nil)
 				return state, nil
 			}
-			state.Digests = map[string]Digest{}
+			var b digestsBuilder
 			for _, f := range fields {
 				for key := range f.keys {
 					d, _ := f.digest(key)
-					state.set(key, f.name, d)
+					state.set(&b, key, f.name, d)
 				}
 			}
+			state.Digests = b.done()
 			return state, nil
 		default:
 			return obj, nil
@@ -514,8 +505,8 @@ func (c *SourceState) Change(h Hasher) string {
 // set records a key's digest and the field holding it. A key in two fields
 // (which the API server refuses for ConfigMaps) keeps the later field's,
 // in the order of dataFields, whichever way the object was fetched.
-func (c *SourceState) set(key, field string, d Digest) {
-	c.Digests[key] = d
+func (c *SourceState) set(b *digestsBuilder, key, field string, d Digest) {
+	b.set(key, d)
 	if field == defaultField {
 		delete(c.Fields, key)
 		return

@@ -50,10 +50,10 @@ func TestReduceConfigKeepsIdentityAndOneDigestPerKey(t *testing.T) {
 	if len(s.Labels) != 0 || len(s.Annotations) != 0 {
 		t.Errorf("labels/annotations kept in the cache: %v %v", s.Labels, s.Annotations)
 	}
-	if got := sortedKeys(s.Digests); !reflect.DeepEqual(got, []string{"a", "b", "bin"}) {
+	if got := s.Digests.Keys(); !reflect.DeepEqual(got, []string{"a", "b", "bin"}) {
 		t.Errorf("digest keys = %v, want [a b bin]", got)
 	}
-	if s.Digests["a"] == s.Digests["b"] {
+	if a, b := s.Digests.Map()["a"], s.Digests.Map()["b"]; a == b {
 		t.Error("different values share a digest")
 	}
 }
@@ -286,10 +286,10 @@ func TestSourceStateDeepCopy(t *testing.T) {
 	if !reflect.DeepEqual(s, c) {
 		t.Fatalf("copy differs: %+v", c)
 	}
-	c.Digests["a"] = Digest{}
+	c.Digests[0] = KeyDigest{"a", Digest{}}
 	c.Name = "other"
 	c.Fields["bin"] = "data"
-	if s.Digests["a"] == (Digest{}) || s.Name != "app" || s.Fields["bin"] != "binaryData" {
+	if s.Digests.Map()["a"] == (Digest{}) || s.Name != "app" || s.Fields["bin"] != "binaryData" {
 		t.Error("copy shares state with the original")
 	}
 }

@@ -249,7 +249,7 @@ spec:
 	if want := []string{"p", "q"}; !reflect.DeepEqual(a.References[0].Keys, want) {
 		t.Fatalf("keys %v, want %v", a.References[0].Keys, want)
 	}
-	state := &SourceState{Digests: map[string]Digest{"p": digestValue("1"), "q": digestValue("2")}}
+	state := &SourceState{Digests: DigestsOf(map[string]Digest{"p": digestValue("1"), "q": digestValue("2")})}
 	if state.Checksum(testSums, a.References[0].Keys) != state.Checksum(testSums, b.References[0].Keys) {
 		t.Error("key order changed the checksum")
 	}

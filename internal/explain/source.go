@@ -78,7 +78,7 @@ func (c *Config) ExplainSource(kind config.SourceKind, namespace, name string, s
 		Exists: state != nil, Keys: []string{}, Key: key, Readers: []Reader{}, ByKey: []KeyReaders{},
 	}
 	if state != nil {
-		r.Keys = sortedKeys(state.Digests)
+		r.Keys = state.Digests.Keys()
 	}
 	r.NotWatched = c.namespaceNotWatched(namespace)
 	r.Watched = r.NotWatched == ""

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
@@ -74,6 +75,10 @@ type Controller struct {
 	fleet  *fleet
 	queue  workqueue.TypedRateLimitingInterface[catalog.WorkloadKey]
 	dryRun simulatedPatches
+	// meta, when set, sends the decisions' patches (PatchWith).
+	meta metadata.Interface
+	// backlog holds the start-up list until the queue has room (startup.go).
+	backlog backlog
 }
 
 // New builds a controller. The queue exists from the start so that events
@@ -108,6 +113,7 @@ func New(cfg *config.Config, cat Catalog, client dynamic.Interface, exists Exist
 		templateFields: fields,
 		rules:          rules,
 		fleet:          newFleet(time.Now()),
+		backlog:        newBacklog(),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[catalog.WorkloadKey]{
 			Name:            "workloads",
 			MetricsProvider: m.QueueMetrics(),
@@ -165,6 +171,11 @@ func (c *Controller) Run(ctx, writeCtx context.Context, workers int, drainTimeou
 	defer cancelWrites()
 
 	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c.feed(ctx, backlogPerWorker*workers)
+	}()
 	for i := 0; i < workers; i++ {
 		wg.Add(1)
 		go func() {
@@ -398,7 +409,7 @@ func (c *Controller) Reconcile(ctx context.Context, key catalog.WorkloadKey) err
 		return fmt.Errorf("building patch for %s: %w", key, err)
 	}
 	start := time.Now()
-	_, err = c.client.Resource(key.Resource).Namespace(key.Namespace).Patch(ctx, key.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: "restart-controller"})
+	err = c.patch(ctx, key, body)
 	c.metrics.PatchDuration.Observe(time.Since(start).Seconds())
 	if err != nil {
 		c.fleet.unreserve(key)
@@ -411,6 +422,25 @@ func (c *Controller) Reconcile(ctx context.Context, key catalog.WorkloadKey) err
 	}
 	c.report(w, key, plan, now, false)
 	return nil
+}
+
+// PatchWith makes decisions send their patches through a metadata client:
+// the API server then answers with the workload's metadata alone, as
+// protobuf, instead of the whole object as JSON. At 10,000 workloads,
+// decoding those answers through the dynamic client was 13% of the CPU of
+// the start-up (the first recording patches every workload) and most of
+// its garbage (issue 13). The patch sent is the same.
+func (c *Controller) PatchWith(m metadata.Interface) { c.meta = m }
+
+// patch sends a decision's merge patch.
+func (c *Controller) patch(ctx context.Context, key catalog.WorkloadKey, body []byte) error {
+	opts := metav1.PatchOptions{FieldManager: "restart-controller"}
+	if c.meta != nil {
+		_, err := c.meta.Resource(key.Resource).Namespace(key.Namespace).Patch(ctx, key.Name, types.MergePatchType, body, opts)
+		return err
+	}
+	_, err := c.client.Resource(key.Resource).Namespace(key.Namespace).Patch(ctx, key.Name, types.MergePatchType, body, opts)
+	return err
 }
 
 // report counts, logs and tells the workload's owners (an Event that

@@ -5,12 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/prometheus/client_golang/prometheus/testutil"
-	corev1 "k8s.io/api/core/v1"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/hashicorp/go-hclog"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic/fake"
+	metadatafake "k8s.io/client-go/metadata/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
@@ -113,7 +115,7 @@ func newHarness(t testing.TB, inAPI []*unstructured.Unstructured, cached []*unst
 		workloads: map[schema.GroupVersionResource]cache.Indexer{}, inAPIOnly: map[catalog.SourceID]bool{}}
 	cat.AddSourceStore("configmap", h.sources)
 	for _, w := range cfg.Workloads {
-		store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, catalog.WorkloadIndexers())
+		store := cat.IndexedStore(w.GVR, cache.NewIndexer(cache.MetaNamespaceKeyFunc, catalog.WorkloadIndexers()))
 		h.workloads[w.GVR] = store
 		cat.AddWorkloadStore(w.GVR, store)
 	}
@@ -984,5 +986,45 @@ func TestRestartedEventNamesTheChangedKeys(t *testing.T) {
 	want := "Restarted to pick up changed data: configmap/shop/app (changed keys: a)"
 	if len(rec.events) != 1 || rec.events[0].note != want {
 		t.Fatalf("events %+v, want %q", rec.events, want)
+	}
+}
+
+// TestPatchWithSendsDecisionsThroughTheMetadataClient: with PatchWith, the
+// restart patch goes out through the metadata client (whose answer is the
+// workload's metadata alone, issue 13), byte for byte the patch the dynamic
+// client sends otherwise, and the dynamic client sends nothing.
+func TestPatchWithSendsDecisionsThroughTheMetadataClient(t *testing.T) {
+	u := fromYAML(t, webDeployment)
+	u = settle(newHarness(t, nil, nil, nil), u, dataV1)
+	h := newHarness(t, []*unstructured.Unstructured{u}, []*unstructured.Unstructured{u}, dataV2)
+	scheme := runtime.NewScheme()
+	if err := metav1.AddMetaToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	meta := metadatafake.NewSimpleMetadataClient(scheme)
+	meta.PrependReactor("patch", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, &metav1.PartialObjectMetadata{}, nil
+	})
+	h.c.PatchWith(meta)
+	gvr := h.gvrOf(u)
+	if err := h.c.Reconcile(context.Background(), keyOf(gvr, u)); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.client.Actions(); len(got) != 0 {
+		t.Fatalf("dynamic client actions %v, want none", got)
+	}
+	actions := meta.Actions()
+	if len(actions) != 1 {
+		t.Fatalf("metadata client actions %v, want one patch", actions)
+	}
+	p, ok := actions[0].(k8stesting.PatchAction)
+	if !ok || p.GetResource() != gvr || p.GetNamespace() != "shop" || p.GetName() != u.GetName() || p.GetPatchType() != types.MergePatchType {
+		t.Fatalf("action %v, want a merge patch of %v shop/%s", actions[0], gvr, u.GetName())
+	}
+	w := h.reduce(u)
+	applied := annotation(t, map[string]string{cmApp.String(): sourceState(t, cmApp, dataV2).Checksum(testSums, nil)})
+	want := patchBody(u.GetResourceVersion(), applied, w.TemplateHash, strings.Join(h.c.templateFields[gvr], "."), true)
+	if got := withoutRecord(t, p.GetPatch()); got != want {
+		t.Errorf("patch body:\n got %s\nwant %s", got, want)
 	}
 }

@@ -23,12 +23,20 @@ func (r *recorder) SourceChanged(id catalog.SourceID, _ []string) { r.sources = 
 func (r *recorder) SourceCreated(id catalog.SourceID)             { r.sources = append(r.sources, id) }
 func (r *recorder) WorkloadChanged(key catalog.WorkloadKey)       { r.workloads = append(r.workloads, key) }
 
+type listedRecorder struct {
+	recorder
+	listed []catalog.WorkloadKey
+}
+
+func (r *listedRecorder) WorkloadListed(key catalog.WorkloadKey) { r.listed = append(r.listed, key) }
+
 func sourceState(rv string, digests map[string]byte) *catalog.SourceState {
-	s := &catalog.SourceState{Digests: map[string]catalog.Digest{}}
-	s.Name, s.Namespace, s.ResourceVersion = "app", "shop", rv
+	m := map[string]catalog.Digest{}
 	for k, b := range digests {
-		s.Digests[k] = catalog.Digest{b}
+		m[k] = catalog.Digest{b}
 	}
+	s := &catalog.SourceState{Digests: catalog.DigestsOf(m)}
+	s.Name, s.Namespace, s.ResourceVersion = "app", "shop", rv
 	return s
 }
 
@@ -112,6 +120,15 @@ func TestWorkloadHandlerSkipsUpdatesDecisionsDoNotSee(t *testing.T) {
 	want := catalog.WorkloadKey{Resource: deployments, Namespace: "shop", Name: "web"}
 	if len(rec.workloads) != 1 || rec.workloads[0] != want {
 		t.Fatalf("add: got %v, want [%v]", rec.workloads, want)
+	}
+	// A handler that takes the first list apart (the controller) gets it
+	// there; a workload added later is a change.
+	lr := &listedRecorder{}
+	lh := workloadHandler{resource: deployments, handler: lr}
+	lh.OnAdd(base("1"), true)
+	lh.OnAdd(base("2"), false)
+	if len(lr.listed) != 1 || lr.listed[0] != want || len(lr.workloads) != 1 || lr.workloads[0] != want {
+		t.Fatalf("listed %v, changed %v; want one each", lr.listed, lr.workloads)
 	}
 	// Deletes too (also as a tombstone): the controller forgets what it kept.
 	rec = &recorder{}

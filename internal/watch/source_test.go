@@ -339,12 +339,12 @@ func firstMediaType(accept string) string {
 	return mediaType
 }
 
-func equalDigests(got, want map[string]catalog.Digest) bool {
+func equalDigests(got catalog.Digests, want map[string]catalog.Digest) bool {
 	if len(got) != len(want) {
 		return false
 	}
 	for k, d := range want {
-		if g, ok := got[k]; !ok || g != d {
+		if g, ok := got.Get(k); !ok || g != d {
 			return false
 		}
 	}

@@ -317,7 +317,7 @@ func (w *Watcher) startWorkloadInformers(ctx context.Context, kind config.Worklo
 			transform = tracker.Reduce(kind, w.cfg)
 		}
 		informer := workloadInformer(w.client, kind.GVR, ns, w.cfg.WorkloadSelector.String(), tracker)
-		handler := workloadHandler{resource: kind.GVR, handler: w.handler, tracker: tracker}
+		handler := workloadHandler{resource: kind.GVR, handler: w.handler, catalog: w.catalog, tracker: tracker}
 		w.catalog.AddWorkloadStore(kind.GVR, informer.GetIndexer())
 		if err := w.start(ctx, informer, transform, handler, Target{RoleWorkload, kind.GVR, ns}); err != nil {
 			return fmt.Errorf("watching %s: %w", kind.GVR, err)
@@ -388,6 +388,9 @@ func (h sourceHandler) OnDelete(interface{}) { h.metrics.ResourceVersions.Inc() 
 type workloadHandler struct {
 	resource schema.GroupVersionResource
 	handler  Handler
+	// catalog indexes the sources each workload reads, before the
+	// workload is enqueued.
+	catalog *catalog.Catalog
 	// tracker forgets deleted workloads; nil when ordering is off.
 	tracker *catalog.TemplateTracker
 }
@@ -396,8 +399,20 @@ func (h workloadHandler) key(state *catalog.WorkloadState) catalog.WorkloadKey {
 	return catalog.WorkloadKey{Resource: h.resource, Namespace: state.Namespace, Name: state.Name}
 }
 
-func (h workloadHandler) OnAdd(obj interface{}, _ bool) {
+// listedHandler is a Handler that takes the workloads of an informer's
+// first list apart from changes (restart.Controller: it queues them as the
+// queue has room, so that the queue does not grow to the cluster's size).
+type listedHandler interface {
+	WorkloadListed(key catalog.WorkloadKey)
+}
+
+func (h workloadHandler) OnAdd(obj interface{}, initialList bool) {
 	if state, ok := obj.(*catalog.WorkloadState); ok {
+		h.catalog.WorkloadCached(h.resource, nil, state)
+		if l, ok := h.handler.(listedHandler); ok && initialList {
+			l.WorkloadListed(h.key(state))
+			return
+		}
 		h.handler.WorkloadChanged(h.key(state))
 	}
 }
@@ -406,6 +421,7 @@ func (h workloadHandler) OnUpdate(oldObj, newObj interface{}) {
 	oldState, ok1 := oldObj.(*catalog.WorkloadState)
 	newState, ok2 := newObj.(*catalog.WorkloadState)
 	if ok1 && ok2 && !oldState.SameDecisionInputs(newState) {
+		h.catalog.WorkloadCached(h.resource, oldState, newState)
 		h.handler.WorkloadChanged(h.key(newState))
 	}
 }
@@ -420,6 +436,7 @@ func (h workloadHandler) OnDelete(obj interface{}) {
 		obj = tomb.Obj
 	}
 	if state, ok := obj.(*catalog.WorkloadState); ok {
+		h.catalog.WorkloadCached(h.resource, state, nil)
 		h.handler.WorkloadChanged(h.key(state))
 	}
 }

@@ -1,0 +1,73 @@
+package catalog
+
+import (
+	"fmt"
+	"reflect"
+	"runtime"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestDigestsBuilderSortsAndKeepsTheLastOfAKey(t *testing.T) {
+	var b digestsBuilder
+	b.set("b", Digest{1})
+	b.set("a", Digest{2})
+	b.set("b", Digest{3}) // the same key in a later field
+	b.set("c", Digest{4})
+	got := b.done()
+	want := Digests{{"a", Digest{2}}, {"b", Digest{3}}, {"c", Digest{4}}}
+	if !reflect.DeepEqual(got, want) || cap(got) != len(got) {
+		t.Fatalf("done() = %v (cap %d), want %v", got, cap(got), want)
+	}
+	if d, ok := got.Get("b"); !ok || d != (Digest{3}) {
+		t.Errorf("Get(b) = %v, %v", d, ok)
+	}
+	if _, ok := got.Get("bb"); ok {
+		t.Error("Get of a missing key found one")
+	}
+	var empty digestsBuilder
+	if e := empty.done(); e == nil || len(e) != 0 {
+		t.Errorf("no keys: %#v, want empty and not nil", e)
+	}
+	if !reflect.DeepEqual(DigestsOf(want.Map()), want) || DigestsOf(nil) != nil {
+		t.Error("DigestsOf(Map()) does not round-trip")
+	}
+}
+
+// TestSmallSourceCost pins what the cache keeps of a small source (issue 13:
+// 30,000 of them). The digests of its keys cost 32 bytes each; as a map
+// they cost a map each, about 320 bytes for one or two keys, more than the
+// rest of the state.
+func TestSmallSourceCost(t *testing.T) {
+	const n = 10000
+	reduce := ReduceSource([]string{"data", "binaryData"})
+	objs := make([]*corev1.ConfigMap, n)
+	for i := range objs {
+		objs[i] = &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%05d", i), Namespace: "ns", ResourceVersion: "1"},
+			Data:       map[string]string{"k0": "value zero", "k1": "value one"},
+		}
+	}
+	states := make([]any, n)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i, o := range objs {
+		s, err := reduce(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		states[i] = s
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(objs)
+	per := float64(after.HeapAlloc-before.HeapAlloc) / n
+	t.Logf("%.0f bytes per reduced source of two keys", per)
+	if per > 480 {
+		t.Errorf("a reduced source of two keys costs %.0f bytes, want at most 480", per)
+	}
+	runtime.KeepAlive(states)
+}
