@@ -256,6 +256,26 @@ func TestCatalogWorkloadsReadingFollowsWorkloadCached(t *testing.T) {
 	}
 }
 
+// A source named in another namespace (a source-list annotation's
+// NAMESPACE/NAME) finds its reader in the reader's own namespace.
+func TestCatalogWorkloadsReadingAcrossNamespaces(t *testing.T) {
+	cat := New()
+	web := &WorkloadState{}
+	web.Namespace, web.Name = "shop", "web"
+	shared := SourceID{"configmap", "ops", "shared"}
+	web.References = []Reference{{ID: SourceID{"configmap", "shop", "app"}}, {ID: shared}}
+	cat.WorkloadCached(deployments, nil, web)
+	cat.WorkloadCached(deployments, nil, web) // again: no duplicate
+	want := []WorkloadKey{{deployments, "shop", "web"}}
+	if got := cat.WorkloadsReading(shared); !reflect.DeepEqual(got, want) {
+		t.Errorf("readers of %s: %v, want %v", shared, got, want)
+	}
+	cat.WorkloadCached(deployments, web, nil)
+	if got := cat.WorkloadsReading(shared); len(got) != 0 || len(cat.readers.elsewhere) != 0 {
+		t.Errorf("after deletion: %v, %d kept", got, len(cat.readers.elsewhere))
+	}
+}
+
 // TestReaderIndexCostPerSource pins the memory of the index of readers:
 // 30,000 sources read by one workload each must cost at most half of what
 // the client-go index it replaced cost (a set per source: 15.6 MB of heap

@@ -19,14 +19,17 @@ import (
 // whose strings are the workload's own, and the reader), and an
 // update that keeps the references touches nothing.
 //
-// A reader's namespace is its source's: references never leave the
-// workload's namespace.
+// A reader's namespace is its source's, as a pod spec's references never
+// leave the workload's namespace. Sources a source-list annotation names in
+// another namespace ("NAMESPACE/NAME") are rare and kept apart, with whole
+// keys, so that the common case pays nothing for them.
 type readerIndex struct {
 	mu sync.RWMutex
 	// first holds one reader of each source read; more the others of the
 	// few sources read by several workloads.
 	first     map[SourceID]reader
 	more      map[SourceID][]reader
+	elsewhere map[SourceID][]WorkloadKey // readers in other namespaces
 	resources []schema.GroupVersionResource // a reader's resource is its position here
 	position  map[schema.GroupVersionResource]uint16
 }
@@ -37,7 +40,8 @@ type reader struct {
 }
 
 func newReaderIndex() *readerIndex {
-	return &readerIndex{first: map[SourceID]reader{}, more: map[SourceID][]reader{}, position: map[schema.GroupVersionResource]uint16{}}
+	return &readerIndex{first: map[SourceID]reader{}, more: map[SourceID][]reader{}, elsewhere: map[SourceID][]WorkloadKey{},
+		position: map[schema.GroupVersionResource]uint16{}}
 }
 
 // resourceLocked returns the position of resource, adding it if new.
@@ -65,6 +69,10 @@ func (x *readerIndex) update(resource schema.GroupVersionResource, old, updated 
 		r := reader{name: old.Name, resource: p}
 		for _, ref := range old.References {
 			if updated == nil || !readsID(updated.References, ref.ID) {
+				if ref.ID.Namespace != old.Namespace {
+					x.removeElsewhereLocked(ref.ID, WorkloadKey{Resource: resource, Namespace: old.Namespace, Name: old.Name})
+					continue
+				}
 				x.removeLocked(ref.ID, r)
 			}
 		}
@@ -73,10 +81,26 @@ func (x *readerIndex) update(resource schema.GroupVersionResource, old, updated 
 		r := reader{name: updated.Name, resource: p}
 		for _, ref := range updated.References {
 			if old == nil || !readsID(old.References, ref.ID) {
+				if ref.ID.Namespace != updated.Namespace {
+					key := WorkloadKey{Resource: resource, Namespace: updated.Namespace, Name: updated.Name}
+					if !slices.Contains(x.elsewhere[ref.ID], key) {
+						x.elsewhere[ref.ID] = append(x.elsewhere[ref.ID], key)
+					}
+					continue
+				}
 				x.addLocked(ref.ID, r)
 			}
 		}
 	}
+}
+
+func (x *readerIndex) removeElsewhereLocked(id SourceID, key WorkloadKey) {
+	keys := slices.DeleteFunc(x.elsewhere[id], func(k WorkloadKey) bool { return k == key })
+	if len(keys) == 0 {
+		delete(x.elsewhere, id)
+		return
+	}
+	x.elsewhere[id] = keys
 }
 
 func (x *readerIndex) addLocked(id SourceID, r reader) {
@@ -130,16 +154,17 @@ func (x *readerIndex) setMore(id SourceID, more []reader) {
 func (x *readerIndex) readersOf(id SourceID) []WorkloadKey {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
+	elsewhere := x.elsewhere[id]
 	first, ok := x.first[id]
 	if !ok {
-		return nil
+		return slices.Clone(elsewhere)
 	}
 	more := x.more[id]
-	keys := make([]WorkloadKey, 0, 1+len(more))
+	keys := make([]WorkloadKey, 0, 1+len(more)+len(elsewhere))
 	for _, r := range append([]reader{first}, more...) {
 		keys = append(keys, WorkloadKey{Resource: x.resources[r.resource], Namespace: id.Namespace, Name: r.name})
 	}
-	return keys
+	return append(keys, elsewhere...)
 }
 
 func sameIDs(a, b []Reference) bool {
