@@ -29,7 +29,7 @@ type readerIndex struct {
 	// few sources read by several workloads.
 	first     map[SourceID]reader
 	more      map[SourceID][]reader
-	elsewhere map[SourceID][]WorkloadKey // readers in other namespaces
+	elsewhere map[SourceID][]WorkloadKey    // readers in other namespaces
 	resources []schema.GroupVersionResource // a reader's resource is its position here
 	position  map[schema.GroupVersionResource]uint16
 }

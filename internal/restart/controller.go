@@ -140,7 +140,7 @@ func (c *Controller) SourceCreated(id catalog.SourceID) { c.sourceEvent(id, true
 func (c *Controller) sourceEvent(id catalog.SourceID, created bool, changedKeys []string) {
 	now := c.now()
 	due, merged := c.windows.Observe(id, now, created, changedKeys)
-	c.fleet.changed(id, now)
+	c.fleet.changed(id, now, c.cfg.Breaker.Quiet)
 	c.metrics.ChangesProcessed.Inc()
 	if merged {
 		c.metrics.ChangesMerged.Inc()
