@@ -163,7 +163,7 @@ func TestAdmissionGuard(t *testing.T) {
 	waitRecorded(t, deploymentsGVR, ns, "web", "configmap/"+ns+"/app")
 	setConfigMapKey(t, ns, "app", "k", "1")
 	waitDeploymentRestarts(t, ns, "web", 1)
-	if v, _ := p.metricWith(t, "restart_controller_reconcile_errors_total"); v != 0 {
+	if v := p.failedReconciles(t); v != 0 {
 		t.Fatalf("%v reconcile errors under the admission policy:\n%s", v, p.LogTail(40))
 	}
 	if p.logContains(admissionPolicy) {
