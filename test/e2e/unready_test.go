@@ -35,8 +35,9 @@ import (
 // that have no IP yet, so the change applies to pods started after it.
 type fakeNode struct {
 	name, dir string
-	proc      *exec.Cmd
-	done      chan struct{}
+	// stopping asks the supervisor of kwok to stop it; done is closed once
+	// it has.
+	stopping, done chan struct{}
 }
 
 const fakeNodeLabel = "restart-controller.test/node"
@@ -78,6 +79,10 @@ func (n *fakeNode) podSpec(t *testing.T, fragment string) corev1.PodSpec {
 	return spec
 }
 
+// start runs this node's kwok, and runs it again should it exit on its
+// own: kwok v0.7.0 can die of "concurrent map writes" while it compiles its
+// Stages, and a node whose kwok is gone leaves its pods pending. Pods keep
+// their status across a restart (see fakeNode).
 func (n *fakeNode) start(t *testing.T, key, value string) {
 	t.Helper()
 	cfg := filepath.Join(n.dir, "kwok.yaml")
@@ -88,39 +93,57 @@ func (n *fakeNode) start(t *testing.T, key, value string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.proc = exec.Command(filepath.Join(env.cluster.BinDir, "kwok"),
-		"--kubeconfig="+env.cluster.Kubeconfig,
-		"--config="+cfg,
-		"--manage-single-node="+n.name,
-		"--cidr=10.1.0.1/16",
-		"--node-ip=10.1.0.1",
-	)
-	n.proc.Stdout, n.proc.Stderr = logFile, logFile
-	if err := n.proc.Start(); err != nil {
-		logFile.Close()
-		t.Fatalf("starting kwok for node %s: %v", n.name, err)
-	}
-	done := make(chan struct{})
-	n.done = done
-	go func(cmd *exec.Cmd) {
-		_ = cmd.Wait()
-		logFile.Close()
-		close(done)
-	}(n.proc)
+	stopping, done := make(chan struct{}), make(chan struct{})
+	n.stopping, n.done = stopping, done
+	go func() {
+		defer close(done)
+		defer logFile.Close()
+		for {
+			cmd := exec.Command(filepath.Join(env.cluster.BinDir, "kwok"),
+				"--kubeconfig="+env.cluster.Kubeconfig,
+				"--config="+cfg,
+				"--manage-single-node="+n.name,
+				"--cidr=10.1.0.1/16",
+				"--node-ip=10.1.0.1",
+			)
+			cmd.Stdout, cmd.Stderr = logFile, logFile
+			exited := make(chan error, 1)
+			if err := cmd.Start(); err != nil {
+				exited <- err
+			} else {
+				go func() { exited <- cmd.Wait() }()
+			}
+			select {
+			case <-stopping:
+				if cmd.Process != nil {
+					_ = cmd.Process.Signal(syscall.SIGTERM)
+					select {
+					case <-exited:
+					case <-time.After(10 * time.Second):
+						_ = cmd.Process.Kill()
+						<-exited
+					}
+				}
+				return
+			case err := <-exited:
+				fmt.Fprintf(logFile, "e2e: kwok for node %s exited (%v); starting it again\n", n.name, err)
+			}
+			select {
+			case <-stopping:
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}()
 }
 
 func (n *fakeNode) stop() {
-	if n.proc == nil || n.proc.Process == nil {
+	if n.stopping == nil {
 		return
 	}
-	_ = n.proc.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-n.done:
-	case <-time.After(10 * time.Second):
-		_ = n.proc.Process.Kill()
-		<-n.done
-	}
-	n.proc = nil
+	close(n.stopping)
+	<-n.done
+	n.stopping = nil
 }
 
 // create registers the node, lifts the not-ready taint the API server's
