@@ -481,8 +481,11 @@ func TestBreakerHoldsAFlappingSource(t *testing.T) {
 	var last time.Time
 	heldSeen := false
 	for i, end := 1, time.Now().Add(flapping); time.Now().Before(end); i++ {
-		setShared(t, f, fmt.Sprint(i))
+		// Taken before the update is sent: the controller may see its
+		// event before the update call returns here, and times the quiet
+		// from that.
 		last = time.Now()
+		setShared(t, f, fmt.Sprint(i))
 		time.Sleep(period)
 		w := f.mustRead(t)["app-00"]
 		if restarts := w.replicaSets - 1; restarts > 3 {
