@@ -26,14 +26,20 @@ type restartEvent struct {
 type recorder struct {
 	store cache.Store
 
+	writeLog // its mu guards restarts too
+	restarts map[string][]restartEvent
+}
+
+// writeLog is what both recorders (the scenario's and the scale step's)
+// keep of the controller's annotation writes.
+type writeLog struct {
 	mu          sync.Mutex
-	restarts    map[string][]restartEvent
 	firstRecord map[string]time.Time // first sight of the applied-checksums annotation
-	lastWrite   time.Time            // last change of either annotation
+	lastWrite   time.Time            // last change of an annotation the controller writes
 }
 
 func startRecorder(ctx context.Context, cs kubernetes.Interface) (*recorder, error) {
-	r := &recorder{restarts: map[string][]restartEvent{}, firstRecord: map[string]time.Time{}}
+	r := &recorder{restarts: map[string][]restartEvent{}, writeLog: writeLog{firstRecord: map[string]time.Time{}}}
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(namespace))
 	inf := factory.Apps().V1().Deployments().Informer()
 	r.store = inf.GetStore()
@@ -98,9 +104,9 @@ func (r *recorder) applied(dep string) map[string]string {
 	return parseApplied(obj.(*appsv1.Deployment).Annotations[appliedAnnotation])
 }
 
-// recorded returns how many Deployments carry the applied-checksums
+// recorded returns how many workloads carry the applied-checksums
 // annotation and when the last of them got it.
-func (r *recorder) recorded() (n int, last time.Time) {
+func (r *writeLog) recorded() (n int, last time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, t := range r.firstRecord {
@@ -112,7 +118,7 @@ func (r *recorder) recorded() (n int, last time.Time) {
 	return n, last
 }
 
-func (r *recorder) lastWriteSeen() time.Time {
+func (r *writeLog) lastWriteSeen() time.Time {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.lastWrite

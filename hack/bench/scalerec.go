@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -18,16 +17,14 @@ import (
 // template's restart timestamp changed, and when its applied-checksums
 // annotation first appeared. Objects are reduced to those two annotations.
 type scaleRecorder struct {
-	mu          sync.Mutex
-	restarts    map[string][]time.Time // "resource/ns/name"
-	firstRecord map[string]time.Time
-	lastWrite   time.Time
+	writeLog                        // its mu guards restarts too
+	restarts map[string][]time.Time // "resource/ns/name"
 }
 
 const recTemplateTS = "bench/template-timestamp" // where the reduced object keeps the pod template's timestamp
 
 func startScaleRecorder(ctx context.Context, cs kubernetes.Interface) (*scaleRecorder, error) {
-	r := &scaleRecorder{restarts: map[string][]time.Time{}, firstRecord: map[string]time.Time{}}
+	r := &scaleRecorder{restarts: map[string][]time.Time{}, writeLog: writeLog{firstRecord: map[string]time.Time{}}}
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = scaleLabel + "=" + scaleLabelValue }),
 		informers.WithTransform(reduceForRecorder))
@@ -109,26 +106,6 @@ func (r *scaleRecorder) observe(resource string, oldObj, newObj any, now time.Ti
 		r.lastWrite = now
 		r.restarts[key] = append(r.restarts[key], now)
 	}
-}
-
-// recorded returns how many workloads carry applied checksums and when the
-// last got them.
-func (r *scaleRecorder) recorded() (n int, last time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, t := range r.firstRecord {
-		n++
-		if t.After(last) {
-			last = t
-		}
-	}
-	return n, last
-}
-
-func (r *scaleRecorder) lastWriteSeen() time.Time {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.lastWrite
 }
 
 // firstRestartAfter is when the first restart of key at or after t was
