@@ -281,3 +281,26 @@ func TestParseHostile(t *testing.T) {
 		t.Fatal("encode")
 	}
 }
+
+// A hold's halt ends once the rollout it names as failed has completed
+// after all; a hold naming a workload that is still failed, or gone, halts.
+func TestRecoveredFailureEndsHolds(t *testing.T) {
+	ms := fleet(10)
+	ms[0].Pending, ms[0].Restarted, ms[0].Result = false, true, rollout.Succeeded
+	for i := 1; i < 10; i++ {
+		ms[i].HeldHere, ms[i].Cause = true, "w00: DeadlineExceeded"
+	}
+	if s := waves.Evaluate(ms, false); s.Halted || !reflect.DeepEqual(s.Admit, []string{"w01", "w02"}) {
+		t.Fatalf("recovered: %+v", s)
+	}
+	ms[0].Result = rollout.Unsucceeded
+	if s := waves.Evaluate(ms, false); !s.Halted {
+		t.Fatalf("still failed: %+v", s)
+	}
+	if s := waves.Evaluate(ms[1:], false); !s.Halted {
+		t.Fatalf("failed workload gone: %+v", s)
+	}
+	if got := FailedWorkload("deployments.apps/shop/w00: DeadlineExceeded: not complete"); got != "deployments.apps/shop/w00" {
+		t.Fatalf("FailedWorkload %q", got)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 
 	"github.com/restart-controller/restart-controller/internal/rollout"
 )
@@ -78,11 +79,21 @@ func (w Waves) Evaluate(members []Member, released bool) State {
 	var s State
 	var candidates []string
 	var failure, holdCause string
+	// A hold names the workload whose rollout failed (its Cause starts with
+	// that member's Key). When that rollout has since completed (the
+	// controller keeps following a failed rollout, and records a late
+	// completion), the failure it proved is over, and so is its halt.
+	recovered := map[string]bool{}
+	for _, m := range members {
+		if m.Restarted && m.Result == rollout.Succeeded {
+			recovered[m.Key] = true
+		}
+	}
 	for _, m := range members {
 		switch {
 		case m.Pending:
 			s.Reach++
-			if m.HeldHere && holdCause == "" {
+			if m.HeldHere && holdCause == "" && !recovered[FailedWorkload(m.Cause)] {
 				holdCause = m.Cause
 			}
 			if m.HeldHere || !m.HeldElsewhere {
@@ -146,4 +157,11 @@ func (w Waves) wave(settled int) (number, end int) {
 		number++
 	}
 	return number, end
+}
+
+// FailedWorkload names the workload whose failed rollout a wave hold's cause
+// reports: the member Key before the first ": " (Evaluate writes causes so).
+func FailedWorkload(cause string) string {
+	key, _, _ := strings.Cut(cause, ": ")
+	return key
 }

@@ -374,7 +374,7 @@ func (c *Controller) Reconcile(ctx context.Context, key catalog.WorkloadKey) err
 			log.Debug("restart waits for its wave")
 			c.queue.AddAfter(key, queuedRecheck)
 			c.metrics.SetHeld(c.fleet.setHeld(key, ""))
-			if w.Hold != "" && c.staleHold(w.Hold) {
+			if w.Hold != "" && (g.unhold || c.staleHold(w.Hold)) {
 				return c.patchAnnotations(ctx, key, w.ResourceVersion, map[string]interface{}{c.cfg.Annotations.Hold: nil})
 			}
 			return nil

@@ -253,12 +253,15 @@ func (c *Controller) follow(ctx context.Context, key catalog.WorkloadKey, w *cat
 		c.log.Warn("unreadable rollout record; the next restart replaces it", "workload", key.String(), "error", err)
 		return false, nil
 	}
-	if !rec.InFlight() {
-		return false, nil
-	}
 	status := w.Rollout
 	if w.NotRolled != "" {
 		status = rollout.Status{Phase: rollout.NotRolling, Reason: "NotRolled", Message: w.NotRolled}
+	}
+	if rec != nil && rec.Result == rollout.Unsucceeded && status.Phase == rollout.Complete {
+		return true, c.recovered(ctx, key, w, rec, now)
+	}
+	if !rec.InFlight() {
+		return false, nil
 	}
 	verdict := c.rules[key.Resource].Judge(status, rec.At, now)
 	if verdict.Result == rollout.Pending {
@@ -294,6 +297,29 @@ func (c *Controller) follow(ctx context.Context, key catalog.WorkloadKey, w *cat
 	}
 	c.wake(rec.Sources, now)
 	return true, nil
+}
+
+// recovered records that the rollout of a restart judged failed has
+// completed since (its pods became ready after the deadline, say): the
+// record's result becomes complete, which ends the halt of the changes it
+// delivered, so the readers those halts held go on in their waves without
+// anyone releasing them.
+func (c *Controller) recovered(ctx context.Context, key catalog.WorkloadKey, w *catalog.WorkloadState, rec *pacing.Record, now time.Time) error {
+	done := rec.WithResult(rollout.Verdict{Result: rollout.Succeeded, Reason: "Recovered",
+		Message: "complete after it was judged failed (" + rec.Reason + ")"}, now)
+	if err := c.patchAnnotations(ctx, key, w.ResourceVersion, map[string]interface{}{c.cfg.Annotations.Rollout: pacing.Encode(done)}); err != nil {
+		return err
+	}
+	c.fleet.mu.Lock()
+	c.fleet.reserve(key, done, now)
+	c.fleet.mu.Unlock()
+	restarted := rec.At.UTC().Format(time.RFC3339)
+	c.log.Info("failed rollout recovered: complete after all; the changes it halted go on", "workload", key.String(),
+		"failed", rec.Reason)
+	c.event(w, corev1.EventTypeNormal, "RolloutRecovered", "Rollout",
+		"Rollout of the restart at %s, judged failed (%s), is complete after all; the restarts it held go on", restarted, rec.Reason)
+	c.wake(rec.Sources, now)
+	return nil
 }
 
 // wake enqueues, for each source a rollout that ended had delivered, the
@@ -395,6 +421,13 @@ func (c *Controller) waveMembers(id catalog.SourceID, src *catalog.SourceState, 
 				m.HeldHere, m.Cause = true, hold.Cause
 			case hold.Kind == pacing.HoldWave && hold.Source == sid:
 				// A hold for an older change of this source: stale.
+			case hold.Kind == pacing.HoldBreaker && key == self:
+				// The deciding workload's own breaker hold: the breaker
+				// has let it go (gatePlan asks it first), and the restart
+				// being decided ends the hold. Counted as held elsewhere,
+				// no released workload would ever take a place in a paced
+				// wave, and every breaker hold over a source of more than
+				// unpacedUpTo readers would last for ever.
 			default:
 				m.HeldElsewhere = true
 			}
@@ -504,6 +537,8 @@ type gate struct {
 	// queued: the restart waits for its wave or, when capped, for the cap
 	// on rollouts in flight, without a hold.
 	queued, capped bool
+	// unhold: queued, and the workload's wave hold holds nothing any more.
+	unhold bool
 	// at is when the restart was let through, with the waves' lock held: the
 	// time its record and timestamp carry, never before the rollouts it
 	// waited for ended.
@@ -588,7 +623,9 @@ func (c *Controller) gatePlan(key catalog.WorkloadKey, w *catalog.WorkloadState,
 		case state.Halted:
 			return gate{hold: &pacing.Hold{Kind: pacing.HoldWave, Source: sid, Change: src.Change(c.sums), Cause: state.Cause, Since: now}}
 		default:
-			return gate{queued: true}
+			// A wave hold for this change that no longer halts it (the
+			// failed rollout recovered) goes: the workload now only waits.
+			return gate{queued: true, unhold: hold.HoldsChange(sid, src.Change(c.sums))}
 		}
 	}
 	if paced && c.cfg.MaxInFlight > 0 && c.inFlight(now)+rank >= c.cfg.MaxInFlight {
@@ -656,8 +693,8 @@ func (c *Controller) holdRestart(ctx context.Context, key catalog.WorkloadKey, w
 		id, _ := parseSourceID(hold.Source)
 		log.Warn("restart held: a rollout of the same change failed", "source", hold.Source, "change", hold.Change, "failed", hold.Cause)
 		c.event(w, corev1.EventTypeWarning, "RestartHeld", "Hold",
-			"Restart held: the change %s of %s is halted, a rollout of it failed: %s. A new change of %s resumes; "+
-				"to let this change go on: kubectl annotate %s %s -n %s %s=%s --overwrite",
+			"Restart held: the change %s of %s is halted, a rollout of it failed: %s. It goes on by itself when that rollout "+
+				"completes after all, or when %s changes again; to let this change go on now: kubectl annotate %s %s -n %s %s=%s --overwrite",
 			hold.Change, hold.Source, hold.Cause, hold.Source, id.Kind, id.Name, id.Namespace, c.cfg.Annotations.Release, hold.Change)
 	default:
 		log.Warn("restart held by the breaker", "cause", hold.Cause, "quiet", c.cfg.Breaker.Quiet)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -521,5 +522,108 @@ func TestLastChangeIsPruned(t *testing.T) {
 	}
 	if got := f.lastChanged([]catalog.Reference{{ID: id(0)}, {ID: id(3000)}}); !got.Equal(t1) {
 		t.Errorf("last change %v, want %v", got, t1)
+	}
+}
+
+// Breaker holds over a shared source end: ten readers of one source (paced:
+// more than unpacedUpTo) each used their budget and carry a breaker hold.
+// Once the source has been still for the quiet time, every one of them is
+// restarted, in waves. A workload's own breaker hold, which its release is
+// ending, never keeps it out of its wave; before that was so, each released
+// workload saw itself "held elsewhere" and none ever took a place.
+func TestBreakerHoldsOverSharedSourceAllEnd(t *testing.T) {
+	f := newFleetHarness(t, 10)
+	var restarts []time.Time
+	for i := 5; i > 0; i-- {
+		restarts = append(restarts, reconcileNow.Add(-time.Duration(i)*time.Minute))
+	}
+	prev := pacing.Encode(&pacing.Record{At: restarts[4], Result: "complete", Restarts: restarts})
+	hold := pacing.Encode(&pacing.Hold{Kind: pacing.HoldBreaker, Cause: "restarted 5 times", Since: reconcileNow.Add(-time.Minute)})
+	for _, k := range f.keys {
+		u := withAnnotations(f.get(k.Name), map[string]string{rolloutKey: prev, holdKey: hold})
+		if _, err := f.client.Resource(deploymentsGVR).Namespace("shop").Update(context.Background(), u, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.c.SourceChanged(cmApp, nil)
+	// Inside the quiet time (2m): every one stays held.
+	f.c.now = func() time.Time { return reconcileNow.Add(time.Minute) }
+	if got := f.step(); len(got) != 0 {
+		t.Fatalf("restarted %v inside the quiet time", got)
+	}
+	// Past it: the waves go out, 1, 2, 4 and the remaining 3, each once the
+	// rollouts before it completed.
+	f.c.now = func() time.Time { return reconcileNow.Add(3 * time.Minute) }
+	var waves [][]string
+	done := map[string]bool{}
+	for round := 0; round < 10 && len(done) < len(f.keys); round++ {
+		got := f.step()
+		if len(got) == 0 {
+			t.Fatalf("round %d: nothing restarted; still waiting: %d of %d", round, len(f.keys)-len(done), len(f.keys))
+		}
+		for _, name := range got {
+			if done[name] {
+				t.Fatalf("%s restarted twice", name)
+			}
+			done[name] = true
+			if h := f.hold(name); h != nil {
+				t.Fatalf("%s restarted but kept its hold %+v", name, h)
+			}
+		}
+		waves = append(waves, got)
+		// Their rollouts complete; the next step records that and opens
+		// the next wave.
+		f.rollOut(got...)
+	}
+	if len(done) != len(f.keys) {
+		t.Fatalf("%d of %d restarted after the quiet time (waves %v)", len(done), len(f.keys), waves)
+	}
+	if sizes := func() (s []int) {
+		for _, w := range waves {
+			s = append(s, len(w))
+		}
+		return s
+	}(); !reflect.DeepEqual(sizes, []int{1, 2, 4, 3}) {
+		t.Fatalf("waves %v, want sizes 1, 2, 4, 3", waves)
+	}
+}
+
+// A wave hold ends without anyone releasing it when the rollout that failed
+// completes after all (its pods became ready after the deadline): the
+// record's result becomes complete, the change is no longer halted, and the
+// held readers go on in their waves, losing their holds.
+func TestFailedRolloutThatRecoversEndsTheHold(t *testing.T) {
+	f := newFleetHarness(t, 10)
+	f.reconcileAll()
+	f.sync()
+	f.c.now = func() time.Time { return reconcileNow.Add(11 * time.Minute) } // past the 10m deadline
+	f.reconcileAll()
+	if got := f.step(); len(got) != 0 {
+		t.Fatalf("restarted %v after the first wave failed", got)
+	}
+	if h := f.hold("w01"); h == nil || h.Kind != pacing.HoldWave {
+		t.Fatalf("w01 hold %+v, want a wave hold", h)
+	}
+	// Still failed: decided again, nothing moves.
+	if got := f.step(); len(got) != 0 {
+		t.Fatalf("restarted %v while the failure stands", got)
+	}
+	f.rollOut("w00")
+	if got := f.step(); len(got) != 0 {
+		t.Fatalf("restarted %v in the step that records the recovery", got)
+	}
+	if r := f.record("w00"); r.Result != "complete" || r.Reason != "Recovered" {
+		t.Fatalf("w00 record %+v, want complete (Recovered)", r)
+	}
+	if !slices.ContainsFunc(f.rec.events, func(e recordedEvent) bool { return e.reason == "RolloutRecovered" }) {
+		t.Fatal("no RolloutRecovered event")
+	}
+	if got := f.step(); !reflect.DeepEqual(got, []string{"w01", "w02"}) {
+		t.Fatalf("after the recovery %v, want the second wave [w01 w02]", got)
+	}
+	for _, name := range []string{"w01", "w02", "w03", "w09"} {
+		if h := f.hold(name); h != nil {
+			t.Fatalf("%s keeps the hold %+v after the recovery", name, h)
+		}
 	}
 }
