@@ -421,13 +421,16 @@ func (c *Controller) waveMembers(id catalog.SourceID, src *catalog.SourceState, 
 				m.HeldHere, m.Cause = true, hold.Cause
 			case hold.Kind == pacing.HoldWave && hold.Source == sid:
 				// A hold for an older change of this source: stale.
-			case hold.Kind == pacing.HoldBreaker && key == self:
-				// The deciding workload's own breaker hold: the breaker
-				// has let it go (gatePlan asks it first), and the restart
-				// being decided ends the hold. Counted as held elsewhere,
-				// no released workload would ever take a place in a paced
-				// wave, and every breaker hold over a source of more than
-				// unpacedUpTo readers would last for ever.
+			case key == self:
+				// The deciding workload's own hold, of another kind or
+				// source, never keeps it out of this wave: gatePlan has
+				// asked the breaker first, and evaluates the waves of the
+				// hold's source itself, so a hold still in force holds it
+				// there. Counted as held elsewhere, a released workload
+				// would never take a place in a paced wave: every breaker
+				// hold over a source of more than unpacedUpTo readers, and
+				// every wave hold of a reader of two such sources whose
+				// failed rollout recovered, would last for ever.
 			default:
 				m.HeldElsewhere = true
 			}
