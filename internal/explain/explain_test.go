@@ -234,6 +234,19 @@ func TestGolden(t *testing.T) {
 		{"workload-garbled-annotation", func(t *testing.T) interface{} { return f.explainWorkload(t, "garbled") }, FormatTable},
 		{"workload-no-template", func(t *testing.T) interface{} { return f.explainWorkload(t, "broken") }, FormatTable},
 		{"workload-not-watched", func(t *testing.T) interface{} { return notWatched.explainWorkload(t, "web") }, FormatTable},
+		{"workload-held-breaker", func(t *testing.T) interface{} {
+			return f.explainAnnotated(t, "worker", map[string]string{f.cfg.Annotations.Hold: breakerHold})
+		}, FormatTable},
+		{"workload-held-wave", func(t *testing.T) interface{} {
+			return f.explainAnnotated(t, "worker", map[string]string{f.cfg.Annotations.Hold: f.waveHold(t, "app-config"),
+				f.cfg.Annotations.Rollout: failedRecord})
+		}, FormatTable},
+		{"workload-held-wave.json", func(t *testing.T) interface{} {
+			return f.explainAnnotated(t, "worker", map[string]string{f.cfg.Annotations.Hold: f.waveHold(t, "app-config")})
+		}, FormatJSON},
+		{"workload-hold-over", func(t *testing.T) interface{} {
+			return f.explainAnnotated(t, "worker", map[string]string{f.cfg.Annotations.Hold: `{"kind":"wave","source":"configmap/shop/app-config","change":"0123456789abcdef","cause":"deployments.apps/shop/web: DeadlineExceeded","since":"2026-05-01T11:00:00Z"}`})
+		}, FormatTable},
 		{"source-configmap", func(t *testing.T) interface{} { return f.explainSource(t, "configmap/app-config", "") }, FormatTable},
 		{"source-configmap.yaml", func(t *testing.T) interface{} { return f.explainSource(t, "configmap/app-config", "") }, FormatYAML},
 		{"source-configmap-key-color", func(t *testing.T) interface{} { return f.explainSource(t, "configmap/app-config", "color") }, FormatTable},
@@ -389,4 +402,21 @@ func TestLoadConfig(t *testing.T) {
 	if c, err := LoadConfig("", noEnv); err != nil || c.File != "" {
 		t.Errorf("without a file the built-in defaults are used: %v", err)
 	}
+}
+
+const (
+	breakerHold  = `{"kind":"breaker","cause":"restarted 5 times within 30m0s (budget 5)","since":"2026-05-01T11:58:00Z"}`
+	failedRecord = `{"at":"2026-05-01T11:00:00Z","sources":{"configmap/shop/app-config":"c1"},"result":"failed","reason":"DeadlineExceeded","restarts":["2026-05-01T11:00:00Z"]}`
+)
+
+// waveHold is a wave hold of the current change of the named source.
+func (f *fixture) waveHold(t *testing.T, source string) string {
+	t.Helper()
+	kind, _ := f.cfg.sourceKind("configmap")
+	state, err := f.fetch(t)(kind, "shop", source)
+	if err != nil || state == nil {
+		t.Fatalf("source %s: %v", source, err)
+	}
+	return `{"kind":"wave","source":"configmap/shop/` + source + `","change":"` + state.Change(f.cfg.Sums) +
+		`","cause":"deployments.apps/shop/web: DeadlineExceeded: not complete 10m0s after the restart","since":"2026-05-01T11:10:00Z"}`
 }

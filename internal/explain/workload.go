@@ -67,7 +67,11 @@ type WorkloadReport struct {
 	// RecordError says why the applied-checksums annotation cannot be read.
 	RecordError string           `json:"recordError,omitempty"`
 	Sources     []WorkloadSource `json:"sources"`
-	Decision    Decision         `json:"decision"`
+	// Hold is the hold the controller placed on it, if any, and what ends it.
+	Hold *HoldReport `json:"hold,omitempty"`
+	// Rollout is the record of its last restart, if any.
+	Rollout  *RolloutReport `json:"rollout,omitempty"`
+	Decision Decision       `json:"decision"`
 }
 
 // WorkloadSource is one source a workload reads.
@@ -188,6 +192,25 @@ func (c *Config) ExplainWorkload(kind config.WorkloadKind, obj *unstructured.Uns
 		r.Decision = Decision{Action: ActionUnknown, Reasons: []string{"a source it reads could not be read with your credentials; see the sources"}}
 	default:
 		r.Decision = c.decision(w, r, lookup, appliedErr, now)
+	}
+	r.Hold = c.holdReport(w, lookup)
+	r.Rollout = c.rolloutReport(w, kind.Rollout.Deadline)
+	if h := r.Hold; h != nil && h.InForce && h.Error == "" && r.Decision.Action == ActionRestart {
+		// The restart is due, and the hold keeps it: what ends the hold
+		// is what lets it go.
+		r.Decision.Action = ActionHold
+		by := "the breaker"
+		if h.Kind == "wave" {
+			by = "a halted change"
+		}
+		reason := "held by " + by + " since " + h.Since.UTC().Format(time.RFC3339)
+		if h.Cause != "" {
+			reason += " (" + h.Cause + ")"
+		}
+		r.Decision.Reasons = append([]string{reason + "; it ends when " + h.EndsWhen}, r.Decision.Reasons...)
+		if h.Release != "" {
+			r.Decision.Reasons = append(r.Decision.Reasons, "to let it go now: "+h.Release)
+		}
 	}
 	return r, nil
 }

@@ -1,0 +1,116 @@
+package explain
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/pacing"
+	"github.com/restart-controller/restart-controller/internal/rollout"
+)
+
+// ActionHold: a restart is due but a hold the controller placed keeps it.
+const ActionHold = "hold"
+
+// HoldReport is the hold annotation on a workload, read as the controller
+// reads it, with the condition that ends it.
+type HoldReport struct {
+	Kind  string    `json:"kind"`
+	Since time.Time `json:"since"`
+	Cause string    `json:"cause,omitempty"`
+	// Source and Change name the halted change of a wave hold.
+	Source string `json:"source,omitempty"`
+	Change string `json:"change,omitempty"`
+	// InForce is false when the hold holds nothing any more (its change was
+	// replaced or released): the controller removes it at its next decision.
+	InForce bool `json:"inForce"`
+	// EndsWhen names what ends the hold without anyone acting.
+	EndsWhen string `json:"endsWhen"`
+	// Release is what a person can do to end it now, if anything.
+	Release string `json:"release,omitempty"`
+	// Error says why the annotation cannot be read (the controller then
+	// removes it).
+	Error string `json:"error,omitempty"`
+}
+
+// RolloutReport is the controller's record of the workload's last restart.
+type RolloutReport struct {
+	At      time.Time `json:"at"`
+	Result  string    `json:"result"`
+	Reason  string    `json:"reason,omitempty"`
+	Sources []string  `json:"sources,omitempty"`
+	// Note says what the controller does next with it.
+	Note string `json:"note"`
+}
+
+// holdReport reads the workload's hold annotation. sources are the sources
+// it reads as fetched (nil when absent); a wave hold's source is among them.
+func (c *Config) holdReport(w *catalog.WorkloadState, sources sourceLookup) *HoldReport {
+	if w.Hold == "" {
+		return nil
+	}
+	h, err := pacing.ParseHold(w.Hold)
+	if err != nil {
+		return &HoldReport{Error: err.Error(), EndsWhen: "the controller removes an unreadable hold at its next decision"}
+	}
+	r := &HoldReport{Kind: string(h.Kind), Since: h.Since, Cause: h.Cause, Source: h.Source, Change: h.Change, InForce: true}
+	switch h.Kind {
+	case pacing.HoldBreaker:
+		r.EndsWhen = fmt.Sprintf("the sources it reads have been still for %s (the breaker's quiet time; the controller keeps "+
+			"the time of the last change it saw in memory, and a newly started controller counts from its own start): "+
+			"then it restarts once, in its wave", c.Breaker.Quiet)
+	case pacing.HoldWave:
+		r.EndsWhen = fmt.Sprintf("the failed rollout (%s) completes after all, or %s changes again: then it restarts in its wave",
+			pacing.FailedWorkload(h.Cause), h.Source)
+		id, ok := parseSourceID(h.Source)
+		if ok {
+			r.Release = fmt.Sprintf("kubectl annotate %s %s -n %s %s=%s --overwrite", id.Kind, id.Name, id.Namespace, c.Annotations.Release, h.Change)
+			if src, found := sources[id]; found {
+				switch {
+				case src.Change(c.Sums) != h.Change:
+					r.InForce, r.EndsWhen = false, h.Source+" has changed since: the hold is over"
+				case src.Annotations[c.Annotations.Release] == h.Change:
+					r.InForce, r.EndsWhen = false, "the change was released: the hold is over"
+				}
+			}
+		}
+	}
+	return r
+}
+
+// rolloutReport reads the workload's rollout record.
+func (c *Config) rolloutReport(w *catalog.WorkloadState, deadline time.Duration) *RolloutReport {
+	rec, err := pacing.ParseRecord(w.Record)
+	if err != nil || rec == nil {
+		return nil
+	}
+	r := &RolloutReport{At: rec.At, Result: string(rec.Result), Reason: rec.Reason}
+	for s := range rec.Sources {
+		r.Sources = append(r.Sources, s)
+	}
+	slices.Sort(r.Sources)
+	switch rec.Result {
+	case rollout.Pending:
+		r.Result = "rolling out"
+		if deadline <= 0 {
+			deadline = rollout.DefaultDeadline
+		}
+		r.Note = fmt.Sprintf("followed until it completes, or judged failed at %s (the deadline, %s after the restart)",
+			rec.At.Add(deadline).UTC().Format(time.RFC3339), deadline)
+	case rollout.Unsucceeded:
+		r.Note = "the restarts of the same changes not made yet are held; still followed, and recorded complete if it completes after all"
+	default:
+		r.Note = "ended"
+	}
+	return r
+}
+
+func parseSourceID(s string) (catalog.SourceID, bool) {
+	parts := strings.SplitN(s, "/", 3)
+	if len(parts) != 3 {
+		return catalog.SourceID{}, false
+	}
+	return catalog.SourceID{Kind: parts[0], Namespace: parts[1], Name: parts[2]}, true
+}
