@@ -153,7 +153,13 @@ func Main(ctx context.Context, args []string, env Env) int {
 		if obj == nil {
 			return fail(exitFailed, "%s %q not found in namespace %s", gvr.GroupResource(), target.Name, namespace)
 		}
-		if report, err = cfg.ExplainWorkload(*target.Workload, obj, cl.Fetcher(ctx, cfg.SourceAnnotations()), time.Now()); err != nil {
+		// The workloads of its namespace, listed only if a decision needs
+		// the waves of a change (kinds the caller may not list are left out).
+		fleet := func() []Workload {
+			workloads, _ := cl.Workloads(ctx, cfg, namespace)
+			return workloads
+		}
+		if report, err = cfg.ExplainWorkloadIn(*target.Workload, obj, cl.Fetcher(ctx, cfg.SourceAnnotations()), fleet, time.Now()); err != nil {
 			return fail(exitFailed, "%v", err)
 		}
 		if report.(*WorkloadReport).Decision.Action == ActionUnknown {

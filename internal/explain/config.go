@@ -4,7 +4,9 @@
 // (ConfigMap, Secret), which opted-in workloads read it and which of them a
 // change of a key would restart. It reads with the caller's credentials and
 // never writes; it reuses the controller's own code (config, refs, catalog's
-// transforms, restart.Decide) so its answers cannot drift from the
+// transforms, and the decision of package decision, on a snapshot read from
+// the cluster: waves from the workloads of the namespace, holds and records
+// from their annotations) so its answers cannot drift from the
 // controller's behaviour. No source value is ever printed, only checksums.
 package explain
 

@@ -238,12 +238,20 @@ func TestGolden(t *testing.T) {
 			return f.explainAnnotated(t, "worker", map[string]string{f.cfg.Annotations.Hold: breakerHold})
 		}, FormatTable},
 		{"workload-held-wave", func(t *testing.T) interface{} {
-			return f.explainAnnotated(t, "worker", map[string]string{f.cfg.Annotations.Hold: f.waveHold(t, "app-config"),
-				f.cfg.Annotations.Rollout: failedRecord})
+			held := map[string]string{f.cfg.Annotations.Hold: f.waveHold(t, "app-config")}
+			return f.explainInFleet(t, "worker", "worker", map[string]string{f.cfg.Annotations.Hold: f.waveHold(t, "app-config"),
+				f.cfg.Annotations.Rollout: failedRecord}, held, "worker-1", "worker-2", "worker-3", "worker-4")
 		}, FormatTable},
 		{"workload-held-wave.json", func(t *testing.T) interface{} {
-			return f.explainAnnotated(t, "worker", map[string]string{f.cfg.Annotations.Hold: f.waveHold(t, "app-config")})
+			held := map[string]string{f.cfg.Annotations.Hold: f.waveHold(t, "app-config")}
+			return f.explainInFleet(t, "worker", "worker", held, held, "worker-1", "worker-2", "worker-3", "worker-4")
 		}, FormatJSON},
+		{"workload-queued-wave", func(t *testing.T) interface{} {
+			return f.explainInFleet(t, "worker", "worker-9", nil, nil, "worker", "worker-1", "worker-2", "worker-3")
+		}, FormatTable},
+		{"workload-unpaced-hold-lifted", func(t *testing.T) interface{} {
+			return f.explainAnnotated(t, "worker", map[string]string{f.cfg.Annotations.Hold: f.waveHold(t, "app-config")})
+		}, FormatTable},
 		{"workload-hold-over", func(t *testing.T) interface{} {
 			return f.explainAnnotated(t, "worker", map[string]string{f.cfg.Annotations.Hold: `{"kind":"wave","source":"configmap/shop/app-config","change":"0123456789abcdef","cause":"deployments.apps/shop/web: DeadlineExceeded","since":"2026-05-01T11:00:00Z"}`})
 		}, FormatTable},
@@ -419,4 +427,31 @@ func (f *fixture) waveHold(t *testing.T, source string) string {
 	}
 	return `{"kind":"wave","source":"configmap/shop/` + source + `","change":"` + state.Change(f.cfg.Sums) +
 		`","cause":"deployments.apps/shop/web: DeadlineExceeded: not complete 10m0s after the restart","since":"2026-05-01T11:10:00Z"}`
+}
+
+// explainInFleet explains the named workload, renamed as, with annotations
+// added, among copies of it named by others carrying othersAnnotations:
+// the fleet of its namespace as explain would list it.
+func (f *fixture) explainInFleet(t *testing.T, name, as string, annotations, othersAnnotations map[string]string, others ...string) *WorkloadReport {
+	t.Helper()
+	w := f.workload(t, name)
+	copyOf := func(n string, extra map[string]string) *unstructured.Unstructured {
+		obj := w.Object.DeepCopy()
+		obj.SetName(n)
+		all := obj.GetAnnotations()
+		for k, v := range extra {
+			all[k] = v
+		}
+		obj.SetAnnotations(all)
+		return obj
+	}
+	var fleet []Workload
+	for _, n := range others {
+		fleet = append(fleet, Workload{Kind: w.Kind, Object: copyOf(n, othersAnnotations)})
+	}
+	r, err := f.cfg.ExplainWorkloadIn(w.Kind, copyOf(as, annotations), f.fetch(t), func() []Workload { return fleet }, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

@@ -3,10 +3,10 @@ package explain
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/decision"
 	"github.com/restart-controller/restart-controller/internal/pacing"
 	"github.com/restart-controller/restart-controller/internal/rollout"
 )
@@ -47,7 +47,7 @@ type RolloutReport struct {
 
 // holdReport reads the workload's hold annotation. sources are the sources
 // it reads as fetched (nil when absent); a wave hold's source is among them.
-func (c *Config) holdReport(w *catalog.WorkloadState, sources sourceLookup) *HoldReport {
+func (c *Config) holdReport(w *catalog.WorkloadState, sources decision.SourceLookup) *HoldReport {
 	if w.Hold == "" {
 		return nil
 	}
@@ -64,17 +64,11 @@ func (c *Config) holdReport(w *catalog.WorkloadState, sources sourceLookup) *Hol
 	case pacing.HoldWave:
 		r.EndsWhen = fmt.Sprintf("the failed rollout (%s) completes after all, or %s changes again: then it restarts in its wave",
 			pacing.FailedWorkload(h.Cause), h.Source)
-		id, ok := parseSourceID(h.Source)
-		if ok {
+		if id, ok := decision.ParseSourceID(h.Source); ok {
 			r.Release = fmt.Sprintf("kubectl annotate %s %s -n %s %s=%s --overwrite", id.Kind, id.Name, id.Namespace, c.Annotations.Release, h.Change)
-			if src, found := sources[id]; found {
-				switch {
-				case src.Change(c.Sums) != h.Change:
-					r.InForce, r.EndsWhen = false, h.Source+" has changed since: the hold is over"
-				case src.Annotations[c.Annotations.Release] == h.Change:
-					r.InForce, r.EndsWhen = false, "the change was released: the hold is over"
-				}
-			}
+		}
+		if over, why := c.rules().HoldOver(h, sources); over {
+			r.InForce, r.EndsWhen, r.Release = false, why+": the hold is over", ""
 		}
 	}
 	return r
@@ -105,12 +99,4 @@ func (c *Config) rolloutReport(w *catalog.WorkloadState, deadline time.Duration)
 		r.Note = "ended"
 	}
 	return r
-}
-
-func parseSourceID(s string) (catalog.SourceID, bool) {
-	parts := strings.SplitN(s, "/", 3)
-	if len(parts) != 3 {
-		return catalog.SourceID{}, false
-	}
-	return catalog.SourceID{Kind: parts[0], Namespace: parts[1], Name: parts[2]}, true
 }

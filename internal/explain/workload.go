@@ -13,7 +13,7 @@ import (
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
-	"github.com/restart-controller/restart-controller/internal/restart"
+	"github.com/restart-controller/restart-controller/internal/decision"
 )
 
 // Source statuses: what a workload's pods started with, compared with now.
@@ -114,9 +114,16 @@ const graceNote = "it would restart once the grace period of that change ends; e
 
 // ExplainWorkload explains a workload object of the given configured kind,
 // reading its sources through fetch. The workload is reduced exactly as the
-// controller's cache reduces it, and the decision is restart.Decide's on the
+// controller's cache reduces it, and the decision is the decision package's on the
 // current data, with no grace period known to be open.
 func (c *Config) ExplainWorkload(kind config.WorkloadKind, obj *unstructured.Unstructured, fetch SourceFetcher, now time.Time) (*WorkloadReport, error) {
+	return c.ExplainWorkloadIn(kind, obj, fetch, nil, now)
+}
+
+// ExplainWorkloadIn is ExplainWorkload with the workloads of its namespace
+// listed by fleet, so that the decision sees the waves of the changes it
+// would deliver as the controller does (nil: the workload alone).
+func (c *Config) ExplainWorkloadIn(kind config.WorkloadKind, obj *unstructured.Unstructured, fetch SourceFetcher, fleet FleetLister, now time.Time) (*WorkloadReport, error) {
 	reduced, err := catalog.ReduceWorkload(kind, c.Config)(obj)
 	if err != nil {
 		return nil, err
@@ -125,7 +132,7 @@ func (c *Config) ExplainWorkload(kind config.WorkloadKind, obj *unstructured.Uns
 	if !ok {
 		return nil, fmt.Errorf("reducing %s: got %T", obj.GetName(), reduced)
 	}
-	recordedHash := restart.RecordedTemplateHash(w.AppliedTemplateHash)
+	recordedHash := decision.RecordedTemplateHash(w.AppliedTemplateHash)
 	r := &WorkloadReport{
 		Workload:         workloadName(obj),
 		Namespace:        w.Namespace,
@@ -147,7 +154,7 @@ func (c *Config) ExplainWorkload(kind config.WorkloadKind, obj *unstructured.Uns
 			r.RecordError = appliedErr.Error()
 		}
 	}
-	// Decide records current checksums without restarting when it cannot
+	// The decision records current checksums without restarting when it cannot
 	// trust what is recorded or the pod template changed since.
 	recordOnly := !r.TemplateRecorded || appliedErr != nil
 	usesOf := c.usesByID(kind, obj, w.Namespace)
@@ -181,6 +188,8 @@ func (c *Config) ExplainWorkload(kind config.WorkloadKind, obj *unstructured.Uns
 		r.Sources = append(r.Sources, ws)
 	}
 
+	r.Hold = c.holdReport(w, lookup)
+	r.Rollout = c.rolloutReport(w, kind.Rollout.Deadline)
 	switch {
 	case !w.OptedIn:
 		r.Decision = Decision{Action: ActionNothing, Reasons: []string{c.notOptedIn(obj)}}
@@ -191,48 +200,52 @@ func (c *Config) ExplainWorkload(kind config.WorkloadKind, obj *unstructured.Uns
 	case unreadable:
 		r.Decision = Decision{Action: ActionUnknown, Reasons: []string{"a source it reads could not be read with your credentials; see the sources"}}
 	default:
-		r.Decision = c.decision(w, r, lookup, appliedErr, now)
+		key := catalog.WorkloadKey{Resource: kind.GVR, Namespace: w.Namespace, Name: w.Name}
+		fetchID := func(id catalog.SourceID) (*catalog.SourceState, bool) {
+			sk, ok := c.sourceKind(id.Kind)
+			if !ok {
+				return nil, false
+			}
+			state, err := fetch(sk, id.Namespace, id.Name)
+			return state, err == nil && state != nil
+		}
+		f := &explainFleet{c: c, now: now, self: key, state: w, sources: lookup, fetch: fetchID, list: fleet}
+		r.Decision = c.decision(decision.Snapshot{Key: key, Workload: w, Sources: lookup, Windows: noWindows{}, Fleet: f, Now: now}, r, appliedErr)
 	}
-	r.Hold = c.holdReport(w, lookup)
-	r.Rollout = c.rolloutReport(w, kind.Rollout.Deadline)
-	if h := r.Hold; h != nil && h.InForce && h.Error == "" && r.Decision.Action == ActionRestart {
-		// The restart is due, and the hold keeps it: what ends the hold
-		// is what lets it go.
-		r.Decision.Action = ActionHold
-		by := "the breaker"
-		if h.Kind == "wave" {
-			by = "a halted change"
-		}
-		reason := "held by " + by + " since " + h.Since.UTC().Format(time.RFC3339)
-		if h.Cause != "" {
-			reason += " (" + h.Cause + ")"
-		}
-		r.Decision.Reasons = append([]string{reason + "; it ends when " + h.EndsWhen}, r.Decision.Reasons...)
-		if h.Release != "" {
-			r.Decision.Reasons = append(r.Decision.Reasons, "to let it go now: "+h.Release)
-		}
+	if h := r.Hold; h != nil && h.InForce && (r.Decision.Action == ActionRestart || r.Decision.Action == ActionRecord) {
+		// The decision lets it go (an unpaced change is never held, a
+		// released breaker restarts): the write it makes removes the hold.
+		h.InForce, h.EndsWhen, h.Release = false, "the write the controller would now make removes it", ""
 	}
 	return r, nil
 }
 
-// decision runs restart.Decide and says why it came out as it did.
-func (c *Config) decision(w *catalog.WorkloadState, r *WorkloadReport, lookup sourceLookup, appliedErr error, now time.Time) Decision {
-	// Opt-outs as the controller applies them: the change is recorded.
-	view, optedOut := restart.OptOutView(c.Annotations.Ignore, c.Sums, w, lookup)
-	plan := restart.Decide(view, lookup, noWindows{}, now, c.OrderByResourceVersion, c.Sums)
-	if len(optedOut) > 0 {
-		plan.Patch = true // the view's checksums differ from the annotation's
-	}
-	recordedHash := restart.RecordedTemplateHash(w.AppliedTemplateHash)
+// decision runs the controller's decision (package decision) on the
+// snapshot and says why it came out as it did.
+func (c *Config) decision(snap decision.Snapshot, r *WorkloadReport, appliedErr error) Decision {
+	w, lookup := snap.Workload, snap.Sources
+	v := c.rules().Decide(snap)
+	plan, optedOut := v.Plan, v.OptedOut
+	recordedHash := decision.RecordedTemplateHash(w.AppliedTemplateHash)
 	d := Decision{}
 	if plan.Warning != "" {
 		d.Reasons = append(d.Reasons, plan.Warning)
 	}
 	for _, id := range optedOut {
 		d.Reasons = append(d.Reasons, fmt.Sprintf("%s changed, but its changes restart this workload not (%s): recorded without a restart",
-			shortID(id.Kind, id.Name), c.whyOptedOut(w, id, lookup[id])))
+			shortID(id.Kind, id.Name), c.whyOptedOut(w, id, lookup)))
 	}
 	switch {
+	case v.Action == decision.Hold || v.Action == decision.Queue:
+		d.Action = string(v.Action)
+		d.Reasons = append(d.Reasons, v.Reasons...)
+		for _, id := range plan.Changed {
+			d.Changed = append(d.Changed, id.String())
+		}
+		if h := r.Hold; h != nil && h.Release != "" && v.Action == decision.Hold {
+			d.Reasons = append(d.Reasons, "to let it go now: "+h.Release)
+		}
+		return d
 	case plan.Restart:
 		d.Action = ActionRestart
 		var names []string
@@ -260,6 +273,9 @@ func (c *Config) decision(w *catalog.WorkloadState, r *WorkloadReport, lookup so
 		if !w.HasApplied || recordedHash != w.TemplateHash {
 			d.Reasons = append(d.Reasons, "if a source it reads was written after the template was set (or, when that order is unknown, updated within its grace period), the controller records \"pending\" for it instead and restarts once the grace period ends; explain cannot see grace periods")
 		}
+		if _, unhold := plan.Extra[c.Annotations.Hold]; unhold {
+			d.Reasons = append(d.Reasons, "its hold annotation holds nothing any more: it is removed")
+		}
 		for _, id := range plan.Unverified {
 			d.Reasons = append(d.Reasons, id.String()+" is recorded as absent once the controller has confirmed with the API server that it does not exist")
 		}
@@ -277,18 +293,12 @@ func (c *Config) decision(w *catalog.WorkloadState, r *WorkloadReport, lookup so
 	return d
 }
 
-// whyOptedOut names the opt-out that holds for the source (restart.OptedOut).
-func (c *Config) whyOptedOut(w *catalog.WorkloadState, id catalog.SourceID, src *catalog.SourceState) string {
-	switch {
-	case src.Annotations[c.Annotations.Ignore] == "true":
-		return "the source's annotation " + c.Annotations.Ignore + " is \"true\""
-	case w.Ignores(id):
-		return "the workload's annotation " + c.Annotations.IgnoreSources + " names it"
-	}
-	for _, ref := range w.References {
-		if ref.ID == id && ref.SourceAnnotation != "" {
-			return "its opt-in needs the source annotation " + ref.SourceAnnotation + ": \"true\", which the source does not have"
-		}
+// whyOptedOut names the opt-out that holds for the source, as the decision
+// applies it.
+func (c *Config) whyOptedOut(w *catalog.WorkloadState, id catalog.SourceID, sources decision.SourceLookup) string {
+	src, _ := sources.Source(id)
+	if why := decision.WhyOptedOut(c.Annotations, w, id, src); why != "" {
+		return why
 	}
 	return "opted out"
 }
@@ -411,7 +421,7 @@ func resourceString(kind config.WorkloadKind) string {
 
 func shortID(kind, name string) string { return kind + "/" + name }
 
-// sourceLookup serves restart.Decide the sources explain read.
+// sourceLookup serves the decision the sources explain read.
 type sourceLookup map[catalog.SourceID]*catalog.SourceState
 
 func (l sourceLookup) Source(id catalog.SourceID) (*catalog.SourceState, bool) {
@@ -419,7 +429,7 @@ func (l sourceLookup) Source(id catalog.SourceID) (*catalog.SourceState, bool) {
 	return s, ok
 }
 
-// noWindows is what explain knows of grace periods: nothing. Decide then
+// noWindows is what explain knows of grace periods: nothing. The decision then
 // treats every difference as due, which explain words as "once its grace
 // period ends".
 type noWindows struct{}

@@ -24,13 +24,14 @@ import (
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/decision"
 	"github.com/restart-controller/restart-controller/internal/metrics"
 	"github.com/restart-controller/restart-controller/internal/rollout"
 )
 
 // Catalog is what the controller reads: cached workloads and sources.
 type Catalog interface {
-	SourceLookup
+	decision.SourceLookup
 	Workload(key catalog.WorkloadKey) (*catalog.WorkloadState, bool)
 	WorkloadsReading(id catalog.SourceID) []catalog.WorkloadKey
 	// InFlight lists the workloads whose last restart's rollout has no
@@ -70,11 +71,11 @@ type Controller struct {
 	now     func() time.Time
 
 	templateFields map[schema.GroupVersionResource][]string
-	// rules read each kind's rollout status after a restart.
-	rules  map[schema.GroupVersionResource]rollout.Rule
-	fleet  *fleet
-	queue  workqueue.TypedRateLimitingInterface[catalog.WorkloadKey]
-	dryRun simulatedPatches
+	// rolloutRules read each kind's rollout status after a restart.
+	rolloutRules map[schema.GroupVersionResource]rollout.Rule
+	fleet        *fleet
+	queue        workqueue.TypedRateLimitingInterface[catalog.WorkloadKey]
+	dryRun       simulatedPatches
 	// meta, when set, sends the decisions' patches (PatchWith).
 	meta metadata.Interface
 	// backlog holds the start-up list until the queue has room (startup.go).
@@ -111,7 +112,7 @@ func New(cfg *config.Config, cat Catalog, client dynamic.Interface, exists Exist
 		log:            log,
 		now:            time.Now,
 		templateFields: fields,
-		rules:          rules,
+		rolloutRules:   rules,
 		fleet:          newFleet(time.Now()),
 		backlog:        newBacklog(),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[catalog.WorkloadKey]{
@@ -314,7 +315,10 @@ func isTransient(err error) bool {
 }
 
 // Reconcile brings one workload's applied checksums in line with its sources,
-// restarting it when data its pods read has changed and its grace period is over.
+// restarting it when data its pods read has changed and its grace period is
+// over. It reads downward, in phases: load what the decision reads, follow
+// the last restart's rollout, decide (package decision), act on the verdict,
+// report it. The only requeue is the verdict's, in requeue.
 func (c *Controller) Reconcile(ctx context.Context, key catalog.WorkloadKey) error {
 	w, ok := c.catalog.Workload(key)
 	if !ok || !w.OptedIn {
@@ -323,87 +327,118 @@ func (c *Controller) Reconcile(ctx context.Context, key catalog.WorkloadKey) err
 		c.metrics.SetHeld(c.fleet.setHeld(key, ""))
 		return nil
 	}
-	log := c.log.With("workload", key.String())
 	if w.Problem != "" {
-		log.Warn("cannot read references; skipping", "problem", w.Problem)
+		c.log.Warn("cannot read references; skipping", "workload", key.String(), "problem", w.Problem)
 		return nil
 	}
+	snap, err := c.load(ctx, key, w)
+	if err != nil || snap == nil {
+		return err
+	}
+	if snap.Fleet != nil {
+		// The rollout of the last restart first: its outcome may hold or
+		// release the restarts of others, and of this one.
+		if wrote, err := c.follow(ctx, key, w, snap.Now); wrote || err != nil {
+			return err
+		}
+	}
+	v := c.decide(key, *snap)
+	c.requeue(key, v)
+	if err := c.act(ctx, key, snap.Workload, v); err != nil {
+		return err
+	}
+	return nil
+}
+
+// load reads what the decision reads: the sources the workload reads (an
+// API read for the keys of large ones), and the fleet's view, or nil when
+// there is nothing to decide yet.
+func (c *Controller) load(ctx context.Context, key catalog.WorkloadKey, w *catalog.WorkloadState) (*decision.Snapshot, error) {
 	dryRun := c.cfg.Settings.DryRun
 	if dryRun {
 		w = c.dryRun.overlay(key, w)
 	}
 	sources, err := c.sourcesFor(ctx, w)
 	if err != nil {
+		return nil, err
+	}
+	snap := &decision.Snapshot{Key: key, Workload: w, Sources: sources, Windows: c.windows, Now: c.now()}
+	if dryRun {
+		return snap, nil // a dry run does not pace
+	}
+	if c.fleet.behind(key, w, snap.Now) {
+		// Our last write is not in the cache yet; its update event brings
+		// the workload back.
+		return nil, nil
+	}
+	snap.Fleet = &fleetView{c: c, key: key}
+	return snap, nil
+}
+
+// decide runs the decision. The fleet's view holds the fleet's lock from its
+// first use until the restart's record is reserved, so two decisions never
+// both take the last place of a wave.
+func (c *Controller) decide(key catalog.WorkloadKey, snap decision.Snapshot) decision.Verdict {
+	v := c.rules().Decide(snap)
+	if view, ok := snap.Fleet.(*fleetView); ok {
+		if v.Action == decision.Restart {
+			view.lock()
+			c.fleet.reserve(key, v.Rollout, v.At)
+		}
+		view.unlock()
+		c.fleet.setCapped(key, v.Capped)
+	}
+	return v
+}
+
+// rules are the decision's rules, with the checksum key loaded (UseChecksums).
+func (c *Controller) rules() decision.Rules { return decision.RulesOf(c.cfg, c.sums) }
+
+// requeue is the one place a verdict schedules the next decision of the
+// workload, besides events: the end of a grace period, of the breaker's
+// quiet time, a wave's recheck.
+func (c *Controller) requeue(key catalog.WorkloadKey, v decision.Verdict) {
+	if v.Recheck > 0 {
+		c.queue.AddAfter(key, v.Recheck)
+	}
+}
+
+// act carries out the verdict: writes the hold, the patch, or the removal of
+// a hold that holds nothing any more, and reports what it did.
+func (c *Controller) act(ctx context.Context, key catalog.WorkloadKey, w *catalog.WorkloadState, v decision.Verdict) error {
+	log := c.log.With("workload", key.String())
+	if v.Plan.Warning != "" {
+		log.Warn(v.Plan.Warning)
+	}
+	switch v.Action {
+	case decision.Hold:
+		return c.holdRestart(ctx, key, w, v.Hold)
+	case decision.Queue:
+		log.Debug("restart waits", "why", strings.Join(v.Reasons, "; "))
+		c.metrics.SetHeld(c.fleet.setHeld(key, ""))
+		if w.Hold != "" && v.Unhold {
+			return c.patchAnnotations(ctx, key, w.ResourceVersion, map[string]interface{}{c.cfg.Annotations.Hold: nil})
+		}
+		return nil
+	}
+	if !c.cfg.Settings.DryRun {
+		c.metrics.SetHeld(c.fleet.setHeld(key, ""))
+	}
+	if len(v.OptedOut) > 0 {
+		log.Info("recording changes whose restart is opted out", "sources", fmt.Sprint(v.OptedOut))
+	}
+	if v.Action != decision.Restart && v.Action != decision.Record {
+		return nil
+	}
+	if err := c.confirmAbsent(ctx, key, v.Plan.Unverified); err != nil {
 		return err
 	}
-	now := c.now()
-	if !dryRun {
-		if c.fleet.behind(key, w, now) {
-			// Our last write is not in the cache yet; its update event
-			// brings the workload back.
-			return nil
-		}
-		// The rollout of the last restart first: its outcome may hold or
-		// release the restarts of others, and of this one.
-		if wrote, err := c.follow(ctx, key, w, now); wrote || err != nil {
-			return err
-		}
-	}
-	view, ignored := c.withOptOuts(w, sources)
-	plan := Decide(view, sources, c.windows, now, c.cfg.OrderByResourceVersion, c.sums)
-	if plan.Warning != "" {
-		log.Warn(plan.Warning)
-	}
-	if plan.Wait > 0 {
-		c.queue.AddAfter(key, plan.Wait)
-	}
-	if len(ignored) > 0 {
-		log.Info("recording changes whose restart is opted out", "sources", fmt.Sprint(ignored))
-		plan.Patch = true // the view's checksums differ from the annotation's
-	}
-	if !dryRun {
-		g := c.gatePlan(key, w, sources, &plan, now)
-		c.fleet.setCapped(key, g.capped)
-		switch {
-		case g.hold != nil:
-			if g.recheck > 0 {
-				c.queue.AddAfter(key, g.recheck)
-			}
-			return c.holdRestart(ctx, key, w, g.hold)
-		case g.queued:
-			log.Debug("restart waits for its wave")
-			c.queue.AddAfter(key, queuedRecheck)
-			c.metrics.SetHeld(c.fleet.setHeld(key, ""))
-			if w.Hold != "" && (g.unhold || c.staleHold(w.Hold)) {
-				return c.patchAnnotations(ctx, key, w.ResourceVersion, map[string]interface{}{c.cfg.Annotations.Hold: nil})
-			}
-			return nil
-		}
-		c.metrics.SetHeld(c.fleet.setHeld(key, ""))
-		if !g.at.IsZero() {
-			now = g.at
-		}
-	}
-	if !plan.Patch {
-		return nil
-	}
-	for _, id := range plan.Unverified {
-		found, err := c.exists(ctx, id)
-		if err != nil {
-			c.fleet.unreserve(key)
-			return fmt.Errorf("confirming that %s does not exist: %w", id, err)
-		}
-		if found {
-			c.fleet.unreserve(key)
-			return fmt.Errorf("%s: %w", id, errCacheBehind)
-		}
-	}
 	if c.cfg.Settings.DryRun {
-		c.report(w, key, plan, now, true)
-		c.dryRun.remember(key, plan)
+		c.report(w, key, v.Plan, v.At, true)
+		c.dryRun.remember(key, v.Plan)
 		return nil
 	}
-	body, err := BuildPatch(c.templateFields[key.Resource], c.cfg.Annotations, w, plan, now)
+	body, err := BuildPatch(c.templateFields[key.Resource], c.cfg.Annotations, w, v.Plan, v.At)
 	if err != nil {
 		c.fleet.unreserve(key)
 		return fmt.Errorf("building patch for %s: %w", key, err)
@@ -420,7 +455,25 @@ func (c *Controller) Reconcile(ctx context.Context, key catalog.WorkloadKey) err
 	if err != nil {
 		return fmt.Errorf("patching %s: %w", key, err)
 	}
-	c.report(w, key, plan, now, false)
+	c.report(w, key, v.Plan, v.At, false)
+	return nil
+}
+
+// confirmAbsent asks the API server whether sources the plan newly records
+// as absent really are: the cache of sources may lag behind that of
+// workloads.
+func (c *Controller) confirmAbsent(ctx context.Context, key catalog.WorkloadKey, ids []catalog.SourceID) error {
+	for _, id := range ids {
+		found, err := c.exists(ctx, id)
+		if err != nil {
+			c.fleet.unreserve(key)
+			return fmt.Errorf("confirming that %s does not exist: %w", id, err)
+		}
+		if found {
+			c.fleet.unreserve(key)
+			return fmt.Errorf("%s: %w", id, errCacheBehind)
+		}
+	}
 	return nil
 }
 
@@ -446,7 +499,7 @@ func (c *Controller) patch(ctx context.Context, key catalog.WorkloadKey, body []
 // report counts, logs and tells the workload's owners (an Event that
 // `kubectl describe` shows) what a plan did, or in a dry run what it would
 // have done. It names sources and the keys read, never a value.
-func (c *Controller) report(w *catalog.WorkloadState, key catalog.WorkloadKey, plan Plan, now time.Time, dryRun bool) {
+func (c *Controller) report(w *catalog.WorkloadState, key catalog.WorkloadKey, plan decision.Plan, now time.Time, dryRun bool) {
 	log := c.log.With("workload", key.String())
 	if dryRun {
 		log = log.With("dry_run", true)

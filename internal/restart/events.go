@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/decision"
 )
 
 // LimitedRecorder passes Events on while a token bucket allows and drops the
@@ -61,7 +62,7 @@ func (s *simulatedPatches) overlay(key catalog.WorkloadKey, w *catalog.WorkloadS
 }
 
 // remember simulates writing plan to the workload.
-func (s *simulatedPatches) remember(key catalog.WorkloadKey, plan Plan) {
+func (s *simulatedPatches) remember(key catalog.WorkloadKey, plan decision.Plan) {
 	applied, _ := json.Marshal(plan.Applied) // a map of strings always encodes
 	s.mu.Lock()
 	defer s.mu.Unlock()

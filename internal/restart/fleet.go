@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/decision"
 	"github.com/restart-controller/restart-controller/internal/pacing"
 	"github.com/restart-controller/restart-controller/internal/rollout"
 )
@@ -58,26 +58,6 @@ type fleet struct {
 	memberReads int
 }
 
-// trustedApplied returns the workload's applied checksums, or nil when
-// they cannot be trusted: none, unreadable, or recorded against another pod
-// template (see pendingFor). Parsed on each call rather than kept: with the
-// wave memo a workload is read once per change of what decisions see, and a
-// parsed copy of every workload's annotations was 16% of the heap at 10,000
-// workloads (issue 13).
-func trustedApplied(w *catalog.WorkloadState) map[string]string {
-	if !w.HasApplied {
-		return nil
-	}
-	if rec := parseTemplateRecord(w.AppliedTemplateHash); rec.hash == "" || rec.hash != w.TemplateHash {
-		return nil
-	}
-	applied := map[string]string{}
-	if json.Unmarshal([]byte(w.Applied), &applied) != nil {
-		return nil
-	}
-	return applied
-}
-
 // forget drops what is kept of a workload that is gone or opted out.
 func (f *fleet) forget(key catalog.WorkloadKey) {
 	f.mu.Lock()
@@ -96,10 +76,6 @@ type reservation struct {
 // reservationTTL bounds how long a reservation outlives its patch when the
 // cache never shows the record (the workload was deleted meanwhile).
 const reservationTTL = 2 * time.Minute
-
-// queuedRecheck is how often a workload waiting for its wave is decided
-// again even if no rollout ending woke it.
-const queuedRecheck = 30 * time.Second
 
 func newFleet(now time.Time) *fleet {
 	return &fleet{
@@ -132,10 +108,8 @@ func (f *fleet) changed(id catalog.SourceID, now time.Time, quiet time.Duration)
 }
 
 // lastChanged is when any of the sources last changed, as far as this
-// process knows: never earlier than its start.
+// process knows: never earlier than its start. Called with f.mu held.
 func (f *fleet) lastChanged(refs []catalog.Reference) time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	last := f.started
 	for _, r := range refs {
 		if t, ok := f.lastChange[r.ID]; ok && t.After(last) {
@@ -263,7 +237,7 @@ func (c *Controller) follow(ctx context.Context, key catalog.WorkloadKey, w *cat
 	if !rec.InFlight() {
 		return false, nil
 	}
-	verdict := c.rules[key.Resource].Judge(status, rec.At, now)
+	verdict := c.rolloutRules[key.Resource].Judge(status, rec.At, now)
 	if verdict.Result == rollout.Pending {
 		// The deadline: decide again then, if no status change comes first.
 		c.queue.AddAfter(key, verdict.Wait+10*time.Millisecond)
@@ -329,7 +303,7 @@ func (c *Controller) wake(sources map[string]string, now time.Time) {
 	var keys []catalog.WorkloadKey
 	c.fleet.mu.Lock()
 	for raw := range sources {
-		id, ok := parseSourceID(raw)
+		id, ok := decision.ParseSourceID(raw)
 		if !ok {
 			continue
 		}
@@ -347,14 +321,6 @@ func (c *Controller) wake(sources map[string]string, now time.Time) {
 	for _, key := range keys {
 		c.queue.Add(key)
 	}
-}
-
-func parseSourceID(s string) (catalog.SourceID, bool) {
-	parts := strings.SplitN(s, "/", 3)
-	if len(parts) != 3 {
-		return catalog.SourceID{}, false
-	}
-	return catalog.SourceID{Kind: parts[0], Namespace: parts[1], Name: parts[2]}, true
 }
 
 // waveState evaluates the waves of the source's current change over its
@@ -380,299 +346,72 @@ func (c *Controller) waveState(id catalog.SourceID, src *catalog.SourceState, se
 }
 
 // waveMembers reads the wave members among keys, readers of the source, for
-// its change: those that take part, and their names. Called with
-// c.fleet.mu held.
+// its change: those that take part (decision.Rules.Member), and their
+// names. Called with c.fleet.mu held.
 func (c *Controller) waveMembers(id catalog.SourceID, src *catalog.SourceState, change string, keys []catalog.WorkloadKey,
 	self catalog.WorkloadKey, now time.Time) (map[string]catalog.WorkloadKey, []pacing.Member) {
-	sid := id.String()
+	rules := c.rules()
 	byName := map[string]catalog.WorkloadKey{}
 	var members []pacing.Member
 	c.fleet.memberReads += len(keys)
 	for _, key := range keys {
 		r, ok := c.catalog.Workload(key)
-		if !ok || !r.OptedIn || r.Problem != "" || c.optedOut(r, id, src) {
+		if !ok {
 			continue
 		}
-		m := pacing.Member{Key: key.String()}
-		byName[m.Key] = key
 		rec, reserved := c.fleet.recordOf(key, r, now)
-		if rec.Delivered(sid, change) {
-			m.Restarted, m.Result = true, rec.Result
-			m.Failure = rec.Reason
-			if rec.Message != "" {
-				m.Failure += ": " + rec.Message
-			}
+		m, ok := rules.Member(decision.Reader{Key: key, State: r, Record: rec, Reserved: reserved, Self: key == self}, id, src, change)
+		if !ok {
+			continue
 		}
-		switch {
-		case reserved:
-		case key == self:
-			m.Pending = true
-		default:
-			pending, known := pendingFor(c.sums, r, trustedApplied(r), id, src)
-			if !known && !m.Restarted {
-				delete(byName, m.Key)
-				continue
-			}
-			m.Pending = pending
-		}
-		if hold, _ := pacing.ParseHold(r.Hold); hold != nil {
-			switch {
-			case hold.HoldsChange(sid, change):
-				m.HeldHere, m.Cause = true, hold.Cause
-			case hold.Kind == pacing.HoldWave && hold.Source == sid:
-				// A hold for an older change of this source: stale.
-			case key == self:
-				// The deciding workload's own hold, of another kind or
-				// source, never keeps it out of this wave: gatePlan has
-				// asked the breaker first, and evaluates the waves of the
-				// hold's source itself, so a hold still in force holds it
-				// there. Counted as held elsewhere, a released workload
-				// would never take a place in a paced wave: every breaker
-				// hold over a source of more than unpacedUpTo readers, and
-				// every wave hold of a reader of two such sources whose
-				// failed rollout recovered, would last for ever.
-			default:
-				m.HeldElsewhere = true
-			}
-		}
+		byName[m.Key] = key
 		members = append(members, m)
 	}
 	return byName, members
 }
 
-// pendingFor reports whether a reader's pods run other data of the source
-// than it holds now, such that a restart for it is due (as Decide would find,
-// leaving aside grace periods, which waves do not need). known is false when
-// the cached state cannot tell: a large source that does not cover the keys
-// the reader reads. applied is the reader's applied checksums, nil when they
-// cannot be trusted (none, unreadable, or recorded against another pod
-// template).
-func pendingFor(sums catalog.Hasher, w *catalog.WorkloadState, applied map[string]string, id catalog.SourceID, src *catalog.SourceState) (pending, known bool) {
-	if applied == nil {
-		return false, true
-	}
-	old, ok := applied[id.String()]
-	if !ok {
-		return false, true
-	}
-	for _, ref := range w.References {
-		if ref.ID != id {
-			continue
-		}
-		if !src.Covers(ref.Keys) {
-			return false, false
-		}
-		if src.Matches(sums, old, ref.Keys) || sums.Rebaseline(old) || (old == absent && !ref.Optional) {
-			return false, true
-		}
-		return true, true
-	}
-	return false, true
+// fleetView is the fleet as a decision sees it (decision.FleetView). It
+// takes the fleet's lock at its first use, and the time with it, and keeps
+// both until unlock: the decision's wave places and the reservation of the
+// restart's record happen under one lock.
+type fleetView struct {
+	c      *Controller
+	key    catalog.WorkloadKey
+	locked bool
+	now    time.Time
 }
 
-// withOptOuts returns the workload as decisions should see it (OptOutView).
-func (c *Controller) withOptOuts(w *catalog.WorkloadState, sources SourceLookup) (*catalog.WorkloadState, []catalog.SourceID) {
-	return OptOutView(c.cfg.Annotations.Ignore, c.sums, w, sources)
+func (v *fleetView) lock() {
+	if !v.locked {
+		v.c.fleet.mu.Lock()
+		v.locked, v.now = true, v.c.now()
+	}
 }
 
-// optedOut reports whether changes of the source restart the workload not
-// (OptedOut).
-func (c *Controller) optedOut(w *catalog.WorkloadState, id catalog.SourceID, src *catalog.SourceState) bool {
-	return OptedOut(c.cfg.Annotations.Ignore, w, id, src)
+func (v *fleetView) unlock() {
+	if v.locked {
+		v.locked = false
+		v.c.fleet.mu.Unlock()
+	}
 }
 
-// OptOutView returns the workload as decisions should see it: for each
-// source whose changes it opts out of (OptedOut), the current checksum as
-// if its pods had read it. The change is recorded, never restarted for.
-// ignoreKey is the sources' ignore annotation; sums computes checksums.
-func OptOutView(ignoreKey string, sums catalog.Hasher, w *catalog.WorkloadState, sources SourceLookup) (*catalog.WorkloadState, []catalog.SourceID) {
-	if !w.HasApplied {
-		return w, nil // first sight records every checksum anyway
-	}
-	applied := map[string]string{}
-	if err := json.Unmarshal([]byte(w.Applied), &applied); err != nil {
-		return w, nil
-	}
-	var ignored []catalog.SourceID
-	for _, ref := range w.References {
-		src, ok := sources.Source(ref.ID)
-		if !ok || !OptedOut(ignoreKey, w, ref.ID, src) {
-			continue
-		}
-		old, known := applied[ref.ID.String()]
-		if !known || src.Matches(sums, old, ref.Keys) {
-			continue
-		}
-		applied[ref.ID.String()] = src.Checksum(sums, ref.Keys)
-		ignored = append(ignored, ref.ID)
-	}
-	if len(ignored) == 0 {
-		return w, nil
-	}
-	raw, _ := json.Marshal(applied) // a map of strings always encodes
-	view := *w                      // the cached object is shared and never changed
-	view.Applied = string(raw)
-	return &view, ignored
+func (v *fleetView) Now() time.Time { v.lock(); return v.now }
+
+func (v *fleetView) LastChange(refs []catalog.Reference) (time.Time, bool) {
+	v.lock()
+	return v.c.fleet.lastChanged(refs), true
 }
 
-// OptedOut reports whether changes of the source restart the workload not:
-// the source's ignore annotation (ignoreKey) is "true", the workload's
-// ignore-sources annotation names it, or the opt-in that covers the
-// reference needs a source annotation the source does not have.
-func OptedOut(ignoreKey string, w *catalog.WorkloadState, id catalog.SourceID, src *catalog.SourceState) bool {
-	if src.Annotations[ignoreKey] == "true" || w.Ignores(id) {
-		return true
-	}
-	for _, ref := range w.References {
-		if ref.ID == id {
-			return ref.SourceAnnotation != "" && !strings.EqualFold(src.Annotations[ref.SourceAnnotation], "true")
-		}
-	}
-	return false
+func (v *fleetView) Wave(id catalog.SourceID, src *catalog.SourceState) pacing.State {
+	v.lock()
+	_, state := v.c.waveState(id, src, v.key, v.now)
+	return state
 }
 
-// gate is what fleet safety says about a plan.
-type gate struct {
-	// hold, when set, holds the restart: it is written on the workload.
-	hold *pacing.Hold
-	// recheck, when positive, is when a held restart is decided again.
-	recheck time.Duration
-	// queued: the restart waits for its wave or, when capped, for the cap
-	// on rollouts in flight, without a hold.
-	queued, capped bool
-	// unhold: queued, and the workload's wave hold holds nothing any more.
-	unhold bool
-	// at is when the restart was let through, with the waves' lock held: the
-	// time its record and timestamp carry, never before the rollouts it
-	// waited for ended.
-	at time.Time
-}
+func (v *fleetView) InFlight() int { v.lock(); return v.c.inFlight(v.now) }
 
-// gatePlan applies the breaker and the waves to a plan that restarts. It may
-// drop sources riding along (still in their grace period) whose waves have
-// no place for the workload yet, and adds to the plan the rollout record the
-// restart writes, with the removal of any hold. A plan without a restart only
-// loses a hold that has nothing left to hold.
-func (c *Controller) gatePlan(key catalog.WorkloadKey, w *catalog.WorkloadState, sources SourceLookup, plan *Plan, now time.Time) gate {
-	hold, err := pacing.ParseHold(w.Hold)
-	if err != nil {
-		c.log.Warn("unreadable hold annotation; removing it", "workload", key.String(), "error", err)
-	}
-	if !plan.Restart {
-		if w.Hold != "" && plan.Wait == 0 {
-			// Nothing is due or waiting: no restart left to hold.
-			plan.setExtra(c.cfg.Annotations.Hold, nil)
-		}
-		return gate{}
-	}
-	prev, _ := pacing.ParseRecord(w.Record)
-	var restarts []time.Time
-	if prev != nil {
-		restarts = prev.Restarts
-	}
-	b := c.cfg.Breaker
-	heldByBreaker := hold != nil && hold.Kind == pacing.HoldBreaker
-	switch verdict, wait := b.Check(restarts, heldByBreaker, c.fleet.lastChanged(w.References), now); verdict {
-	case pacing.Trip:
-		return gate{hold: &pacing.Hold{Kind: pacing.HoldBreaker, Since: now,
-			Cause: fmt.Sprintf("restarted %d times within %s (budget %d)", pacing.Recent(restarts, b.Window, now), b.Window, b.Budget)},
-			recheck: b.Quiet}
-	case pacing.Keep:
-		return gate{hold: hold, recheck: wait}
-	}
-
-	applied := map[string]string{}
-	_ = json.Unmarshal([]byte(w.Applied), &applied) // Decide has warned about a bad one
-	c.fleet.mu.Lock()
-	defer c.fleet.mu.Unlock()
-	now = c.now()
-	delivered := map[string]string{}
-	// rank is the workload's place among those its paced waves let through
-	// now: under the cap the first ones go, in the same order.
-	paced, rank := false, 0
-	self := key.String()
-	for _, ref := range w.References {
-		sid := ref.ID.String()
-		src, ok := sources.Source(ref.ID) // with the keys it reads, if large
-		if !ok {
-			continue
-		}
-		// The sources whose new data the restart delivers: those it is for,
-		// and those riding along from inside their grace period. Others only
-		// have their record rewritten (a newer checksum format, say).
-		due := slices.Contains(plan.Changed, ref.ID)
-		if !due {
-			_, waiting := c.windows.Due(ref.ID, now)
-			old, value := applied[sid], plan.Applied[sid]
-			if !waiting || value == old || value == absent || value == pending || src.Matches(c.sums, old, ref.Keys) {
-				continue
-			}
-		}
-		_, state := c.waveState(ref.ID, src, key, now)
-		place := slices.Index(state.Admit, self)
-		switch {
-		case !state.Paced || place >= 0:
-			delivered[sid] = src.Change(c.sums)
-			if state.Paced {
-				paced, rank = true, max(rank, place)
-			}
-		case !due:
-			// Riding along: it will get its own restart in its own wave.
-			if old, known := applied[sid]; known {
-				plan.Applied[sid] = old
-			} else {
-				delete(plan.Applied, sid)
-			}
-		case state.Halted:
-			return gate{hold: &pacing.Hold{Kind: pacing.HoldWave, Source: sid, Change: src.Change(c.sums), Cause: state.Cause, Since: now}}
-		default:
-			// A wave hold for this change that no longer halts it (the
-			// failed rollout recovered) goes: the workload now only waits.
-			return gate{queued: true, unhold: hold.HoldsChange(sid, src.Change(c.sums))}
-		}
-	}
-	if paced && c.cfg.MaxInFlight > 0 && c.inFlight(now)+rank >= c.cfg.MaxInFlight {
-		return gate{queued: true, capped: true}
-	}
-	// The new rollout delivers again what the last one delivered and is
-	// still current: its outcome speaks for those changes too.
-	if prev != nil {
-		for sid, change := range prev.Sources {
-			if _, ok := delivered[sid]; ok {
-				continue
-			}
-			if id, ok := parseSourceID(sid); ok {
-				if src, ok := c.catalog.Source(id); ok && src.Change(c.sums) == change {
-					delivered[sid] = change
-				}
-			}
-		}
-	}
-	rec := pacing.NewRecord(prev, delivered, now, b.Window)
-	c.fleet.reserve(key, rec, now)
-	plan.setExtra(c.cfg.Annotations.Rollout, pacing.Encode(rec))
-	if w.Hold != "" {
-		plan.setExtra(c.cfg.Annotations.Hold, nil)
-	}
-	return gate{at: now}
-}
-
-// staleHold reports a wave hold whose change is over: its source changed
-// again, is gone, or the change was released.
-func (c *Controller) staleHold(raw string) bool {
-	hold, err := pacing.ParseHold(raw)
-	if err != nil {
-		return true
-	}
-	if hold == nil || hold.Kind != pacing.HoldWave {
-		return false
-	}
-	id, ok := parseSourceID(hold.Source)
-	if !ok {
-		return true
-	}
-	src, ok := c.catalog.Source(id)
-	return !ok || src.Change(c.sums) != hold.Change || src.Annotations[c.cfg.Annotations.Release] == hold.Change
+func (v *fleetView) Source(id catalog.SourceID) (*catalog.SourceState, bool) {
+	return v.c.catalog.Source(id)
 }
 
 // holdRestart keeps a held restart from happening: it writes the hold on the
@@ -693,7 +432,7 @@ func (c *Controller) holdRestart(ctx context.Context, key catalog.WorkloadKey, w
 	log := c.log.With("workload", key.String())
 	switch hold.Kind {
 	case pacing.HoldWave:
-		id, _ := parseSourceID(hold.Source)
+		id, _ := decision.ParseSourceID(hold.Source)
 		log.Warn("restart held: a rollout of the same change failed", "source", hold.Source, "change", hold.Change, "failed", hold.Cause)
 		c.event(w, corev1.EventTypeWarning, "RestartHeld", "Hold",
 			"Restart held: the change %s of %s is halted, a rollout of it failed: %s. It goes on by itself when that rollout "+

@@ -1,16 +1,15 @@
 package restart
 
 import (
-	"encoding/json"
 	"os"
 	"testing"
-	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/decision/decisiontest"
 )
 
 const examplePath = "../../examples/config.yaml"
@@ -60,112 +59,26 @@ func fromYAML(t testing.TB, s string) *unstructured.Unstructured {
 	return u
 }
 
-// sourceState reduces a source object holding data, as the informer does.
-func sourceState(t testing.TB, id catalog.SourceID, data map[string]string) *catalog.SourceState {
-	t.Helper()
-	return sourceStateIn(t, id, data, nil)
-}
+// Fixtures shared with the decision's tests.
+var (
+	sourceState   = decisiontest.SourceState
+	sourceStateIn = decisiontest.SourceStateIn
+	at            = decisiontest.At
+	v1            = decisiontest.V1
+	v2            = decisiontest.V2
+	annotation    = decisiontest.Annotation
+	testSums      = decisiontest.Sums
+	otherKey      = decisiontest.OtherKey
+)
 
-// at returns a copy of a source state at the given resourceVersion.
-func at(s *catalog.SourceState, rv string) *catalog.SourceState {
-	out := s.DeepCopyObject().(*catalog.SourceState)
-	out.ResourceVersion = rv
-	return out
-}
+type (
+	sourceMap   = decisiontest.SourceMap
+	dueAt       = decisiontest.DueAt
+	createdOnly = decisiontest.CreatedOnly
+)
 
-// v1 is a state's checksum in the format of version 1 (before issue 8).
-func v1(s *catalog.SourceState, keys []string) string {
-	sum, ok := s.ChecksumOf(1, keys)
-	if !ok {
-		panic("version 1 unknown")
-	}
-	return sum
-}
-
-// sourceStateIn reduces a ConfigMap holding data and binaryData (base64 text).
-func sourceStateIn(t testing.TB, id catalog.SourceID, data, binaryData map[string]string) *catalog.SourceState {
-	t.Helper()
-	u := &unstructured.Unstructured{Object: map[string]interface{}{}}
-	u.SetAPIVersion("v1")
-	u.SetKind("ConfigMap")
-	u.SetNamespace(id.Namespace)
-	u.SetName(id.Name)
-	if err := unstructured.SetNestedStringMap(u.Object, data, "data"); err != nil {
-		t.Fatal(err)
-	}
-	if binaryData != nil {
-		if err := unstructured.SetNestedStringMap(u.Object, binaryData, "binaryData"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	out, err := catalog.ReduceSource([]string{"data", "binaryData"})(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out.(*catalog.SourceState)
-}
-
-// annotation encodes an applied-checksums annotation.
-func annotation(t testing.TB, m map[string]string) string {
-	t.Helper()
-	b, err := json.Marshal(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
-// sourceMap is a SourceLookup over a map.
-type sourceMap map[catalog.SourceID]*catalog.SourceState
-
-func (m sourceMap) Source(id catalog.SourceID) (*catalog.SourceState, bool) {
-	s, ok := m[id]
-	return s, ok
-}
-
-// dueAt is a WindowLookup: the end of each source's open window.
-type dueAt map[catalog.SourceID]time.Time
-
-// Updating: the windows of a dueAt hold updates; see createdOnly.
-func (d dueAt) Updating(id catalog.SourceID, now time.Time) bool {
-	_, open := d.Due(id, now)
-	return open
-}
-
-// createdOnly holds windows opened by sources' creation alone.
-type createdOnly struct{ dueAt }
-
-func (createdOnly) Updating(catalog.SourceID, time.Time) bool { return false }
-
-func (d dueAt) Due(id catalog.SourceID, now time.Time) (time.Time, bool) {
-	due, ok := d[id]
-	if !ok || !now.Before(due) {
-		return time.Time{}, false
-	}
-	return due, true
-}
-
-// testSums keys the checksums of these tests; any 32 bytes do.
-var testSums = func() catalog.Hasher {
-	h, err := catalog.NewHasher([]byte("restart-controller tests' checksum key, 32+ bytes"))
-	if err != nil {
-		panic(err)
-	}
-	return h
-}()
-
-// v2 is the unkeyed version-2 checksum the release before keyed checksums
-// would have recorded.
-func v2(s *catalog.SourceState, keys []string) string {
-	sum, _ := s.ChecksumOf(2, keys)
-	return sum
-}
-
-// otherKey stands for a key that replaced the one a checksum was made with.
-var otherKey = func() catalog.Hasher {
-	h, err := catalog.NewHasher([]byte("another key, replaced since: 32 bytes or more"))
-	if err != nil {
-		panic(err)
-	}
-	return h
-}()
+var (
+	cmApp  = catalog.SourceID{Kind: "configmap", Namespace: "shop", Name: "app"}
+	secDB  = catalog.SourceID{Kind: "secret", Namespace: "shop", Name: "db"}
+	cmGone = catalog.SourceID{Kind: "configmap", Namespace: "shop", Name: "retired"}
+)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/decision"
 )
 
 // KeyReader gives a large source's cached state, which keeps only the
@@ -20,13 +21,13 @@ type KeyReader interface {
 // it, a workload reading keys of one fails to reconcile (and is retried).
 func (c *Controller) ReadKeysWith(r KeyReader) { c.keys = r }
 
-// sourcesFor returns what Decide looks sources up in for w: the catalog,
+// sourcesFor returns what the decision looks sources up in for w: the catalog,
 // except that each large source w reads keys of is given the digests of
-// those keys first. Decide stays pure; this is where a reconcile reads what
+// those keys first. The decision stays pure; this is where a reconcile reads what
 // the caches do not hold. A source whose data on the API server is not the
 // cached data yet makes the workload wait for the cache, as a lagging
 // absence does.
-func (c *Controller) sourcesFor(ctx context.Context, w *catalog.WorkloadState) (SourceLookup, error) {
+func (c *Controller) sourcesFor(ctx context.Context, w *catalog.WorkloadState) (decision.SourceLookup, error) {
 	var read withKeys
 	for _, ref := range w.References {
 		state, ok := c.catalog.Source(ref.ID)
@@ -58,7 +59,7 @@ func (c *Controller) sourcesFor(ctx context.Context, w *catalog.WorkloadState) (
 // one workload with the keys it reads. The state found is fixed for the
 // whole decision, even if the cache moves on meanwhile.
 type withKeys struct {
-	SourceLookup
+	decision.SourceLookup
 	states map[catalog.SourceID]*catalog.SourceState
 }
 

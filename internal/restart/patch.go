@@ -7,6 +7,7 @@ import (
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/decision"
 )
 
 // BuildPatch returns the one merge patch that carries a plan: the applied
@@ -16,7 +17,7 @@ import (
 // The patch names the cached resourceVersion, so the API server rejects it
 // with a conflict when the cache is behind; the retry then decides again on
 // fresh state instead of restarting twice on a stale view.
-func BuildPatch(templateFields []string, annotations config.Annotations, w *catalog.WorkloadState, plan Plan, now time.Time) ([]byte, error) {
+func BuildPatch(templateFields []string, annotations config.Annotations, w *catalog.WorkloadState, plan decision.Plan, now time.Time) ([]byte, error) {
 	applied, err := json.Marshal(plan.Applied) // map keys sorted: stable output
 	if err != nil {
 		return nil, fmt.Errorf("encoding applied checksums: %w", err)
@@ -55,7 +56,7 @@ func BuildPatch(templateFields []string, annotations config.Annotations, w *cata
 
 // templateRecordOf is the plan's template record; a plan built by hand
 // without one records the bare template hash.
-func templateRecordOf(w *catalog.WorkloadState, plan Plan) string {
+func templateRecordOf(w *catalog.WorkloadState, plan decision.Plan) string {
 	if plan.TemplateRecord != "" {
 		return plan.TemplateRecord
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/decision"
 )
 
 var testAnnotations = config.Annotations{
@@ -33,22 +34,22 @@ func TestBuildPatch(t *testing.T) {
 	cases := []struct {
 		name   string
 		fields []string
-		plan   Plan
+		plan   decision.Plan
 		want   string
 	}{
-		{"record only, Deployment", []string{"spec", "template"}, Plan{Applied: two, Patch: true}, recordOnly},
-		{"record only, CronJob", []string{"spec", "jobTemplate", "spec", "template"}, Plan{Applied: two, Patch: true}, recordOnly},
-		{"nothing referenced", []string{"spec", "template"}, Plan{Applied: map[string]string{}, Patch: true},
+		{"record only, Deployment", []string{"spec", "template"}, decision.Plan{Applied: two, Patch: true}, recordOnly},
+		{"record only, CronJob", []string{"spec", "jobTemplate", "spec", "template"}, decision.Plan{Applied: two, Patch: true}, recordOnly},
+		{"nothing referenced", []string{"spec", "template"}, decision.Plan{Applied: map[string]string{}, Patch: true},
 			`{"metadata":{"annotations":{"com.xing.deployment-restart.applied-config-checksums":"{}",` +
 				`"com.xing.deployment-restart.applied-template-hash":"abcdefabcdefabcd"},"resourceVersion":"42"}}`},
 		{"restart, Deployment", []string{"spec", "template"},
-			Plan{Applied: two, Patch: true, Restart: true, Changed: []catalog.SourceID{cmApp}},
+			decision.Plan{Applied: two, Patch: true, Restart: true, Changed: []catalog.SourceID{cmApp}},
 			`{` + metadata + `,"spec":{"template":{` + stamp + `}}}`},
 		{"restart, CronJob", []string{"spec", "jobTemplate", "spec", "template"},
-			Plan{Applied: two, Patch: true, Restart: true, Changed: []catalog.SourceID{cmApp}},
+			decision.Plan{Applied: two, Patch: true, Restart: true, Changed: []catalog.SourceID{cmApp}},
 			`{` + metadata + `,"spec":{"jobTemplate":{"spec":{"template":{` + stamp + `}}}}}`},
 		{"restart, absent source recorded", []string{"spec", "template"},
-			Plan{Applied: map[string]string{"configmap/shop/app": ""}, Patch: true, Restart: true},
+			decision.Plan{Applied: map[string]string{"configmap/shop/app": ""}, Patch: true, Restart: true},
 			`{"metadata":{"annotations":{"com.xing.deployment-restart.applied-config-checksums":"{\"configmap/shop/app\":\"\"}",` +
 				`"com.xing.deployment-restart.applied-template-hash":"abcdefabcdefabcd"},"resourceVersion":"42"},` +
 				`"spec":{"template":{` + stamp + `}}}`},
@@ -75,7 +76,7 @@ func TestBuildPatch(t *testing.T) {
 
 func TestBuildPatchTimestampPrecision(t *testing.T) {
 	w := &catalog.WorkloadState{TemplateHash: "h"}
-	plan := Plan{Applied: map[string]string{}, Patch: true, Restart: true}
+	plan := decision.Plan{Applied: map[string]string{}, Patch: true, Restart: true}
 	stampOf := func(now time.Time) string {
 		body, err := BuildPatch([]string{"spec", "template"}, testAnnotations, w, plan, now)
 		if err != nil {

@@ -1,7 +1,4 @@
-// Package restart decides, per workload, whether the sources its pods read have
-// changed since they started, and patches the workload's pod template so that
-// its own controller rolls the pods.
-package restart
+package decision
 
 import (
 	"encoding/json"
@@ -15,17 +12,17 @@ import (
 	"github.com/restart-controller/restart-controller/internal/catalog"
 )
 
-// absent is the applied checksum of a source that did not exist when it was
+// Absent is the applied checksum of a source that did not exist when it was
 // recorded; its later creation is a change only for optional references.
-const absent = ""
+const Absent = ""
 
-// pending is recorded for a source whose data may have changed under pods of
+// Pending is recorded for a source whose data may have changed under pods of
 // a new workload or template that were starting: written after the template
 // was set, or, when that order is unknown, updated moments before the
 // template was first seen. The workload restarts once the update's grace
 // period ends.
 // Being on the workload, it survives a crash of the controller.
-const pending = "pending"
+const Pending = "pending"
 
 // SourceLookup finds the current state of a source.
 type SourceLookup interface {
@@ -66,7 +63,7 @@ type Plan struct {
 	// the absence with the API server before writing it.
 	Unverified []catalog.SourceID
 	// Extra are workload annotations fleet safety adds to the patch (the
-	// rollout record; nil removes a hold). Decide never sets them.
+	// rollout record; nil removes a hold). Compare never sets them.
 	Extra map[string]interface{}
 }
 
@@ -128,7 +125,7 @@ func writtenBefore(a, b string) bool {
 	return err == nil && c < 0
 }
 
-// Decide compares what the workload's pods were started with (the applied
+// Compare compares what the workload's pods were started with (the applied
 // checksums) with what its sources hold now. It reads only caches and has no
 // side effects, so the same inputs always give the same plan.
 //
@@ -139,7 +136,7 @@ func writtenBefore(a, b string) bool {
 //
 // sums computes and compares checksums: the current version is keyed, and a
 // checksum recorded with another key is re-baselined without a restart.
-func Decide(w *catalog.WorkloadState, sources SourceLookup, windows WindowLookup, now time.Time, ordered bool, sums catalog.Hasher) Plan {
+func Compare(w *catalog.WorkloadState, sources SourceLookup, windows WindowLookup, now time.Time, ordered bool, sums catalog.Hasher) Plan {
 	var plan Plan
 	applied := map[string]string{}
 	recorded := parseTemplateRecord(w.AppliedTemplateHash)
@@ -210,8 +207,8 @@ func Decide(w *catalog.WorkloadState, sources SourceLookup, windows WindowLookup
 			if known && !recordOnly {
 				plan.Applied[id] = old
 			} else {
-				plan.Applied[id] = absent
-				if !known || old != absent {
+				plan.Applied[id] = Absent
+				if !known || old != Absent {
 					plan.Unverified = append(plan.Unverified, ref.ID)
 				}
 			}
@@ -224,7 +221,7 @@ func Decide(w *catalog.WorkloadState, sources SourceLookup, windows WindowLookup
 			// Same data; an older checksum format is re-recorded silently.
 			plan.Applied[id] = checksum
 		case recordOnly && missed(ref, state):
-			plan.Applied[id] = pending
+			plan.Applied[id] = Pending
 			changed = append(changed, ref.ID)
 		case known && sums.Rebaseline(old):
 			// Keyed with another key (rotated, or lost): what the pods read
@@ -232,7 +229,7 @@ func Decide(w *catalog.WorkloadState, sources SourceLookup, windows WindowLookup
 			plan.Applied[id] = checksum
 		case recordOnly || !known:
 			plan.Applied[id] = checksum
-		case old == absent && !ref.Optional:
+		case old == Absent && !ref.Optional:
 			// The pods could not start without it, so they start with it now.
 			plan.Applied[id] = checksum
 		case inPods(state):

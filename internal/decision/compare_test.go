@@ -1,4 +1,4 @@
-package restart
+package decision
 
 import (
 	"encoding/json"
@@ -257,18 +257,18 @@ func TestDecide(t *testing.T) {
 		{
 			// xing's second situation: pods of the new template that
 			// started before the change read old data.
-			name:        "template changed while its source is changing: pending, restart when due",
+			name:        "template changed while its source is changing: Pending, restart when due",
 			refs:        []catalog.Reference{whole},
 			applied:     ann(map[string]string{"configmap/shop/app": app1}),
 			appliedHash: tmplOld,
 			sources:     sourceMap{cmApp: appV2},
 			windows:     dueAt{cmApp: decideNow.Add(time.Second)},
-			want:        Plan{Applied: map[string]string{"configmap/shop/app": pending}, Patch: true, Wait: time.Second},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": Pending}, Patch: true, Wait: time.Second},
 		},
 		{
 			name:        "pending entry, change due: restart",
 			refs:        []catalog.Reference{whole},
-			applied:     ann(map[string]string{"configmap/shop/app": pending}),
+			applied:     ann(map[string]string{"configmap/shop/app": Pending}),
 			appliedHash: tmplNow,
 			sources:     sourceMap{cmApp: appV2},
 			want: Plan{Applied: map[string]string{"configmap/shop/app": app2},
@@ -283,11 +283,11 @@ func TestDecide(t *testing.T) {
 			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1}, Patch: true},
 		},
 		{
-			name:    "new workload whose source is changing: pending, restart when due",
+			name:    "new workload whose source is changing: Pending, restart when due",
 			refs:    []catalog.Reference{whole, dbPW},
 			sources: sourceMap{cmApp: appV2, secDB: dbV1},
 			windows: dueAt{cmApp: decideNow.Add(2 * time.Second)},
-			want:    Plan{Applied: map[string]string{"configmap/shop/app": pending, "secret/shop/db": db1}, Patch: true, Wait: 2 * time.Second},
+			want:    Plan{Applied: map[string]string{"configmap/shop/app": Pending, "secret/shop/db": db1}, Patch: true, Wait: 2 * time.Second},
 		},
 		{
 			name:        "newly referenced source without entry: recorded",
@@ -400,7 +400,7 @@ func TestDecide(t *testing.T) {
 				TemplateRecord: tmplNow + "@100@" + webUID, Patch: true},
 		},
 		{
-			name:        "ordered: source updated after the template was set: pending, restart when due",
+			name:        "ordered: source updated after the template was set: Pending, restart when due",
 			refs:        []catalog.Reference{whole},
 			applied:     ann(map[string]string{"configmap/shop/app": app1}),
 			appliedHash: tmplOld,
@@ -408,7 +408,7 @@ func TestDecide(t *testing.T) {
 			ordered:     true,
 			sources:     sourceMap{cmApp: at(appV2, "101")},
 			windows:     dueAt{cmApp: decideNow.Add(time.Second)},
-			want: Plan{Applied: map[string]string{"configmap/shop/app": pending}, TemplateRecord: tmplNow + "@100@" + webUID,
+			want: Plan{Applied: map[string]string{"configmap/shop/app": Pending}, TemplateRecord: tmplNow + "@100@" + webUID,
 				Patch: true, Wait: time.Second},
 		},
 		{
@@ -434,14 +434,14 @@ func TestDecide(t *testing.T) {
 			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1}, TemplateRecord: tmplNow + "@100@" + webUID, Patch: true},
 		},
 		{
-			name:        "ordered: optional source created after the workload: pending, pods may have started without it",
+			name:        "ordered: optional source created after the workload: Pending, pods may have started without it",
 			refs:        []catalog.Reference{wholeOptional},
 			templateRV:  "100",
 			ordered:     true,
 			sources:     sourceMap{cmApp: at(appV1, "101")},
 			windows:     dueAt{cmApp: decideNow.Add(2 * time.Second)},
 			createdOnly: true,
-			want: Plan{Applied: map[string]string{"configmap/shop/app": pending}, TemplateRecord: tmplNow + "@100@" + webUID,
+			want: Plan{Applied: map[string]string{"configmap/shop/app": Pending}, TemplateRecord: tmplNow + "@100@" + webUID,
 				Patch: true, Wait: 2 * time.Second},
 		},
 		{
@@ -452,7 +452,7 @@ func TestDecide(t *testing.T) {
 			ordered:     true,
 			sources:     sourceMap{cmApp: at(appV2, "99")},
 			windows:     dueAt{cmApp: decideNow.Add(time.Second)},
-			want:        Plan{Applied: map[string]string{"configmap/shop/app": pending}, Patch: true, Wait: time.Second},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": Pending}, Patch: true, Wait: time.Second},
 		},
 		{
 			name:        "ordering off: the template's resourceVersion is not used: pending",
@@ -462,7 +462,7 @@ func TestDecide(t *testing.T) {
 			templateRV:  "100",
 			sources:     sourceMap{cmApp: at(appV2, "99")},
 			windows:     dueAt{cmApp: decideNow.Add(time.Second)},
-			want:        Plan{Applied: map[string]string{"configmap/shop/app": pending}, Patch: true, Wait: time.Second},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": Pending}, Patch: true, Wait: time.Second},
 		},
 		{
 			// The workload's event was decided before the source informer
@@ -629,10 +629,10 @@ func TestDecide(t *testing.T) {
 			}
 			var windows WindowLookup = r.windows
 			if r.createdOnly {
-				windows = createdOnly{r.windows}
+				windows = createdOnly{DueAt: r.windows}
 			}
 			before := w.DeepCopyObject()
-			plan := Decide(w, r.sources, windows, decideNow, r.ordered, testSums)
+			plan := Compare(w, r.sources, windows, decideNow, r.ordered, testSums)
 
 			if (plan.Warning != "") != r.wantWarning {
 				t.Errorf("warning %q, want warning: %v", plan.Warning, r.wantWarning)
@@ -645,7 +645,7 @@ func TestDecide(t *testing.T) {
 				t.Error("Decide changed the workload state")
 			}
 			// Same inputs, same plan.
-			again := Decide(w, r.sources, windows, decideNow, r.ordered, testSums)
+			again := Compare(w, r.sources, windows, decideNow, r.ordered, testSums)
 			again.Warning = ""
 			if !reflect.DeepEqual(again, plan) {
 				t.Errorf("second Decide differs: %+v", again)
@@ -662,10 +662,10 @@ func TestDecide(t *testing.T) {
 					w.HasApplied, w.Applied, w.AppliedTemplateHash = true, string(b), p.TemplateRecord
 				}
 				write(plan)
-				next := Decide(w, r.sources, dueAt{}, decideNow.Add(time.Hour), r.ordered, testSums)
+				next := Compare(w, r.sources, dueAt{}, decideNow.Add(time.Hour), r.ordered, testSums)
 				if plan.Wait > 0 && next.Restart {
 					write(next)
-					next = Decide(w, r.sources, dueAt{}, decideNow.Add(time.Hour), r.ordered, testSums)
+					next = Compare(w, r.sources, dueAt{}, decideNow.Add(time.Hour), r.ordered, testSums)
 				}
 				if next.Patch || next.Restart || next.Warning != "" {
 					t.Errorf("after writing the plan, Decide still wants %+v", next)
@@ -701,7 +701,7 @@ func FuzzDecideHostileAnnotation(f *testing.F) {
 		w := &catalog.WorkloadState{References: refs, HasApplied: true, Applied: applied,
 			AppliedTemplateHash: appliedHash, TemplateHash: tmplNow}
 		w.UID = webUID
-		plan := Decide(w, sources, dueAt{cmApp: decideNow.Add(time.Second)}, decideNow, true, testSums)
+		plan := Compare(w, sources, dueAt{cmApp: decideNow.Add(time.Second)}, decideNow, true, testSums)
 
 		// Whatever was read, the plan writes a record that reads back as
 		// the current template, and reaches a fixed point once written.
@@ -712,11 +712,11 @@ func FuzzDecideHostileAnnotation(f *testing.F) {
 			written := *w
 			b, _ := json.Marshal(plan.Applied)
 			written.Applied, written.AppliedTemplateHash = string(b), plan.TemplateRecord
-			next := Decide(&written, sources, dueAt{}, decideNow.Add(time.Hour), true, testSums)
+			next := Compare(&written, sources, dueAt{}, decideNow.Add(time.Hour), true, testSums)
 			if next.Restart {
 				b, _ = json.Marshal(next.Applied)
 				written.Applied, written.AppliedTemplateHash = string(b), next.TemplateRecord
-				next = Decide(&written, sources, dueAt{}, decideNow.Add(time.Hour), true, testSums)
+				next = Compare(&written, sources, dueAt{}, decideNow.Add(time.Hour), true, testSums)
 			}
 			if next.Patch {
 				t.Fatalf("no fixed point: %+v after %+v", next, plan)
@@ -743,7 +743,7 @@ func FuzzDecideHostileAnnotation(f *testing.F) {
 			}
 			// app is inside its grace period: it may have changed under pods
 			// that just started, so it is pending until the period ends.
-			if plan.Applied[cmApp.String()] != pending || plan.Wait != time.Second ||
+			if plan.Applied[cmApp.String()] != Pending || plan.Wait != time.Second ||
 				plan.Applied[secDB.String()] != db.Checksum(testSums, []string{"pw"}) {
 				t.Fatalf("want app pending (wait 1s) and db recorded: %+v", plan)
 			}

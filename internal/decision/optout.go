@@ -1,0 +1,71 @@
+package decision
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/config"
+)
+
+// OptOutView returns the workload as decisions should see it: for each
+// source whose changes it opts out of (OptedOut), the current checksum as
+// if its pods had read it. The change is recorded, never restarted for.
+// ann names the opt-out annotations; sums computes checksums.
+func OptOutView(ann config.Annotations, sums catalog.Hasher, w *catalog.WorkloadState, sources SourceLookup) (*catalog.WorkloadState, []catalog.SourceID) {
+	if !w.HasApplied {
+		return w, nil // first sight records every checksum anyway
+	}
+	applied := map[string]string{}
+	if err := json.Unmarshal([]byte(w.Applied), &applied); err != nil {
+		return w, nil
+	}
+	var ignored []catalog.SourceID
+	for _, ref := range w.References {
+		src, ok := sources.Source(ref.ID)
+		if !ok || !OptedOut(ann, w, ref.ID, src) {
+			continue
+		}
+		old, known := applied[ref.ID.String()]
+		if !known || src.Matches(sums, old, ref.Keys) {
+			continue
+		}
+		applied[ref.ID.String()] = src.Checksum(sums, ref.Keys)
+		ignored = append(ignored, ref.ID)
+	}
+	if len(ignored) == 0 {
+		return w, nil
+	}
+	raw, _ := json.Marshal(applied) // a map of strings always encodes
+	view := *w                      // the cached object is shared and never changed
+	view.Applied = string(raw)
+	return &view, ignored
+}
+
+// OptedOut reports whether changes of the source restart the workload not
+// (WhyOptedOut says which opt-out).
+func OptedOut(ann config.Annotations, w *catalog.WorkloadState, id catalog.SourceID, src *catalog.SourceState) bool {
+	return WhyOptedOut(ann, w, id, src) != ""
+}
+
+// WhyOptedOut names the opt-out by which changes of the source restart the
+// workload not, or returns "": the source's ignore annotation is "true",
+// the workload's ignore-sources annotation names it, or the opt-in that
+// covers the reference needs a source annotation the source does not have.
+func WhyOptedOut(ann config.Annotations, w *catalog.WorkloadState, id catalog.SourceID, src *catalog.SourceState) string {
+	switch {
+	case src.Annotations[ann.Ignore] == "true":
+		return "the source's annotation " + ann.Ignore + " is \"true\""
+	case w.Ignores(id):
+		return "the workload's annotation " + ann.IgnoreSources + " names it"
+	}
+	for _, ref := range w.References {
+		if ref.ID == id {
+			if ref.SourceAnnotation != "" && !strings.EqualFold(src.Annotations[ref.SourceAnnotation], "true") {
+				return "its opt-in needs the source annotation " + ref.SourceAnnotation + ": \"true\", which the source does not have"
+			}
+			return ""
+		}
+	}
+	return ""
+}
