@@ -137,14 +137,39 @@ func writtenBefore(a, b string) bool {
 // sums computes and compares checksums: the current version is keyed, and a
 // checksum recorded with another key is re-baselined without a restart.
 func Compare(w *catalog.WorkloadState, sources SourceLookup, windows WindowLookup, now time.Time, ordered bool, sums catalog.Hasher) Plan {
+	c, plan := newComparison(w, windows, now, ordered)
+	plan.Applied = make(map[string]string, len(w.References))
+	changed, current := c.each(&plan, sources, sums)
+	c.schedule(&plan, changed, current)
+	plan.Patch = plan.Restart || plan.TemplateRecord != w.AppliedTemplateHash || !w.HasApplied || !sameChecksums(c.applied, plan.Applied) || plan.Warning != ""
+	return plan
+}
+
+// comparison is what Compare knows of the workload before it looks at any
+// source: what was recorded, whether to trust it, and when the pod template
+// was set.
+type comparison struct {
+	w       *catalog.WorkloadState
+	windows WindowLookup
+	now     time.Time
+	applied map[string]string
+	// recordOnly: the recorded checksums cannot tell what the pods read, or
+	// the template changed since; the current data is recorded.
+	recordOnly bool
+	// setAt is the resourceVersion of the write that set the template,
+	// when known: every pod of the template is created after it.
+	setAt string
+}
+
+func newComparison(w *catalog.WorkloadState, windows WindowLookup, now time.Time, ordered bool) (*comparison, Plan) {
 	var plan Plan
-	applied := map[string]string{}
+	c := &comparison{w: w, windows: windows, now: now, applied: map[string]string{}}
 	recorded := parseTemplateRecord(w.AppliedTemplateHash)
 	trusted := w.HasApplied && recorded.hash != ""
 	if w.HasApplied {
-		if err := json.Unmarshal([]byte(w.Applied), &applied); err != nil {
+		if err := json.Unmarshal([]byte(w.Applied), &c.applied); err != nil {
 			plan.Warning = fmt.Sprintf("applied checksums annotation is not a JSON object of strings (%v); recording current checksums without restart", err)
-			applied = map[string]string{}
+			c.applied = map[string]string{}
 			trusted = false
 		}
 	}
@@ -152,59 +177,65 @@ func Compare(w *catalog.WorkloadState, sources SourceLookup, windows WindowLooku
 	// did not record its template) cannot tell us what its pods read; and a
 	// changed template rolls the pods by itself. Either way the current data is
 	// what the pods get, so it is recorded without a restart.
-	recordOnly := !trusted || recorded.hash != w.TemplateHash
+	c.recordOnly = !trusted || recorded.hash != w.TemplateHash
 
 	// The template record to keep, and setAt: the write that set the
-	// template, when known. Every pod of the template is created after it.
+	// template, when known.
 	record := recorded
-	if recordOnly {
+	if c.recordOnly {
 		record = templateRecord{hash: w.TemplateHash}
 		if ordered && w.TemplateRV != "" && w.UID != "" {
 			record.rv, record.uid = w.TemplateRV, string(w.UID)
 		}
 	}
 	plan.TemplateRecord = record.String()
-	var setAt string
 	if ordered && record.uid == string(w.UID) {
-		setAt = record.rv
+		c.setAt = record.rv
 	}
-	// inPods: the source's last write (its resourceVersion bounds that of its
-	// last data change) came before the template was set, so the template's
-	// pods, all created after, read this data.
-	inPods := func(s *catalog.SourceState) bool { return setAt != "" && writtenBefore(s.ResourceVersion, setAt) }
-	// missed: pods of a template just set may have started before the
-	// source's current data was written.
-	missed := func(ref catalog.Reference, s *catalog.SourceState) bool {
-		if setAt == "" {
-			// Order unknown: only an update inside its grace period can
-			// have slipped under pods that were starting; a source created
-			// moments ago had no older data for them to read.
-			return windows.Updating(ref.ID, now)
-		}
-		if inPods(s) {
-			return false
-		}
-		// Written after the template was set. A creation alone kept pods
-		// that need it from starting until it existed; pods of an optional
-		// reference, an update, or a write the watch has not delivered as
-		// an event yet (no window) may have been missed.
-		_, open := windows.Due(ref.ID, now)
-		return !open || windows.Updating(ref.ID, now) || ref.Optional
-	}
+	return c, plan
+}
 
-	plan.Applied = make(map[string]string, len(w.References))
-	var earliestDue time.Time
-	var changed, waiting []catalog.SourceID
-	current := make(map[catalog.SourceID]string, len(w.References))
-	for _, ref := range w.References {
+// inPods: the source's last write (its resourceVersion bounds that of its
+// last data change) came before the template was set, so the template's
+// pods, all created after, read this data.
+func (c *comparison) inPods(s *catalog.SourceState) bool {
+	return c.setAt != "" && writtenBefore(s.ResourceVersion, c.setAt)
+}
+
+// missed: pods of a template just set may have started before the source's
+// current data was written.
+func (c *comparison) missed(ref catalog.Reference, s *catalog.SourceState) bool {
+	if c.setAt == "" {
+		// Order unknown: only an update inside its grace period can have
+		// slipped under pods that were starting; a source created moments
+		// ago had no older data for them to read.
+		return c.windows.Updating(ref.ID, c.now)
+	}
+	if c.inPods(s) {
+		return false
+	}
+	// Written after the template was set. A creation alone kept pods that
+	// need it from starting until it existed; pods of an optional
+	// reference, an update, or a write the watch has not delivered as an
+	// event yet (no window) may have been missed.
+	_, open := c.windows.Due(ref.ID, c.now)
+	return !open || c.windows.Updating(ref.ID, c.now) || ref.Optional
+}
+
+// each compares every source the workload reads, filling plan.Applied, and
+// returns the changed sources and the current checksum of each existing one.
+func (c *comparison) each(plan *Plan, sources SourceLookup, sums catalog.Hasher) ([]catalog.SourceID, map[catalog.SourceID]string) {
+	var changed []catalog.SourceID
+	current := make(map[catalog.SourceID]string, len(c.w.References))
+	for _, ref := range c.w.References {
 		id := ref.ID.String()
-		old, known := applied[id]
+		old, known := c.applied[id]
 		state, exists := sources.Source(ref.ID)
 		if !exists {
 			// A deleted source restarts nothing; keeping what the pods started
 			// with lets a re-creation with other data restart them. Pods of a
 			// new template start without it, though, so then it is absent.
-			if known && !recordOnly {
+			if known && !c.recordOnly {
 				plan.Applied[id] = old
 			} else {
 				plan.Applied[id] = Absent
@@ -220,19 +251,19 @@ func Compare(w *catalog.WorkloadState, sources SourceLookup, windows WindowLooku
 		case known && state.Matches(sums, old, ref.Keys):
 			// Same data; an older checksum format is re-recorded silently.
 			plan.Applied[id] = checksum
-		case recordOnly && missed(ref, state):
+		case c.recordOnly && c.missed(ref, state):
 			plan.Applied[id] = Pending
 			changed = append(changed, ref.ID)
 		case known && sums.Rebaseline(old):
 			// Keyed with another key (rotated, or lost): what the pods read
 			// cannot be compared, so the current data becomes the baseline.
 			plan.Applied[id] = checksum
-		case recordOnly || !known:
+		case c.recordOnly || !known:
 			plan.Applied[id] = checksum
 		case old == Absent && !ref.Optional:
 			// The pods could not start without it, so they start with it now.
 			plan.Applied[id] = checksum
-		case inPods(state):
+		case c.inPods(state):
 			// Written before the template its pods run was set: they read it
 			// already. The record was taken from a cache that lagged.
 			plan.Applied[id] = checksum
@@ -241,11 +272,17 @@ func Compare(w *catalog.WorkloadState, sources SourceLookup, windows WindowLooku
 			changed = append(changed, ref.ID)
 		}
 	}
-	// Split changed sources into those whose grace period is over and those
-	// still waiting; the latter ride along with a restart that happens anyway.
-	var ready []catalog.SourceID
+	return changed, current
+}
+
+// schedule splits the changed sources into those whose grace period is over
+// and those still waiting; the latter ride along with a restart that happens
+// anyway, or the plan waits for the first of them.
+func (c *comparison) schedule(plan *Plan, changed []catalog.SourceID, current map[catalog.SourceID]string) {
+	var ready, waiting []catalog.SourceID
+	var earliestDue time.Time
 	for _, id := range changed {
-		if until, open := windows.Due(id, now); open {
+		if until, open := c.windows.Due(id, c.now); open {
 			waiting = append(waiting, id)
 			if earliestDue.IsZero() || until.Before(earliestDue) {
 				earliestDue = until
@@ -257,16 +294,14 @@ func Compare(w *catalog.WorkloadState, sources SourceLookup, windows WindowLooku
 	if len(ready) > 0 {
 		plan.Restart = true
 		plan.Changed = ready
-		plan.NotRolled = w.NotRolled
+		plan.NotRolled = c.w.NotRolled
 		for _, id := range append(ready, waiting...) {
 			plan.Applied[id.String()] = current[id]
 		}
 		sort.Slice(plan.Changed, func(i, j int) bool { return plan.Changed[i].String() < plan.Changed[j].String() })
 	} else if len(waiting) > 0 {
-		plan.Wait = earliestDue.Sub(now)
+		plan.Wait = earliestDue.Sub(c.now)
 	}
-	plan.Patch = plan.Restart || plan.TemplateRecord != w.AppliedTemplateHash || !w.HasApplied || !sameChecksums(applied, plan.Applied) || plan.Warning != ""
-	return plan
 }
 
 func sameChecksums(a, b map[string]string) bool {

@@ -198,15 +198,38 @@ func (r Rules) pace(s Snapshot, v Verdict) Verdict {
 // admit gives the restart its places in the waves of the changes it
 // delivers, under the cap on rollouts in flight, or queues or holds it.
 func (r Rules) admit(s Snapshot, v Verdict, hold *pacing.Hold, prev *pacing.Record) Verdict {
-	w := s.Workload
-	plan := &v.Plan
 	now := s.Fleet.Now()
+	delivered, rank, paced, stop := r.places(s, &v, hold, now)
+	if stop {
+		return v
+	}
+	if inFlight := s.Fleet.InFlight(); paced && r.MaxInFlight > 0 && inFlight+rank >= r.MaxInFlight {
+		v.Action, v.Recheck, v.Capped = Queue, queueRecheck, true
+		v.Unhold = r.staleHold(s, hold)
+		v.Reasons = append(v.Reasons, fmt.Sprintf("waits for the cap on rollouts in flight (%d in flight, at most %d)", inFlight, r.MaxInFlight))
+		return v
+	}
+	r.carryOver(s, prev, delivered)
+	rec := pacing.NewRecord(prev, delivered, now, r.Breaker.Window)
+	v.Plan.setExtra(r.Annotations.Rollout, pacing.Encode(rec))
+	if s.Workload.Hold != "" {
+		v.Plan.setExtra(r.Annotations.Hold, nil)
+	}
+	v.Action, v.Rollout, v.At, v.Recheck = Restart, rec, now, 0
+	return v
+}
+
+// places finds the restart's place in the wave of each change it delivers:
+// the changes it is for, and those riding along from inside their grace
+// period. It returns the changes delivered, the workload's rank among those
+// its paced waves let through now (under the cap the first ones go, in the
+// same order), whether any wave is paced, and stop when the verdict is
+// already a queue or a hold.
+func (r Rules) places(s Snapshot, v *Verdict, hold *pacing.Hold, now time.Time) (delivered map[string]string, rank int, paced, stop bool) {
+	w, plan := s.Workload, &v.Plan
 	applied := map[string]string{}
 	_ = json.Unmarshal([]byte(w.Applied), &applied) // Compare has warned about a bad one
-	delivered := map[string]string{}
-	// rank is the workload's place among those its paced waves let through
-	// now: under the cap the first ones go, in the same order.
-	paced, rank := false, 0
+	delivered = map[string]string{}
 	self := s.Key.String()
 	for _, ref := range w.References {
 		sid := ref.ID.String()
@@ -214,9 +237,8 @@ func (r Rules) admit(s Snapshot, v Verdict, hold *pacing.Hold, prev *pacing.Reco
 		if !ok {
 			continue
 		}
-		// The sources whose new data the restart delivers: those it is for,
-		// and those riding along from inside their grace period. Others only
-		// have their record rewritten (a newer checksum format, say).
+		// Sources neither due nor riding along only have their record
+		// rewritten (a newer checksum format, say).
 		due := slices.Contains(plan.Changed, ref.ID)
 		if !due {
 			_, waiting := s.Windows.Due(ref.ID, now)
@@ -242,12 +264,11 @@ func (r Rules) admit(s Snapshot, v Verdict, hold *pacing.Hold, prev *pacing.Reco
 				delete(plan.Applied, sid)
 			}
 		case state.Halted:
-			v.Action = Hold
+			v.Action, v.Recheck = Hold, 0
 			v.Hold = &pacing.Hold{Kind: pacing.HoldWave, Source: sid, Change: change, Cause: state.Cause, Since: now}
-			v.Recheck = 0
 			v.Reasons = append(v.Reasons, fmt.Sprintf("held: the change %s of %s is halted, a rollout of it failed (%s); it goes on when that rollout completes after all, when %s changes again, or when released",
 				change, sid, state.Cause, sid))
-			return v
+			return nil, 0, false, true
 		default:
 			v.Action, v.Recheck = Queue, queueRecheck
 			// A wave hold for this change that no longer halts it (the
@@ -255,36 +276,29 @@ func (r Rules) admit(s Snapshot, v Verdict, hold *pacing.Hold, prev *pacing.Reco
 			v.Unhold = hold.HoldsChange(sid, change) || r.staleHold(s, hold)
 			v.Reasons = append(v.Reasons, fmt.Sprintf("waits for its place in wave %d of the change of %s (%d of %d settled, %d in flight)",
 				state.Wave, sid, state.Settled, state.Reach, state.InFlight))
-			return v
+			return nil, 0, false, true
 		}
 	}
-	if inFlight := s.Fleet.InFlight(); paced && r.MaxInFlight > 0 && inFlight+rank >= r.MaxInFlight {
-		v.Action, v.Recheck, v.Capped = Queue, queueRecheck, true
-		v.Unhold = r.staleHold(s, hold)
-		v.Reasons = append(v.Reasons, fmt.Sprintf("waits for the cap on rollouts in flight (%d in flight, at most %d)", inFlight, r.MaxInFlight))
-		return v
+	return delivered, rank, paced, false
+}
+
+// carryOver adds to delivered what the last restart delivered that is still
+// current: the new rollout delivers it again, and its outcome speaks for
+// those changes too.
+func (r Rules) carryOver(s Snapshot, prev *pacing.Record, delivered map[string]string) {
+	if prev == nil {
+		return
 	}
-	// The new rollout delivers again what the last one delivered and is
-	// still current: its outcome speaks for those changes too.
-	if prev != nil {
-		for sid, change := range prev.Sources {
-			if _, ok := delivered[sid]; ok {
-				continue
-			}
-			if id, ok := ParseSourceID(sid); ok {
-				if src, ok := s.Fleet.Source(id); ok && src.Change(r.Sums) == change {
-					delivered[sid] = change
-				}
+	for sid, change := range prev.Sources {
+		if _, ok := delivered[sid]; ok {
+			continue
+		}
+		if id, ok := ParseSourceID(sid); ok {
+			if src, ok := s.Fleet.Source(id); ok && src.Change(r.Sums) == change {
+				delivered[sid] = change
 			}
 		}
 	}
-	rec := pacing.NewRecord(prev, delivered, now, r.Breaker.Window)
-	plan.setExtra(r.Annotations.Rollout, pacing.Encode(rec))
-	if w.Hold != "" {
-		plan.setExtra(r.Annotations.Hold, nil)
-	}
-	v.Action, v.Rollout, v.At, v.Recheck = Restart, rec, now, 0
-	return v
 }
 
 // staleHold reports a wave hold whose change is over (HoldOver).

@@ -1,0 +1,150 @@
+package decision
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/pacing"
+	"github.com/restart-controller/restart-controller/internal/rollout"
+)
+
+// stubFleet is a FleetView with the wave state of each source given.
+type stubFleet struct {
+	now      time.Time
+	last     time.Time
+	known    bool
+	waves    map[catalog.SourceID]pacing.State
+	inFlight int
+	sources  sourceMap
+}
+
+func (f stubFleet) Now() time.Time { return f.now }
+func (f stubFleet) LastChange([]catalog.Reference) (time.Time, bool) {
+	return f.last, f.known
+}
+func (f stubFleet) Wave(id catalog.SourceID, _ *catalog.SourceState) pacing.State { return f.waves[id] }
+func (f stubFleet) InFlight() int                                                 { return f.inFlight }
+func (f stubFleet) Source(id catalog.SourceID) (*catalog.SourceState, bool) {
+	return f.sources.Source(id)
+}
+
+var testRules = Rules{
+	Annotations: config.Annotations{Rollout: "rollout", Hold: "hold", Release: "release", Ignore: "ignore", IgnoreSources: "ignore-sources"},
+	Breaker:     pacing.Breaker{Budget: 3, Window: time.Hour, Quiet: 2 * time.Minute},
+	Waves:       pacing.Waves{UnpacedUpTo: 3, First: 1, Growth: 2},
+	MaxInFlight: 5,
+	Sums:        testSums,
+}
+
+// The fleet's part of the decision: a workload whose read key changed and
+// whose grace period is over, under each state of its fleet.
+func TestDecideFleetStates(t *testing.T) {
+	now := decideNow
+	v1 := sourceState(t, cmApp, map[string]string{"a": "1"})
+	v2 := sourceState(t, cmApp, map[string]string{"a": "2"})
+	change := v2.Change(testSums)
+	key := catalog.WorkloadKey{Namespace: "shop", Name: "web"}
+	self := key.String()
+	workload := func(annotations map[string]string) *catalog.WorkloadState {
+		w := &catalog.WorkloadState{OptedIn: true, HasApplied: true, TemplateHash: tmplNow, AppliedTemplateHash: tmplNow,
+			Applied:    annotation(t, map[string]string{cmApp.String(): v1.Checksum(testSums, nil)}),
+			References: []catalog.Reference{{ID: cmApp}}}
+		w.Namespace, w.Name = "shop", "web"
+		w.Record, w.Hold = annotations["rollout"], annotations["hold"]
+		return w
+	}
+	recent := func(n int) string {
+		var at []time.Time
+		for i := n; i > 0; i-- {
+			at = append(at, now.Add(-time.Duration(i)*time.Minute))
+		}
+		return pacing.Encode(&pacing.Record{At: at[len(at)-1], Result: rollout.Succeeded, Restarts: at})
+	}
+	breakerHold := pacing.Encode(&pacing.Hold{Kind: pacing.HoldBreaker, Cause: "restarted 3 times", Since: now.Add(-5 * time.Minute)})
+	waveHold := pacing.Encode(&pacing.Hold{Kind: pacing.HoldWave, Source: cmApp.String(), Change: change, Cause: "x/y/z: failed", Since: now})
+	admitted := pacing.State{Paced: true, Wave: 1, Admit: []string{self}}
+	for _, tc := range []struct {
+		name        string
+		annotations map[string]string
+		fleet       stubFleet
+		want        Action
+		hold        pacing.HoldKind
+		unhold      bool
+		recheck     time.Duration
+		reason      string
+	}{
+		{"unpaced: restart", nil, stubFleet{waves: map[catalog.SourceID]pacing.State{cmApp: {}}}, Restart, "", false, 0, ""},
+		{"its place in the wave: restart", nil, stubFleet{waves: map[catalog.SourceID]pacing.State{cmApp: admitted}}, Restart, "", false, 0, ""},
+		{"no place yet: queue", nil, stubFleet{waves: map[catalog.SourceID]pacing.State{cmApp: {Paced: true, Wave: 2, Reach: 9, Admit: []string{"other"}}}},
+			Queue, "", false, queueRecheck, "waits for its place in wave 2"},
+		{"halted: wave hold", nil, stubFleet{waves: map[catalog.SourceID]pacing.State{cmApp: {Paced: true, Halted: true, Cause: "x/y/z: failed"}}},
+			Hold, pacing.HoldWave, false, 0, "is halted"},
+		{"halt over, still queued: the hold goes", map[string]string{"hold": waveHold},
+			stubFleet{waves: map[catalog.SourceID]pacing.State{cmApp: {Paced: true, Wave: 2, Admit: []string{"other"}}}}, Queue, "", true, queueRecheck, ""},
+		{"cap reached: queue", nil, stubFleet{inFlight: 5, waves: map[catalog.SourceID]pacing.State{cmApp: admitted}}, Queue, "", false, queueRecheck, "cap"},
+		{"budget used: breaker trips", map[string]string{"rollout": recent(3)}, stubFleet{last: now, known: true,
+			waves: map[catalog.SourceID]pacing.State{cmApp: admitted}}, Hold, pacing.HoldBreaker, false, 2 * time.Minute, "held by the breaker"},
+		{"breaker, sources changing: kept until quiet", map[string]string{"rollout": recent(3), "hold": breakerHold},
+			stubFleet{last: now.Add(-30 * time.Second), known: true}, Hold, pacing.HoldBreaker, false, 90 * time.Second, "still for 2m0s"},
+		{"breaker, last change unknown (explain): kept", map[string]string{"rollout": recent(3), "hold": breakerHold},
+			stubFleet{}, Hold, pacing.HoldBreaker, false, 2 * time.Minute, "only the controller knows"},
+		{"breaker, quiet: restart in its wave", map[string]string{"rollout": recent(3), "hold": breakerHold},
+			stubFleet{last: now.Add(-3 * time.Minute), known: true, waves: map[catalog.SourceID]pacing.State{cmApp: admitted}}, Restart, "", false, 0, ""},
+		{"breaker, quiet, no place yet: queue", map[string]string{"rollout": recent(3), "hold": breakerHold},
+			stubFleet{last: now.Add(-3 * time.Minute), known: true, waves: map[catalog.SourceID]pacing.State{cmApp: {Paced: true, Admit: []string{"other"}}}},
+			Queue, "", false, queueRecheck, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.fleet.now = now
+			tc.fleet.sources = sourceMap{cmApp: v2}
+			v := testRules.Decide(Snapshot{Key: key, Workload: workload(tc.annotations), Sources: sourceMap{cmApp: v2},
+				Windows: dueAt{}, Fleet: tc.fleet, Now: now})
+			if v.Action != tc.want || v.Unhold != tc.unhold || v.Recheck != tc.recheck {
+				t.Fatalf("verdict %s (unhold %v, recheck %s), want %s (unhold %v, recheck %s); reasons %q",
+					v.Action, v.Unhold, v.Recheck, tc.want, tc.unhold, tc.recheck, v.Reasons)
+			}
+			if tc.hold != "" && (v.Hold == nil || v.Hold.Kind != tc.hold) {
+				t.Fatalf("hold %+v, want kind %s", v.Hold, tc.hold)
+			}
+			if tc.reason != "" && !strings.Contains(strings.Join(v.Reasons, "; "), tc.reason) {
+				t.Fatalf("reasons %q, want one with %q", v.Reasons, tc.reason)
+			}
+			if v.Action == Restart {
+				rec, err := pacing.ParseRecord(v.Plan.Extra["rollout"].(string))
+				if err != nil || !rec.Delivered(cmApp.String(), change) || !rec.At.Equal(now) {
+					t.Fatalf("record %+v (%v)", rec, err)
+				}
+				if _, removes := v.Plan.Extra["hold"]; removes != (tc.annotations["hold"] != "") {
+					t.Fatalf("extra %v: a restart removes a hold, and only one that is there", v.Plan.Extra)
+				}
+			}
+		})
+	}
+}
+
+// Without a restart due, a hold left on the workload goes; while a change
+// waits in its grace period, it stays.
+func TestDecideNoRestartDropsHold(t *testing.T) {
+	v1 := sourceState(t, cmApp, map[string]string{"a": "1"})
+	hold := pacing.Encode(&pacing.Hold{Kind: pacing.HoldBreaker, Since: decideNow})
+	w := &catalog.WorkloadState{OptedIn: true, HasApplied: true, TemplateHash: tmplNow, AppliedTemplateHash: tmplNow, Hold: hold,
+		Applied: annotation(t, map[string]string{cmApp.String(): v1.Checksum(testSums, nil)}), References: []catalog.Reference{{ID: cmApp}}}
+	fleet := stubFleet{now: decideNow}
+	v := testRules.Decide(Snapshot{Workload: w, Sources: sourceMap{cmApp: v1}, Windows: dueAt{}, Fleet: fleet, Now: decideNow})
+	if _, removes := v.Plan.Extra["hold"]; v.Action != Record || !removes {
+		t.Fatalf("up to date with a hold: %s, extra %v; want the hold removed", v.Action, v.Plan.Extra)
+	}
+	v2 := sourceState(t, cmApp, map[string]string{"a": "2"})
+	v = testRules.Decide(Snapshot{Workload: w, Sources: sourceMap{cmApp: v2}, Windows: dueAt{cmApp: decideNow.Add(time.Second)}, Fleet: fleet, Now: decideNow})
+	if v.Action != Wait || v.Recheck != time.Second || v.Plan.Extra != nil {
+		t.Fatalf("waiting with a hold: %s recheck %s extra %v", v.Action, v.Recheck, v.Plan.Extra)
+	}
+	// A dry run (no fleet) paces nothing and removes nothing.
+	v = testRules.Decide(Snapshot{Workload: w, Sources: sourceMap{cmApp: v2}, Windows: dueAt{}, Now: decideNow})
+	if v.Action != Restart || v.Plan.Extra != nil {
+		t.Fatalf("dry run: %s extra %v", v.Action, v.Plan.Extra)
+	}
+}
