@@ -109,7 +109,7 @@ func TestRules(t *testing.T) {
 				}
 			}
 		}
-		// The alerts issue 12 asks for whose metrics exist.
+		// The alerts whose metrics exist.
 		for _, want := range []string{"RestartControllerDown", "RestartControllerNotReady",
 			"RestartControllerNoLeader", "RestartControllerPersistentErrors"} {
 			if !slices.Contains(alerts, want) {

@@ -82,7 +82,7 @@ func (p *Plan) setExtra(key string, value interface{}) {
 // known, when that template was set:
 //
 //	"<hash>"              the order of writes is not known (also the format
-//	                      of releases before issue 8)
+//	                      of earlier releases)
 //	"<hash>@<rv>@<uid>"   the template was set by the write at resourceVersion
 //	                      rv (the workload's creation or a template change)
 //	                      of the workload with that UID

@@ -482,7 +482,7 @@ func (c *Controller) confirmAbsent(ctx context.Context, key catalog.WorkloadKey,
 // protobuf, instead of the whole object as JSON. At 10,000 workloads,
 // decoding those answers through the dynamic client was 13% of the CPU of
 // the start-up (the first recording patches every workload) and most of
-// its garbage (issue 13). The patch sent is the same.
+// its garbage. The patch sent is the same.
 func (c *Controller) PatchWith(m metadata.Interface) { c.meta = m }
 
 // patch sends a decision's merge patch.

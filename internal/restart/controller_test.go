@@ -830,7 +830,7 @@ func TestReconcileUpgradeFromVersion1Checksums(t *testing.T) {
 // helm upgrade: the source was updated (resourceVersion 99), then the
 // template changed (100). With ordering, the template's pods read the update:
 // recorded with the template's resourceVersion, no restart. Without, the
-// update is pending, as before issue 8.
+// update is pending, as the release before ordering did.
 func TestReconcileOrdersSourceUpdateBeforeTemplateChange(t *testing.T) {
 	u := fromYAML(t, webDeployment)
 	u.SetUID("5d6f0000-0000-4000-8000-000000000042")
@@ -992,7 +992,7 @@ func TestRestartedEventNamesTheChangedKeys(t *testing.T) {
 
 // TestPatchWithSendsDecisionsThroughTheMetadataClient: with PatchWith, the
 // restart patch goes out through the metadata client (whose answer is the
-// workload's metadata alone, issue 13), byte for byte the patch the dynamic
+// workload's metadata alone), byte for byte the patch the dynamic
 // client sends otherwise, and the dynamic client sends nothing.
 func TestPatchWithSendsDecisionsThroughTheMetadataClient(t *testing.T) {
 	u := fromYAML(t, webDeployment)

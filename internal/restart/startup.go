@@ -13,7 +13,7 @@ import (
 // at 10,000 workloads, the queue's sets (dirty, processing), its metrics'
 // map of add times and its ring grew to 10,000 entries during the sync and
 // kept that size for the life of the process, 5.5 MB of heap that Go maps
-// never give back (issue 13). They now wait in a plain list, which is freed
+// never give back. They now wait in a plain list, which is freed
 // once drained, and enter the queue as it has room: a few per worker.
 
 // backlog holds the workloads of the start-up list that are not queued yet.

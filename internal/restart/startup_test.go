@@ -10,7 +10,7 @@ import (
 )
 
 // TestStartUpListEntersTheQueueAsItHasRoom: the workloads of the first list
-// reach the queue a few at a time (issue 13: 10,000 queued at once left the
+// reach the queue a few at a time (10,000 queued at once left the
 // queue's maps at that size for good), every one of them once, in order.
 func TestStartUpListEntersTheQueueAsItHasRoom(t *testing.T) {
 	h := newHarness(t, nil, nil, nil)
