@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -16,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
@@ -101,7 +99,7 @@ func New(cfg *config.Config, cat Catalog, client dynamic.Interface, exists Exist
 		// so an API outage is not met with a retry storm.
 		&workqueue.TypedBucketRateLimiter[catalog.WorkloadKey]{Limiter: rate.NewLimiter(rate.Limit(50), 300)},
 	)
-	return &Controller{
+	c := &Controller{
 		cfg:            cfg,
 		catalog:        cat,
 		client:         client,
@@ -113,13 +111,15 @@ func New(cfg *config.Config, cat Catalog, client dynamic.Interface, exists Exist
 		now:            time.Now,
 		templateFields: fields,
 		rolloutRules:   rules,
-		fleet:          newFleet(time.Now()),
+		fleet:          newFleet(time.Now(), cat, nil),
 		backlog:        newBacklog(),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[catalog.WorkloadKey]{
 			Name:            "workloads",
 			MetricsProvider: m.QueueMetrics(),
 		}),
-	}, nil
+	}
+	c.fleet.rules = c.rules
+	return c, nil
 }
 
 // UseChecksums sets how checksums are computed: the key is loaded only once
@@ -156,7 +156,7 @@ func (c *Controller) sourceEvent(id catalog.SourceID, created bool, changedKeys 
 // It comes after the informer stored the change: wave memos read the
 // workload again from the cache.
 func (c *Controller) WorkloadChanged(key catalog.WorkloadKey) {
-	c.workloadCached(key)
+	c.fleet.workloadCached(key)
 	c.queue.Add(key)
 }
 
@@ -281,23 +281,6 @@ func (c *Controller) reportPersistent(key catalog.WorkloadKey, retries int, err 
 	}
 }
 
-// reportNotRolled says, in the log and as a Warning Event on the workload,
-// that a restart patched a template that replaces no pods now (a paused
-// Deployment, an OnDelete StatefulSet): the running pods keep the old data
-// until they are replaced some other way. The checksums are recorded all the
-// same: they describe the template, which every pod created from now on reads.
-func (c *Controller) reportNotRolled(log hclog.Logger, w *catalog.WorkloadState, why string, changed []string, dryRun bool) {
-	updated, reason := "updated", "RestartNotRolled"
-	if dryRun {
-		updated, reason = "would be updated", "WouldNotRoll"
-	}
-	log.Warn("restart not rolled: the pod template was "+updated+" but replaces no pods; running pods keep the old data",
-		"because", why, "changed", strings.Join(changed, "; "))
-	c.event(w, corev1.EventTypeWarning, reason, "Restart",
-		"pod template %s for changed %s, but %s: running pods keep the old data until they are replaced",
-		updated, strings.Join(changed, "; "), why)
-}
-
 func (c *Controller) ignored(err error) bool {
 	msg := err.Error()
 	for _, pattern := range c.cfg.Settings.IgnoredErrors {
@@ -371,7 +354,7 @@ func (c *Controller) load(ctx context.Context, key catalog.WorkloadKey, w *catal
 		// the workload back.
 		return nil, nil
 	}
-	snap.Fleet = &fleetView{c: c, key: key}
+	snap.Fleet = &fleetView{f: c.fleet, clock: c.now, key: key}
 	return snap, nil
 }
 
@@ -382,8 +365,7 @@ func (c *Controller) decide(key catalog.WorkloadKey, snap decision.Snapshot) dec
 	v := c.rules().Decide(snap)
 	if view, ok := snap.Fleet.(*fleetView); ok {
 		if v.Action == decision.Restart {
-			view.lock()
-			c.fleet.reserve(key, v.Rollout, v.At)
+			view.reserve(v.Rollout, v.At)
 		}
 		view.unlock()
 		c.fleet.setCapped(key, v.Capped)
@@ -400,188 +382,5 @@ func (c *Controller) rules() decision.Rules { return decision.RulesOf(c.cfg, c.s
 func (c *Controller) requeue(key catalog.WorkloadKey, v decision.Verdict) {
 	if v.Recheck > 0 {
 		c.queue.AddAfter(key, v.Recheck)
-	}
-}
-
-// act carries out the verdict: writes the hold, the patch, or the removal of
-// a hold that holds nothing any more, and reports what it did.
-func (c *Controller) act(ctx context.Context, key catalog.WorkloadKey, w *catalog.WorkloadState, v decision.Verdict) error {
-	log := c.log.With("workload", key.String())
-	if v.Plan.Warning != "" {
-		log.Warn(v.Plan.Warning)
-	}
-	switch v.Action {
-	case decision.Hold:
-		return c.holdRestart(ctx, key, w, v.Hold)
-	case decision.Queue:
-		log.Debug("restart waits", "why", strings.Join(v.Reasons, "; "))
-		c.metrics.SetHeld(c.fleet.setHeld(key, ""))
-		if w.Hold != "" && v.Unhold {
-			return c.patchAnnotations(ctx, key, w.ResourceVersion, map[string]interface{}{c.cfg.Annotations.Hold: nil})
-		}
-		return nil
-	}
-	if !c.cfg.Settings.DryRun {
-		c.metrics.SetHeld(c.fleet.setHeld(key, ""))
-	}
-	if len(v.OptedOut) > 0 {
-		log.Info("recording changes whose restart is opted out", "sources", fmt.Sprint(v.OptedOut))
-	}
-	if v.Action != decision.Restart && v.Action != decision.Record {
-		return nil
-	}
-	if err := c.confirmAbsent(ctx, key, v.Plan.Unverified); err != nil {
-		return err
-	}
-	if c.cfg.Settings.DryRun {
-		c.report(w, key, v.Plan, v.At, true)
-		c.dryRun.remember(key, v.Plan)
-		return nil
-	}
-	body, err := BuildPatch(c.templateFields[key.Resource], c.cfg.Annotations, w, v.Plan, v.At)
-	if err != nil {
-		c.fleet.unreserve(key)
-		return fmt.Errorf("building patch for %s: %w", key, err)
-	}
-	start := time.Now()
-	err = c.patch(ctx, key, body)
-	c.metrics.PatchDuration.Observe(time.Since(start).Seconds())
-	if err != nil {
-		c.fleet.unreserve(key)
-	}
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("patching %s: %w", key, err)
-	}
-	c.report(w, key, v.Plan, v.At, false)
-	return nil
-}
-
-// confirmAbsent asks the API server whether sources the plan newly records
-// as absent really are: the cache of sources may lag behind that of
-// workloads.
-func (c *Controller) confirmAbsent(ctx context.Context, key catalog.WorkloadKey, ids []catalog.SourceID) error {
-	for _, id := range ids {
-		found, err := c.exists(ctx, id)
-		if err != nil {
-			c.fleet.unreserve(key)
-			return fmt.Errorf("confirming that %s does not exist: %w", id, err)
-		}
-		if found {
-			c.fleet.unreserve(key)
-			return fmt.Errorf("%s: %w", id, errCacheBehind)
-		}
-	}
-	return nil
-}
-
-// PatchWith makes decisions send their patches through a metadata client:
-// the API server then answers with the workload's metadata alone, as
-// protobuf, instead of the whole object as JSON. At 10,000 workloads,
-// decoding those answers through the dynamic client was 13% of the CPU of
-// the start-up (the first recording patches every workload) and most of
-// its garbage. The patch sent is the same.
-func (c *Controller) PatchWith(m metadata.Interface) { c.meta = m }
-
-// patch sends a decision's merge patch.
-func (c *Controller) patch(ctx context.Context, key catalog.WorkloadKey, body []byte) error {
-	opts := metav1.PatchOptions{FieldManager: "restart-controller"}
-	if c.meta != nil {
-		_, err := c.meta.Resource(key.Resource).Namespace(key.Namespace).Patch(ctx, key.Name, types.MergePatchType, body, opts)
-		return err
-	}
-	_, err := c.client.Resource(key.Resource).Namespace(key.Namespace).Patch(ctx, key.Name, types.MergePatchType, body, opts)
-	return err
-}
-
-// report counts, logs and tells the workload's owners (an Event that
-// `kubectl describe` shows) what a plan did, or in a dry run what it would
-// have done. It names sources and the keys read, never a value.
-func (c *Controller) report(w *catalog.WorkloadState, key catalog.WorkloadKey, plan decision.Plan, now time.Time, dryRun bool) {
-	log := c.log.With("workload", key.String())
-	if dryRun {
-		log = log.With("dry_run", true)
-	}
-	c.metrics.AnnotationUpdates.Inc()
-	if !plan.Restart {
-		if w.HasApplied {
-			log.Debug(recordVerb.say(dryRun) + " applied checksums")
-			return
-		}
-		log.Info(recordVerb.say(dryRun)+" checksums on first sight", "sources", len(plan.Applied))
-		c.event(w, corev1.EventTypeNormal, recordVerb.reasonFor(dryRun), "Record",
-			"%s the checksums of the data its pods read from %d source(s), to restart it when that data changes",
-			capitalize(recordVerb.say(dryRun)), len(plan.Applied))
-		return
-	}
-	c.metrics.Restarts.Inc()
-	changed := make([]string, len(plan.Changed))
-	for i, id := range plan.Changed {
-		changed[i] = c.describeRead(id, w.References)
-		if opened, ok := c.windows.Opened(id); ok {
-			c.metrics.ChangeToRestart.Observe(now.Sub(opened).Seconds())
-		}
-	}
-	log.Info(restartVerb.say(dryRun), "changed", strings.Join(changed, "; "))
-	c.event(w, corev1.EventTypeNormal, restartVerb.reasonFor(dryRun), "Restart",
-		"%s to pick up changed data: %s", capitalize(restartVerb.say(dryRun)), strings.Join(changed, "; "))
-	if plan.NotRolled != "" {
-		c.reportNotRolled(log, w, plan.NotRolled, changed, dryRun)
-	}
-}
-
-// describeRead names a changed source and the keys that changed among those
-// the workload reads, when the grace window of the change knows them; else
-// the keys the workload reads from it.
-func (c *Controller) describeRead(id catalog.SourceID, refs []catalog.Reference) string {
-	var read []string // nil: every key
-	for _, r := range refs {
-		if r.ID == id {
-			read = r.Keys
-		}
-	}
-	if changed, known := c.windows.ChangedKeys(id); known {
-		if read != nil {
-			changed = slices.DeleteFunc(changed, func(k string) bool { return !slices.Contains(read, k) })
-		}
-		if len(changed) > 0 {
-			return fmt.Sprintf("%s (changed keys: %s)", id, strings.Join(changed, ", "))
-		}
-	}
-	if read != nil {
-		return fmt.Sprintf("%s (keys %s)", id, strings.Join(read, ", "))
-	}
-	return fmt.Sprintf("%s (all keys)", id)
-}
-
-// Event reasons and log words, as done and as a dry run says them.
-type verb struct{ done, dryRun, reason, dryRunReason string }
-
-var (
-	restartVerb = verb{"restarted", "would restart", "Restarted", "WouldRestart"}
-	recordVerb  = verb{"recorded", "would record", "RecordedChecksums", "WouldRecordChecksums"}
-)
-
-func (v verb) say(dryRun bool) string {
-	if dryRun {
-		return v.dryRun
-	}
-	return v.done
-}
-
-func (v verb) reasonFor(dryRun bool) string {
-	if dryRun {
-		return v.dryRunReason
-	}
-	return v.reason
-}
-
-func capitalize(s string) string { return strings.ToUpper(s[:1]) + s[1:] }
-
-func (c *Controller) event(w *catalog.WorkloadState, eventtype, reason, action, note string, args ...interface{}) {
-	if c.events != nil {
-		c.events.Eventf(w, nil, eventtype, reason, action, note, args...)
 	}
 }

@@ -1,23 +1,14 @@
 package restart
 
 import (
-	"context"
-	"encoding/json"
-	"fmt"
 	"maps"
 	"slices"
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/decision"
 	"github.com/restart-controller/restart-controller/internal/pacing"
-	"github.com/restart-controller/restart-controller/internal/rollout"
 )
 
 // Fleet safety: rollout tracking, health-gated waves, the breaker, opt-outs.
@@ -38,6 +29,10 @@ import (
 //     least as long as the one before would have.
 type fleet struct {
 	started time.Time
+	// catalog holds the readers and their records; rules are the
+	// decision's (they read the checksum key, loaded after New).
+	catalog Catalog
+	rules   func() decision.Rules
 
 	mu         sync.Mutex
 	lastChange map[catalog.SourceID]time.Time
@@ -77,9 +72,11 @@ type reservation struct {
 // cache never shows the record (the workload was deleted meanwhile).
 const reservationTTL = 2 * time.Minute
 
-func newFleet(now time.Time) *fleet {
+func newFleet(now time.Time, cat Catalog, rules func() decision.Rules) *fleet {
 	return &fleet{
 		started:    now,
+		catalog:    cat,
+		rules:      rules,
 		lastChange: map[catalog.SourceID]time.Time{},
 		reserved:   map[catalog.WorkloadKey]reservation{},
 		held:       map[catalog.WorkloadKey]pacing.HoldKind{},
@@ -195,10 +192,10 @@ func (f *fleet) behind(key catalog.WorkloadKey, w *catalog.WorkloadState, now ti
 
 // inFlight counts the rollouts under way: records without a result in the
 // cache, and reservations it does not show yet. Called with f.mu held.
-func (c *Controller) inFlight(now time.Time) int {
-	keys := c.catalog.InFlight()
+func (f *fleet) inFlight(now time.Time) int {
+	keys := f.catalog.InFlight()
 	n := len(keys)
-	for key, r := range c.fleet.reserved {
+	for key, r := range f.reserved {
 		if now.After(r.expiry) {
 			continue
 		}
@@ -217,115 +214,40 @@ func (c *Controller) SourceAnnotated(id catalog.SourceID) {
 	}
 }
 
-// follow judges the rollout of the workload's last restart, if it is still
-// followed, and records its outcome on the workload once there is one. It
-// reports whether it wrote: the decision then waits for the cache to show
-// the write (the update enqueues the workload again).
-func (c *Controller) follow(ctx context.Context, key catalog.WorkloadKey, w *catalog.WorkloadState, now time.Time) (bool, error) {
-	rec, err := pacing.ParseRecord(w.Record)
-	if err != nil {
-		c.log.Warn("unreadable rollout record; the next restart replaces it", "workload", key.String(), "error", err)
-		return false, nil
-	}
-	status := w.Rollout
-	if w.NotRolled != "" {
-		status = rollout.Status{Phase: rollout.NotRolling, Reason: "NotRolled", Message: w.NotRolled}
-	}
-	if rec != nil && rec.Result == rollout.Unsucceeded && status.Phase == rollout.Complete {
-		return true, c.recovered(ctx, key, w, rec, now)
-	}
-	if !rec.InFlight() {
-		return false, nil
-	}
-	verdict := c.rolloutRules[key.Resource].Judge(status, rec.At, now)
-	if verdict.Result == rollout.Pending {
-		// The deadline: decide again then, if no status change comes first.
-		c.queue.AddAfter(key, verdict.Wait+10*time.Millisecond)
-		return false, nil
-	}
-	done := rec.WithResult(verdict, now)
-	if err := c.patchAnnotations(ctx, key, w.ResourceVersion, map[string]interface{}{c.cfg.Annotations.Rollout: pacing.Encode(done)}); err != nil {
-		return true, err
-	}
-	// Until the cache shows the result, wave decisions see it here.
-	c.fleet.mu.Lock()
-	c.fleet.reserve(key, done, now)
-	c.fleet.mu.Unlock()
-	took := now.Sub(rec.At)
-	outcome := string(verdict.Result)
-	c.metrics.Rollouts.WithLabelValues(outcome).Inc()
-	c.metrics.RolloutDuration.WithLabelValues(outcome).Observe(took.Seconds())
-	log := c.log.With("workload", key.String(), "after", took.Round(time.Millisecond))
-	restarted := rec.At.UTC().Format(time.RFC3339)
-	switch verdict.Result {
-	case rollout.Succeeded:
-		log.Info("rollout complete")
-		c.event(w, corev1.EventTypeNormal, "RolloutComplete", "Rollout",
-			"Rollout of the restart at %s complete after %s", restarted, took.Round(time.Second))
-	case rollout.Unsucceeded:
-		log.Warn("rollout failed", "reason", verdict.Reason, "message", verdict.Message)
-		c.event(w, corev1.EventTypeWarning, "RolloutFailed", "Rollout",
-			"Rollout of the restart at %s failed after %s: %s: %s", restarted, took.Round(time.Second), verdict.Reason, verdict.Message)
-	default:
-		log.Info("rollout not followed: the workload does not roll its pods by itself", "reason", verdict.Reason)
-	}
-	c.wake(rec.Sources, now)
-	return true, nil
-}
-
-// recovered records that the rollout of a restart judged failed has
-// completed since (its pods became ready after the deadline, say): the
-// record's result becomes complete, which ends the halt of the changes it
-// delivered, so the readers those halts held go on in their waves without
-// anyone releasing them.
-func (c *Controller) recovered(ctx context.Context, key catalog.WorkloadKey, w *catalog.WorkloadState, rec *pacing.Record, now time.Time) error {
-	done := rec.WithResult(rollout.Verdict{Result: rollout.Succeeded, Reason: "Recovered",
-		Message: "complete after it was judged failed (" + rec.Reason + ")"}, now)
-	if err := c.patchAnnotations(ctx, key, w.ResourceVersion, map[string]interface{}{c.cfg.Annotations.Rollout: pacing.Encode(done)}); err != nil {
-		return err
-	}
-	c.fleet.mu.Lock()
-	c.fleet.reserve(key, done, now)
-	c.fleet.mu.Unlock()
-	restarted := rec.At.UTC().Format(time.RFC3339)
-	c.log.Info("failed rollout recovered: complete after all; the changes it halted go on", "workload", key.String(),
-		"failed", rec.Reason)
-	c.event(w, corev1.EventTypeNormal, "RolloutRecovered", "Rollout",
-		"Rollout of the restart at %s, judged failed (%s), is complete after all; the restarts it held go on", restarted, rec.Reason)
-	c.wake(rec.Sources, now)
-	return nil
-}
-
-// wake enqueues, for each source a rollout that ended had delivered, the
+// movable lists, for each source a rollout that ended had delivered, the
 // readers that may move now: those its waves admit, and when the change is
 // halted those to hold; and every workload waiting for the cap.
-func (c *Controller) wake(sources map[string]string, now time.Time) {
+func (f *fleet) movable(sources map[string]string, now time.Time) []catalog.WorkloadKey {
 	var keys []catalog.WorkloadKey
-	c.fleet.mu.Lock()
+	f.mu.Lock()
 	for raw := range sources {
 		id, ok := decision.ParseSourceID(raw)
 		if !ok {
 			continue
 		}
-		src, ok := c.catalog.Source(id)
+		src, ok := f.catalog.Source(id)
 		if !ok {
 			continue
 		}
-		byName, state := c.waveState(id, src, catalog.WorkloadKey{}, now)
+		byName, state := f.waveState(id, src, catalog.WorkloadKey{}, now)
 		for _, name := range append(state.Admit, state.Held...) {
 			keys = append(keys, byName[name])
 		}
 	}
-	c.fleet.mu.Unlock()
-	keys = append(keys, c.fleet.cappedKeys()...)
-	for _, key := range keys {
-		c.queue.Add(key)
-	}
+	f.mu.Unlock()
+	return append(keys, f.cappedKeys()...)
+}
+
+// note reserves a record this process wrote (reserve), taking the lock.
+func (f *fleet) note(key catalog.WorkloadKey, rec *pacing.Record, now time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reserve(key, rec, now)
 }
 
 // waveState evaluates the waves of the source's current change over its
 // readers, and maps member names back to keys (the map is shared: read it
-// only). Called with c.fleet.mu held.
+// only). Called with f.mu held.
 //
 // self, when set, is the workload deciding, whose restart for the source is
 // due. Of the others, those whose pending state the cache cannot tell (a
@@ -335,31 +257,31 @@ func (c *Controller) wake(sources map[string]string, now time.Time) {
 //
 // The cached source object is evaluated through its memo (wavememo.go); a
 // state given the keys one workload reads (a large source) is scanned.
-func (c *Controller) waveState(id catalog.SourceID, src *catalog.SourceState, self catalog.WorkloadKey, now time.Time) (map[string]catalog.WorkloadKey, pacing.State) {
-	change := src.Change(c.sums)
-	released := src.Annotations[c.cfg.Annotations.Release] == change
-	if cached, ok := c.catalog.Source(id); ok && cached == src {
-		return c.memoizedWaves(id, src, change, released, self, now)
+func (f *fleet) waveState(id catalog.SourceID, src *catalog.SourceState, self catalog.WorkloadKey, now time.Time) (map[string]catalog.WorkloadKey, pacing.State) {
+	change := src.Change(f.rules().Sums)
+	released := src.Annotations[f.rules().Annotations.Release] == change
+	if cached, ok := f.catalog.Source(id); ok && cached == src {
+		return f.memoizedWaves(id, src, change, released, self, now)
 	}
-	byName, members := c.waveMembers(id, src, change, c.catalog.WorkloadsReading(id), self, now)
-	return byName, c.cfg.Waves.Evaluate(members, released)
+	byName, members := f.waveMembers(id, src, change, f.catalog.WorkloadsReading(id), self, now)
+	return byName, f.rules().Waves.Evaluate(members, released)
 }
 
 // waveMembers reads the wave members among keys, readers of the source, for
 // its change: those that take part (decision.Rules.Member), and their
-// names. Called with c.fleet.mu held.
-func (c *Controller) waveMembers(id catalog.SourceID, src *catalog.SourceState, change string, keys []catalog.WorkloadKey,
+// names. Called with f.mu held.
+func (f *fleet) waveMembers(id catalog.SourceID, src *catalog.SourceState, change string, keys []catalog.WorkloadKey,
 	self catalog.WorkloadKey, now time.Time) (map[string]catalog.WorkloadKey, []pacing.Member) {
-	rules := c.rules()
+	rules := f.rules()
 	byName := map[string]catalog.WorkloadKey{}
 	var members []pacing.Member
-	c.fleet.memberReads += len(keys)
+	f.memberReads += len(keys)
 	for _, key := range keys {
-		r, ok := c.catalog.Workload(key)
+		r, ok := f.catalog.Workload(key)
 		if !ok {
 			continue
 		}
-		rec, reserved := c.fleet.recordOf(key, r, now)
+		rec, reserved := f.recordOf(key, r, now)
 		m, ok := rules.Member(decision.Reader{Key: key, State: r, Record: rec, Reserved: reserved, Self: key == self}, id, src, change)
 		if !ok {
 			continue
@@ -375,7 +297,8 @@ func (c *Controller) waveMembers(id catalog.SourceID, src *catalog.SourceState, 
 // both until unlock: the decision's wave places and the reservation of the
 // restart's record happen under one lock.
 type fleetView struct {
-	c      *Controller
+	f      *fleet
+	clock  func() time.Time
 	key    catalog.WorkloadKey
 	locked bool
 	now    time.Time
@@ -383,85 +306,39 @@ type fleetView struct {
 
 func (v *fleetView) lock() {
 	if !v.locked {
-		v.c.fleet.mu.Lock()
-		v.locked, v.now = true, v.c.now()
+		v.f.mu.Lock()
+		v.locked, v.now = true, v.clock()
 	}
 }
 
 func (v *fleetView) unlock() {
 	if v.locked {
 		v.locked = false
-		v.c.fleet.mu.Unlock()
+		v.f.mu.Unlock()
 	}
+}
+
+// reserve reserves the restart's record, under the lock the decision took.
+func (v *fleetView) reserve(rec *pacing.Record, at time.Time) {
+	v.lock()
+	v.f.reserve(v.key, rec, at)
 }
 
 func (v *fleetView) Now() time.Time { v.lock(); return v.now }
 
 func (v *fleetView) LastChange(refs []catalog.Reference) (time.Time, bool) {
 	v.lock()
-	return v.c.fleet.lastChanged(refs), true
+	return v.f.lastChanged(refs), true
 }
 
 func (v *fleetView) Wave(id catalog.SourceID, src *catalog.SourceState) pacing.State {
 	v.lock()
-	_, state := v.c.waveState(id, src, v.key, v.now)
+	_, state := v.f.waveState(id, src, v.key, v.now)
 	return state
 }
 
-func (v *fleetView) InFlight() int { v.lock(); return v.c.inFlight(v.now) }
+func (v *fleetView) InFlight() int { v.lock(); return v.f.inFlight(v.now) }
 
 func (v *fleetView) Source(id catalog.SourceID) (*catalog.SourceState, bool) {
-	return v.c.catalog.Source(id)
-}
-
-// holdRestart keeps a held restart from happening: it writes the hold on the
-// workload unless it is there already, and says so once, in the log and as a
-// RestartHeld Event.
-func (c *Controller) holdRestart(ctx context.Context, key catalog.WorkloadKey, w *catalog.WorkloadState, hold *pacing.Hold) error {
-	if old, _ := pacing.ParseHold(w.Hold); old != nil && old.Kind == hold.Kind && old.Source == hold.Source &&
-		old.Change == hold.Change && old.Cause == hold.Cause {
-		c.metrics.SetHeld(c.fleet.setHeld(key, hold.Kind))
-		return nil
-	}
-	if err := c.patchAnnotations(ctx, key, w.ResourceVersion, map[string]interface{}{c.cfg.Annotations.Hold: pacing.Encode(hold)}); err != nil {
-		return err
-	}
-	// Counted once written: the gauge never counts a hold the workload does
-	// not carry.
-	c.metrics.SetHeld(c.fleet.setHeld(key, hold.Kind))
-	log := c.log.With("workload", key.String())
-	switch hold.Kind {
-	case pacing.HoldWave:
-		id, _ := decision.ParseSourceID(hold.Source)
-		log.Warn("restart held: a rollout of the same change failed", "source", hold.Source, "change", hold.Change, "failed", hold.Cause)
-		c.event(w, corev1.EventTypeWarning, "RestartHeld", "Hold",
-			"Restart held: the change %s of %s is halted, a rollout of it failed: %s. It goes on by itself when that rollout "+
-				"completes after all, or when %s changes again; to let this change go on now: kubectl annotate %s %s -n %s %s=%s --overwrite",
-			hold.Change, hold.Source, hold.Cause, hold.Source, id.Kind, id.Name, id.Namespace, c.cfg.Annotations.Release, hold.Change)
-	default:
-		log.Warn("restart held by the breaker", "cause", hold.Cause, "quiet", c.cfg.Breaker.Quiet)
-		c.event(w, corev1.EventTypeWarning, "RestartHeld", "Hold",
-			"Restart held: %s; it restarts once the sources it reads have been still for %s",
-			hold.Cause, c.cfg.Breaker.Quiet)
-	}
-	return nil
-}
-
-// patchAnnotations writes annotations (nil removes one) on the workload as
-// cached at resourceVersion rv: a conflict means the cache is behind, and
-// the workload is decided again on fresh state.
-func (c *Controller) patchAnnotations(ctx context.Context, key catalog.WorkloadKey, rv string, annotations map[string]interface{}) error {
-	body, err := json.Marshal(map[string]interface{}{
-		"metadata": map[string]interface{}{"resourceVersion": rv, "annotations": annotations},
-	})
-	if err != nil {
-		return fmt.Errorf("encoding patch: %w", err)
-	}
-	start := time.Now()
-	_, err = c.client.Resource(key.Resource).Namespace(key.Namespace).Patch(ctx, key.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: "restart-controller"})
-	c.metrics.PatchDuration.Observe(time.Since(start).Seconds())
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("patching %s: %w", key, err)
-	}
-	return nil
+	return v.f.catalog.Source(id)
 }

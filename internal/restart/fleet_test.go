@@ -500,7 +500,7 @@ func TestOptInSourceAnnotation(t *testing.T) {
 // changed once must not stay in memory.
 func TestLastChangeIsPruned(t *testing.T) {
 	t0 := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-	f := newFleet(t0)
+	f := newFleet(t0, nil, nil)
 	quiet := 2 * time.Minute
 	id := func(i int) catalog.SourceID {
 		return catalog.SourceID{Kind: "configmap", Namespace: "shop", Name: fmt.Sprint(i)}

@@ -68,27 +68,26 @@ type waveMemo struct {
 const memoIdle = 10 * time.Minute
 
 // memoizedWaves returns waveState for the cached source object src through
-// its memo. Called with c.fleet.mu held.
-func (c *Controller) memoizedWaves(id catalog.SourceID, src *catalog.SourceState, change string, released bool,
+// its memo. Called with f.mu held.
+func (f *fleet) memoizedWaves(id catalog.SourceID, src *catalog.SourceState, change string, released bool,
 	self catalog.WorkloadKey, now time.Time) (map[string]catalog.WorkloadKey, pacing.State) {
-	f := c.fleet
 	e := f.waves[id]
 	if e == nil || e.src != src || e.change != change {
-		e = c.buildWaveMemo(id, src, change, now)
+		e = f.buildWaveMemo(id, src, change, now)
 	}
 	e.used = now
 	// The deciding workload first: reading it may drop a reservation it
 	// has, which marks it dirty below.
 	var mine []pacing.Member
 	if self != (catalog.WorkloadKey{}) {
-		_, mine = c.waveMembers(id, src, change, []catalog.WorkloadKey{self}, self, now)
+		_, mine = f.waveMembers(id, src, change, []catalog.WorkloadKey{self}, self, now)
 	}
 	if !e.expires.IsZero() && now.After(e.expires) {
-		c.expireMemo(e, now)
+		f.expireMemo(e, now)
 	}
-	c.refreshMemo(id, e, now)
-	if !e.evaluated || e.released != released || e.waves != c.cfg.Waves {
-		e.waves, e.released = c.cfg.Waves, released
+	f.refreshMemo(id, e, now)
+	if !e.evaluated || e.released != released || e.waves != f.rules().Waves {
+		e.waves, e.released = f.rules().Waves, released
 		e.state = e.waves.Evaluate(e.members, released)
 		// Callers get the memo's own state: clipped, an append to Admit
 		// copies instead of writing into the memo's candidates.
@@ -121,13 +120,12 @@ func (c *Controller) memoizedWaves(id catalog.SourceID, src *catalog.SourceState
 			byName[name] = self
 		}
 	}
-	return byName, c.cfg.Waves.Evaluate(members, released)
+	return byName, f.rules().Waves.Evaluate(members, released)
 }
 
 // buildWaveMemo reads every reader of the source: the full scan, once per
-// source object. Called with c.fleet.mu held.
-func (c *Controller) buildWaveMemo(id catalog.SourceID, src *catalog.SourceState, change string, now time.Time) *waveMemo {
-	f := c.fleet
+// source object. Called with f.mu held.
+func (f *fleet) buildWaveMemo(id catalog.SourceID, src *catalog.SourceState, change string, now time.Time) *waveMemo {
 	if old := f.waves[id]; old != nil {
 		f.dropMemo(id, old)
 	}
@@ -135,12 +133,12 @@ func (c *Controller) buildWaveMemo(id catalog.SourceID, src *catalog.SourceState
 	e := &waveMemo{src: src, change: change, readers: map[catalog.WorkloadKey]struct{}{},
 		byName: map[string]catalog.WorkloadKey{}, dirty: map[catalog.WorkloadKey]struct{}{}}
 	f.waves[id] = e
-	keys := c.catalog.WorkloadsReading(id)
+	keys := f.catalog.WorkloadsReading(id)
 	for _, key := range keys {
 		e.readers[key] = struct{}{}
 		f.readerOf[key] = append(f.readerOf[key], id)
 	}
-	byName, members := c.waveMembers(id, src, change, keys, catalog.WorkloadKey{}, now)
+	byName, members := f.waveMembers(id, src, change, keys, catalog.WorkloadKey{}, now)
 	slices.SortFunc(members, func(a, b pacing.Member) int { return strings.Compare(a.Key, b.Key) })
 	e.members, e.byName = members, byName
 	for _, m := range members {
@@ -153,9 +151,8 @@ func (c *Controller) buildWaveMemo(id catalog.SourceID, src *catalog.SourceState
 }
 
 // refreshMemo reads again the dirty readers of a memo. Called with
-// c.fleet.mu held.
-func (c *Controller) refreshMemo(id catalog.SourceID, e *waveMemo, now time.Time) {
-	f := c.fleet
+// f.mu held.
+func (f *fleet) refreshMemo(id catalog.SourceID, e *waveMemo, now time.Time) {
 	for len(e.dirty) > 0 {
 		var key catalog.WorkloadKey
 		for key = range e.dirty {
@@ -168,7 +165,7 @@ func (c *Controller) refreshMemo(id catalog.SourceID, e *waveMemo, now time.Time
 			e.members = slices.Delete(e.members, i, i+1)
 			delete(e.byName, name)
 		}
-		w, ok := c.catalog.Workload(key)
+		w, ok := f.catalog.Workload(key)
 		if !ok || !slices.ContainsFunc(w.References, func(r catalog.Reference) bool { return r.ID == id }) {
 			if _, known := e.readers[key]; known {
 				delete(e.readers, key)
@@ -184,7 +181,7 @@ func (c *Controller) refreshMemo(id catalog.SourceID, e *waveMemo, now time.Time
 			f.readerOf[key] = append(f.readerOf[key], id)
 		}
 		// A dropped reservation marks the key dirty again: read once more.
-		byName, mine := c.waveMembers(id, e.src, e.change, []catalog.WorkloadKey{key}, catalog.WorkloadKey{}, now)
+		byName, mine := f.waveMembers(id, e.src, e.change, []catalog.WorkloadKey{key}, catalog.WorkloadKey{}, now)
 		if len(mine) == 0 {
 			continue
 		}
@@ -196,16 +193,16 @@ func (c *Controller) refreshMemo(id catalog.SourceID, e *waveMemo, now time.Time
 }
 
 // expireMemo marks dirty the members whose reservation has expired by now,
-// and finds the next expiry. Called with c.fleet.mu held.
-func (c *Controller) expireMemo(e *waveMemo, now time.Time) {
+// and finds the next expiry. Called with f.mu held.
+func (f *fleet) expireMemo(e *waveMemo, now time.Time) {
 	e.expires = time.Time{}
 	for _, m := range e.members {
 		key := e.byName[m.Key]
-		if r, ok := c.fleet.reserved[key]; ok && now.After(r.expiry) {
+		if r, ok := f.reserved[key]; ok && now.After(r.expiry) {
 			e.dirty[key] = struct{}{}
 			continue
 		}
-		e.noteReservation(c.fleet, key)
+		e.noteReservation(f, key)
 	}
 }
 
@@ -263,12 +260,12 @@ func (f *fleet) evictIdle(now time.Time) {
 
 // workloadCached marks a workload that changed in the cache (or left it) to
 // be read again by the wave memos it is in, or now reads the source of.
-func (c *Controller) workloadCached(key catalog.WorkloadKey) {
+func (f *fleet) workloadCached(key catalog.WorkloadKey) {
 	var reads []catalog.Reference
-	if w, ok := c.catalog.Workload(key); ok {
+	if w, ok := f.catalog.Workload(key); ok {
 		reads = w.References
 	}
-	c.fleet.mu.Lock()
-	defer c.fleet.mu.Unlock()
-	c.fleet.touch(key, reads)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.touch(key, reads)
 }

@@ -24,8 +24,8 @@ func (f *fleetHarness) checkMemo(step string) {
 	defer f.c.fleet.mu.Unlock()
 	released := src.Annotations[releaseKey] == src.Change(testSums)
 	for _, self := range append([]catalog.WorkloadKey{{}}, f.keys...) {
-		gotNames, got := f.c.waveState(cmApp, src, self, now)
-		wantNames, members := f.c.waveMembers(cmApp, src, src.Change(testSums), f.c.catalog.WorkloadsReading(cmApp), self, now)
+		gotNames, got := f.c.fleet.waveState(cmApp, src, self, now)
+		wantNames, members := f.c.fleet.waveMembers(cmApp, src, src.Change(testSums), f.c.catalog.WorkloadsReading(cmApp), self, now)
 		want := f.c.cfg.Waves.Evaluate(members, released)
 		if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(gotNames, wantNames) {
 			f.t.Fatalf("%s, deciding %q: memoized\n%+v\n%v\nscanned\n%+v\n%v", step, self.Name, got, gotNames, want, wantNames)
@@ -158,10 +158,10 @@ func BenchmarkWaveDecision(b *testing.B) {
 		b.Run(fmt.Sprintf("memo/readers=%d", n), func(b *testing.B) {
 			f.c.fleet.mu.Lock()
 			defer f.c.fleet.mu.Unlock()
-			f.c.waveState(cmApp, src, catalog.WorkloadKey{}, now) // builds the memo
+			f.c.fleet.waveState(cmApp, src, catalog.WorkloadKey{}, now) // builds the memo
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
-				f.c.waveState(cmApp, src, f.keys[i%n], now)
+				f.c.fleet.waveState(cmApp, src, f.keys[i%n], now)
 			}
 		})
 		b.Run(fmt.Sprintf("scan/readers=%d", n), func(b *testing.B) {
@@ -170,7 +170,7 @@ func BenchmarkWaveDecision(b *testing.B) {
 			b.ReportAllocs()
 			change := src.Change(testSums)
 			for i := 0; b.Loop(); i++ {
-				_, members := f.c.waveMembers(cmApp, src, change, f.c.catalog.WorkloadsReading(cmApp), f.keys[i%n], now)
+				_, members := f.c.fleet.waveMembers(cmApp, src, change, f.c.catalog.WorkloadsReading(cmApp), f.keys[i%n], now)
 				f.c.cfg.Waves.Evaluate(members, false)
 			}
 		})
