@@ -61,7 +61,7 @@ func TestDecideFleetStates(t *testing.T) {
 		for i := n; i > 0; i-- {
 			at = append(at, now.Add(-time.Duration(i)*time.Minute))
 		}
-		return pacing.Encode(&pacing.Record{At: at[len(at)-1], Result: rollout.Succeeded, Restarts: at})
+		return pacing.Encode(&pacing.Record{At: at[len(at)-1], Result: rollout.ResultComplete, Restarts: at})
 	}
 	breakerHold := pacing.Encode(&pacing.Hold{Kind: pacing.HoldBreaker, Cause: "restarted 3 times", Since: now.Add(-5 * time.Minute)})
 	waveHold := pacing.Encode(&pacing.Hold{Kind: pacing.HoldWave, Source: cmApp.String(), Change: change, Cause: "x/y/z: failed", Since: now})

@@ -86,14 +86,14 @@ func (c *Config) rolloutReport(w *catalog.WorkloadState, deadline time.Duration)
 	}
 	slices.Sort(r.Sources)
 	switch rec.Result {
-	case rollout.Pending:
+	case rollout.ResultPending:
 		r.Result = "rolling out"
 		if deadline <= 0 {
 			deadline = rollout.DefaultDeadline
 		}
 		r.Note = fmt.Sprintf("followed until it completes, or judged failed at %s (the deadline, %s after the restart)",
 			rec.At.Add(deadline).UTC().Format(time.RFC3339), deadline)
-	case rollout.Unsucceeded:
+	case rollout.ResultFailed:
 		r.Note = "the restarts of the same changes not made yet are held; still followed, and recorded complete if it completes after all"
 	default:
 		r.Note = "ended"

@@ -29,7 +29,7 @@ func restart(ms []Member, k int, result rollout.Result) {
 		}
 		if ms[i].Pending {
 			ms[i].Pending, ms[i].Restarted, ms[i].Result = false, true, result
-			if result == rollout.Unsucceeded {
+			if result == rollout.ResultFailed {
 				ms[i].Failure = "DeadlineExceeded"
 			}
 			k--
@@ -77,13 +77,13 @@ func TestWavesGrowOnHealth(t *testing.T) {
 		}
 		sizes = append(sizes, len(s.Admit))
 		// They start; while in flight nothing more is admitted.
-		restart(ms, len(s.Admit), rollout.Pending)
+		restart(ms, len(s.Admit), rollout.ResultPending)
 		if s := waves.Evaluate(ms, false); len(s.Admit) != 0 {
 			t.Fatalf("round %d: admitted %v while the wave is in flight", round, s.Admit)
 		}
 		for i := range ms {
 			if ms[i].Restarted {
-				ms[i].Result = rollout.Succeeded
+				ms[i].Result = rollout.ResultComplete
 			}
 		}
 	}
@@ -109,8 +109,8 @@ func TestWaveMembershipDeterministic(t *testing.T) {
 // place: the rest of it may start while the first are in flight.
 func TestWaveFillsWhileInFlight(t *testing.T) {
 	ms := fleet(20)
-	restart(ms, 3, rollout.Succeeded) // waves 1 and 2 done
-	restart(ms, 2, rollout.Pending)   // 2 of wave 3 (4 wide) in flight
+	restart(ms, 3, rollout.ResultComplete) // waves 1 and 2 done
+	restart(ms, 2, rollout.ResultPending)   // 2 of wave 3 (4 wide) in flight
 	s := waves.Evaluate(ms, false)
 	if s.Wave != 3 || s.Limit != 7 || !reflect.DeepEqual(s.Admit, []string{"w05", "w06"}) {
 		t.Fatalf("%+v", s)
@@ -134,16 +134,16 @@ func TestFewReadersUnpaced(t *testing.T) {
 // member is held, with the failure as the cause.
 func TestFailureHalts(t *testing.T) {
 	ms := fleet(60)
-	restart(ms, 1, rollout.Unsucceeded)
+	restart(ms, 1, rollout.ResultFailed)
 	s := waves.Evaluate(ms, false)
 	if !s.Halted || len(s.Admit) != 0 || len(s.Held) != 59 || s.Cause != "w00: DeadlineExceeded" {
 		t.Fatalf("%+v", s)
 	}
 	// One failure in a later wave halts too, even with others still rolling.
 	ms = fleet(60)
-	restart(ms, 3, rollout.Succeeded)
-	restart(ms, 2, rollout.Pending)
-	restart(ms, 1, rollout.Unsucceeded)
+	restart(ms, 3, rollout.ResultComplete)
+	restart(ms, 2, rollout.ResultPending)
+	restart(ms, 1, rollout.ResultFailed)
 	s = waves.Evaluate(ms, false)
 	if !s.Halted || len(s.Admit) != 0 || s.Cause != "w05: DeadlineExceeded" || s.InFlight != 2 {
 		t.Fatalf("%+v", s)
@@ -168,7 +168,7 @@ func TestHoldsOutliveFailure(t *testing.T) {
 // members take their places in the waves.
 func TestReleaseResumes(t *testing.T) {
 	ms := fleet(10)
-	restart(ms, 1, rollout.Unsucceeded)
+	restart(ms, 1, rollout.ResultFailed)
 	for i := 1; i < 10; i++ {
 		ms[i].HeldHere, ms[i].Cause = true, "w00: DeadlineExceeded"
 	}
@@ -191,7 +191,7 @@ func TestHeldElsewhereSkipped(t *testing.T) {
 // Not rolling (paused, OnDelete) settles without proving health or failing.
 func TestNotRollingSettles(t *testing.T) {
 	ms := fleet(10)
-	restart(ms, 1, rollout.Unfollowed)
+	restart(ms, 1, rollout.ResultNotRolling)
 	if s := waves.Evaluate(ms, false); s.Halted || s.Settled != 1 || len(s.Admit) != 2 {
 		t.Fatalf("%+v", s)
 	}
@@ -248,12 +248,12 @@ func TestRecordHistory(t *testing.T) {
 	if len(long.Restarts) != maxHistory {
 		t.Fatalf("history of %d", len(long.Restarts))
 	}
-	done := r.WithResult(rollout.Verdict{Result: rollout.Succeeded}, now.Add(time.Second))
+	done := r.WithResult(rollout.Verdict{Result: rollout.ResultComplete}, now.Add(time.Second))
 	if done.InFlight() || !r.InFlight() {
 		t.Fatal("WithResult must copy")
 	}
 	back, err := ParseRecord(Encode(done))
-	if err != nil || back.Result != rollout.Succeeded || !back.At.Equal(now) || back.Sources["configmap/ns/a"] != "c1" {
+	if err != nil || back.Result != rollout.ResultComplete || !back.At.Equal(now) || back.Sources["configmap/ns/a"] != "c1" {
 		t.Fatalf("round trip: %+v %v", back, err)
 	}
 }
@@ -286,14 +286,14 @@ func TestParseHostile(t *testing.T) {
 // after all; a hold naming a workload that is still failed, or gone, halts.
 func TestRecoveredFailureEndsHolds(t *testing.T) {
 	ms := fleet(10)
-	ms[0].Pending, ms[0].Restarted, ms[0].Result = false, true, rollout.Succeeded
+	ms[0].Pending, ms[0].Restarted, ms[0].Result = false, true, rollout.ResultComplete
 	for i := 1; i < 10; i++ {
 		ms[i].HeldHere, ms[i].Cause = true, "w00: DeadlineExceeded"
 	}
 	if s := waves.Evaluate(ms, false); s.Halted || !reflect.DeepEqual(s.Admit, []string{"w01", "w02"}) {
 		t.Fatalf("recovered: %+v", s)
 	}
-	ms[0].Result = rollout.Unsucceeded
+	ms[0].Result = rollout.ResultFailed
 	if s := waves.Evaluate(ms, false); !s.Halted {
 		t.Fatalf("still failed: %+v", s)
 	}

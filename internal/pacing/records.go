@@ -38,7 +38,7 @@ type Record struct {
 }
 
 // InFlight reports a restart whose rollout has no result yet.
-func (r *Record) InFlight() bool { return r != nil && r.Result == rollout.Pending }
+func (r *Record) InFlight() bool { return r != nil && r.Result == rollout.ResultPending }
 
 // Delivered reports whether the restart delivered change of source.
 func (r *Record) Delivered(source, change string) bool {
@@ -88,7 +88,7 @@ func ParseRecord(raw string) (*Record, error) {
 		return nil, errors.New("rollout annotation has no restart time")
 	}
 	switch r.Result {
-	case rollout.Pending, rollout.Succeeded, rollout.Unsucceeded, rollout.Unfollowed:
+	case rollout.ResultPending, rollout.ResultComplete, rollout.ResultFailed, rollout.ResultNotRolling:
 	default:
 		return nil, fmt.Errorf("rollout annotation has an unknown result %q", r.Result)
 	}

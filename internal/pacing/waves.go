@@ -85,7 +85,7 @@ func (w Waves) Evaluate(members []Member, released bool) State {
 	// completion), the failure it proved is over, and so is its halt.
 	recovered := map[string]bool{}
 	for _, m := range members {
-		if m.Restarted && m.Result == rollout.Succeeded {
+		if m.Restarted && m.Result == rollout.ResultComplete {
 			recovered[m.Key] = true
 		}
 	}
@@ -102,9 +102,9 @@ func (w Waves) Evaluate(members []Member, released bool) State {
 		case m.Restarted:
 			s.Reach++
 			switch m.Result {
-			case rollout.Pending:
+			case rollout.ResultPending:
 				s.InFlight++
-			case rollout.Unsucceeded:
+			case rollout.ResultFailed:
 				s.Failed++
 				if failure == "" {
 					failure = fmt.Sprintf("%s: %s", m.Key, m.Failure)

@@ -25,14 +25,14 @@ func (c *Controller) follow(ctx context.Context, key catalog.WorkloadKey, w *cat
 	if w.NotRolled != "" {
 		status = rollout.Status{Phase: rollout.NotRolling, Reason: "NotRolled", Message: w.NotRolled}
 	}
-	if rec != nil && rec.Result == rollout.Unsucceeded && status.Phase == rollout.Complete {
+	if rec != nil && rec.Result == rollout.ResultFailed && status.Phase == rollout.Complete {
 		return true, c.recovered(ctx, key, w, rec, now)
 	}
 	if !rec.InFlight() {
 		return false, nil
 	}
 	verdict := c.rolloutRules[key.Resource].Judge(status, rec.At, now)
-	if verdict.Result == rollout.Pending {
+	if verdict.Result == rollout.ResultPending {
 		// The deadline: decide again then, if no status change comes first.
 		c.queue.AddAfter(key, verdict.Wait+10*time.Millisecond)
 		return false, nil
@@ -50,11 +50,11 @@ func (c *Controller) follow(ctx context.Context, key catalog.WorkloadKey, w *cat
 	log := c.log.With("workload", key.String(), "after", took.Round(time.Millisecond))
 	restarted := rec.At.UTC().Format(time.RFC3339)
 	switch verdict.Result {
-	case rollout.Succeeded:
+	case rollout.ResultComplete:
 		log.Info("rollout complete")
 		c.event(w, corev1.EventTypeNormal, "RolloutComplete", "Rollout",
 			"Rollout of the restart at %s complete after %s", restarted, took.Round(time.Second))
-	case rollout.Unsucceeded:
+	case rollout.ResultFailed:
 		log.Warn("rollout failed", "reason", verdict.Reason, "message", verdict.Message)
 		c.event(w, corev1.EventTypeWarning, "RolloutFailed", "Rollout",
 			"Rollout of the restart at %s failed after %s: %s: %s", restarted, took.Round(time.Second), verdict.Reason, verdict.Message)
@@ -71,7 +71,7 @@ func (c *Controller) follow(ctx context.Context, key catalog.WorkloadKey, w *cat
 // delivered, so the readers those halts held go on in their waves without
 // anyone releasing them.
 func (c *Controller) recovered(ctx context.Context, key catalog.WorkloadKey, w *catalog.WorkloadState, rec *pacing.Record, now time.Time) error {
-	done := rec.WithResult(rollout.Verdict{Result: rollout.Succeeded, Reason: "Recovered",
+	done := rec.WithResult(rollout.Verdict{Result: rollout.ResultComplete, Reason: "Recovered",
 		Message: "complete after it was judged failed (" + rec.Reason + ")"}, now)
 	if err := c.patchAnnotations(ctx, key, w.ResourceVersion, map[string]interface{}{c.cfg.Annotations.Rollout: pacing.Encode(done)}); err != nil {
 		return err

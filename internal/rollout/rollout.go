@@ -152,14 +152,14 @@ const maxMessage = 200
 type Result string
 
 const (
-	// Pending: still progressing inside its deadline.
-	Pending Result = ""
-	// Succeeded: complete.
-	Succeeded Result = "complete"
-	// Unsucceeded: failed by the workload's own account, or out of time.
-	Unsucceeded Result = "failed"
-	// Unfollowed: its controller does not roll it (see NotRolling).
-	Unfollowed Result = "not-rolling"
+	// ResultPending: still progressing inside its deadline.
+	ResultPending Result = ""
+	// ResultComplete: the rollout completed.
+	ResultComplete Result = "complete"
+	// ResultFailed: failed by the workload's own account, or out of time.
+	ResultFailed Result = "failed"
+	// ResultNotRolling: its controller does not roll it (see NotRolling).
+	ResultNotRolling Result = "not-rolling"
 )
 
 // Verdict judges a rollout started at started.
@@ -168,7 +168,7 @@ type Verdict struct {
 	// Reason and Message explain a failure (the workload's own, or
 	// DeadlineExceeded) or what a pending rollout waits for.
 	Reason, Message string
-	// Wait is how long until the deadline, while Pending.
+	// Wait is how long until the deadline, while ResultPending.
 	Wait time.Duration
 }
 
@@ -181,11 +181,11 @@ func (r Rule) Judge(s Status, started, now time.Time) Verdict {
 	}
 	switch s.Phase {
 	case Complete:
-		return Verdict{Result: Succeeded, Reason: s.Reason, Message: s.Message}
+		return Verdict{Result: ResultComplete, Reason: s.Reason, Message: s.Message}
 	case Failed:
-		return Verdict{Result: Unsucceeded, Reason: s.Reason, Message: s.Message}
+		return Verdict{Result: ResultFailed, Reason: s.Reason, Message: s.Message}
 	case NotRolling:
-		return Verdict{Result: Unfollowed, Reason: s.Reason, Message: s.Message}
+		return Verdict{Result: ResultNotRolling, Reason: s.Reason, Message: s.Message}
 	}
 	end := started.Add(deadline)
 	if !now.Before(end) {
@@ -195,7 +195,7 @@ func (r Rule) Judge(s Status, started, now time.Time) Verdict {
 		} else if s.Reason != "" {
 			msg += ": " + s.Reason
 		}
-		return Verdict{Result: Unsucceeded, Reason: "DeadlineExceeded", Message: msg}
+		return Verdict{Result: ResultFailed, Reason: "DeadlineExceeded", Message: msg}
 	}
-	return Verdict{Result: Pending, Reason: s.Reason, Message: s.Message, Wait: end.Sub(now)}
+	return Verdict{Result: ResultPending, Reason: s.Reason, Message: s.Message, Wait: end.Sub(now)}
 }

@@ -127,12 +127,12 @@ func TestJudge(t *testing.T) {
 		reason string
 		wait   time.Duration
 	}{
-		{"progressing inside the deadline", progress, 20 * time.Second, Pending, "LessAvailable", 40 * time.Second},
-		{"progressing at the deadline", progress, time.Minute, Unsucceeded, "DeadlineExceeded", 0},
-		{"complete after the deadline still counts", Status{Phase: Complete}, time.Hour, Succeeded, "", 0},
-		{"failed by its own account", Status{Phase: Failed, Reason: "ProgressDeadlineExceeded"}, time.Second, Unsucceeded, "ProgressDeadlineExceeded", 0},
-		{"not rolling", Status{Phase: NotRolling, Reason: "Paused"}, time.Hour, Unfollowed, "Paused", 0},
-		{"no status yet is progress", Status{}, 10 * time.Second, Pending, "", 50 * time.Second},
+		{"progressing inside the deadline", progress, 20 * time.Second, ResultPending, "LessAvailable", 40 * time.Second},
+		{"progressing at the deadline", progress, time.Minute, ResultFailed, "DeadlineExceeded", 0},
+		{"complete after the deadline still counts", Status{Phase: Complete}, time.Hour, ResultComplete, "", 0},
+		{"failed by its own account", Status{Phase: Failed, Reason: "ProgressDeadlineExceeded"}, time.Second, ResultFailed, "ProgressDeadlineExceeded", 0},
+		{"not rolling", Status{Phase: NotRolling, Reason: "Paused"}, time.Hour, ResultNotRolling, "Paused", 0},
+		{"no status yet is progress", Status{}, 10 * time.Second, ResultPending, "", 50 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := rule.Judge(tc.status, start, start.Add(tc.at))
@@ -142,7 +142,7 @@ func TestJudge(t *testing.T) {
 		})
 	}
 	v := Rule{}.Judge(progress, start, start.Add(DefaultDeadline-time.Second))
-	if v.Result != Pending || v.Wait != time.Second {
+	if v.Result != ResultPending || v.Wait != time.Second {
 		t.Fatalf("default deadline: %+v", v)
 	}
 	v = rule.Judge(progress, start, start.Add(2*time.Minute))
