@@ -186,49 +186,11 @@ func groupName(g string) string {
 	return g
 }
 
-// Need is a set of verbs the controller uses on one resource, in a namespace
-// ("" for all namespaces).
-type Need struct {
-	Resource  schema.GroupResource
-	Verbs     []string
-	Namespace string
-	Why       string
-	// Name is the one object the verbs concern, when the controller only
-	// needs them on that object (RBAC may grant them by resourceNames);
-	// create is never limited to a name.
-	Name string
-}
+// Need is a permission the controller uses (config.Need).
+type Need = config.Need
 
-// Needs lists every permission the controller uses with cfg: its informers
-// list and watch every source and workload kind (the absence check is a
-// metadata-only list), it patches workloads, records Events (events.k8s.io)
-// on them, reads (creating it once) its checksum key Secret in its own
-// namespace, and holds a Lease when leader election is on.
-func Needs(cfg *config.Config) []Need {
-	scopes := cfg.Namespaces
-	if len(scopes) == 0 {
-		scopes = []string{metav1.NamespaceAll}
-	}
-	var out []Need
-	for _, ns := range scopes {
-		for _, s := range cfg.Sources {
-			out = append(out, Need{Resource: s.GVR.GroupResource(), Verbs: []string{"list", "watch"}, Namespace: ns, Why: "source kind " + s.Name})
-		}
-		for _, w := range cfg.Workloads {
-			out = append(out, Need{Resource: w.GVR.GroupResource(), Verbs: []string{"list", "watch", "patch"}, Namespace: ns, Why: "workload kind"})
-		}
-		out = append(out, Need{Resource: schema.GroupResource{Group: "events.k8s.io", Resource: "events"}, Verbs: []string{"create", "patch"},
-			Namespace: ns, Why: "Events on workloads"})
-	}
-	out = append(out, Need{Resource: schema.GroupResource{Resource: "secrets"}, Verbs: []string{"get", "create"},
-		Namespace: cfg.Settings.LeaseNamespace, Why: "the checksum key Secret " + cfg.Settings.ChecksumKeySecret,
-		Name: cfg.Settings.ChecksumKeySecret})
-	if cfg.Settings.LeaderElect {
-		out = append(out, Need{Resource: schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, Verbs: []string{"get", "create", "update"},
-			Namespace: cfg.Settings.LeaseNamespace, Why: "leader election"})
-	}
-	return out
-}
+// Needs lists every permission the controller uses with cfg (config.Needs).
+func Needs(cfg *config.Config) []Need { return cfg.Needs() }
 
 // ServiceAccountUser returns the user name and groups the API server gives
 // a ServiceAccount's tokens.

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/config"
 )
 
 // Least privilege that degrades, never stalls: a configured kind this process
@@ -139,9 +140,9 @@ type mark struct {
 
 func verbsFor(role string) []string {
 	if role == RoleWorkload {
-		return []string{"list", "watch", "patch"}
+		return config.WorkloadVerbs()
 	}
-	return []string{"list", "watch"}
+	return config.SourceVerbs()
 }
 
 // reviewAccess asks, for each target, whether this process may use each

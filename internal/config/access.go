@@ -1,0 +1,73 @@
+package config
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// The verbs the controller uses, by what it does with an object: the one
+// place they are written. check reviews them against the cluster, the
+// watcher's access reviews degrade a kind that lacks them, and tests hold
+// manifests/rbac.yaml, the chart and the README to them.
+
+// SourceVerbs: informers list and watch sources (the absence check is a
+// metadata-only list).
+func SourceVerbs() []string { return []string{"list", "watch"} }
+
+// WorkloadVerbs: informers list and watch workloads, and restarts patch them.
+func WorkloadVerbs() []string { return []string{"list", "watch", "patch"} }
+
+// EventVerbs: Events (events.k8s.io) on workloads, created then patched as
+// they repeat.
+func EventVerbs() []string { return []string{"create", "patch"} }
+
+// KeySecretVerbs: the checksum key Secret is read, and created on first
+// start.
+func KeySecretVerbs() []string { return []string{"get", "create"} }
+
+// LeaseVerbs: leader election on a Lease.
+func LeaseVerbs() []string { return []string{"get", "create", "update"} }
+
+// Need is a set of verbs the controller uses on one resource, in a namespace
+// ("" for all namespaces).
+type Need struct {
+	Resource  schema.GroupResource
+	Verbs     []string
+	Namespace string
+	Why       string
+	// Name is the one object the verbs concern, when the controller only
+	// needs them on that object (RBAC may grant them by resourceNames);
+	// create is never limited to a name.
+	Name string
+}
+
+// Needs lists every permission the controller uses with this configuration:
+// its informers list and watch every source and workload kind, it patches
+// workloads, records Events on them, reads (creating it once) its checksum
+// key Secret in its own namespace, and holds a Lease when leader election is
+// on.
+func (c *Config) Needs() []Need {
+	scopes := c.Namespaces
+	if len(scopes) == 0 {
+		scopes = []string{metav1.NamespaceAll}
+	}
+	var out []Need
+	for _, ns := range scopes {
+		for _, s := range c.Sources {
+			out = append(out, Need{Resource: s.GVR.GroupResource(), Verbs: SourceVerbs(), Namespace: ns, Why: "source kind " + s.Name})
+		}
+		for _, w := range c.Workloads {
+			out = append(out, Need{Resource: w.GVR.GroupResource(), Verbs: WorkloadVerbs(), Namespace: ns, Why: "workload kind"})
+		}
+		out = append(out, Need{Resource: schema.GroupResource{Group: "events.k8s.io", Resource: "events"}, Verbs: EventVerbs(),
+			Namespace: ns, Why: "Events on workloads"})
+	}
+	out = append(out, Need{Resource: schema.GroupResource{Resource: "secrets"}, Verbs: KeySecretVerbs(),
+		Namespace: c.Settings.LeaseNamespace, Why: "the checksum key Secret " + c.Settings.ChecksumKeySecret,
+		Name: c.Settings.ChecksumKeySecret})
+	if c.Settings.LeaderElect {
+		out = append(out, Need{Resource: schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, Verbs: LeaseVerbs(),
+			Namespace: c.Settings.LeaseNamespace, Why: "leader election"})
+	}
+	return out
+}
