@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -436,12 +435,3 @@ type noWindows struct{}
 
 func (noWindows) Due(catalog.SourceID, time.Time) (time.Time, bool) { return time.Time{}, false }
 func (noWindows) Updating(catalog.SourceID, time.Time) bool         { return false }
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}

@@ -61,20 +61,10 @@ func fromYAML(t testing.TB, s string) *unstructured.Unstructured {
 
 // Fixtures shared with the decision's tests.
 var (
-	sourceState   = decisiontest.SourceState
-	sourceStateIn = decisiontest.SourceStateIn
-	at            = decisiontest.At
-	v1            = decisiontest.V1
-	v2            = decisiontest.V2
-	annotation    = decisiontest.Annotation
-	testSums      = decisiontest.Sums
-	otherKey      = decisiontest.OtherKey
-)
-
-type (
-	sourceMap   = decisiontest.SourceMap
-	dueAt       = decisiontest.DueAt
-	createdOnly = decisiontest.CreatedOnly
+	sourceState = decisiontest.SourceState
+	v1          = decisiontest.V1
+	annotation  = decisiontest.Annotation
+	testSums    = decisiontest.Sums
 )
 
 var (
