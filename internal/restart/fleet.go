@@ -48,9 +48,6 @@ type fleet struct {
 	// memos each workload is a reader in (wavememo.go).
 	waves    map[catalog.SourceID]*waveMemo
 	readerOf map[catalog.WorkloadKey][]catalog.SourceID
-	// memberReads counts readers read for wave decisions: what the memo
-	// saves (tests assert it).
-	memberReads int
 }
 
 // forget drops what is kept of a workload that is gone or opted out.
@@ -275,7 +272,6 @@ func (f *fleet) waveMembers(id catalog.SourceID, src *catalog.SourceState, chang
 	rules := f.rules()
 	byName := map[string]catalog.WorkloadKey{}
 	var members []pacing.Member
-	f.memberReads += len(keys)
 	for _, key := range keys {
 		r, ok := f.catalog.Workload(key)
 		if !ok {

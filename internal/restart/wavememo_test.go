@@ -89,6 +89,25 @@ func TestWaveMemoMatchesScan(t *testing.T) {
 	f.cache(f.get("w06"))
 	check("w06 back")
 
+	// The source object changes without a data change: its ignore
+	// annotation takes every reader out of the waves, and back.
+	ignored := sourceState(t, cmApp, dataV2)
+	ignored.Annotations = map[string]string{ignoreKey: "true"}
+	if err := f.sources.Update(ignored); err != nil {
+		t.Fatal(err)
+	}
+	check("source ignored, same data")
+	f.c.fleet.mu.Lock()
+	if _, state := f.c.fleet.waveState(cmApp, ignored, catalog.WorkloadKey{}, f.c.now()); state.Reach != 0 {
+		f.c.fleet.mu.Unlock()
+		t.Fatalf("an ignored source's change reaches %d readers", state.Reach)
+	}
+	f.c.fleet.mu.Unlock()
+	if err := f.sources.Update(sourceState(t, cmApp, dataV2)); err != nil {
+		t.Fatal(err)
+	}
+	check("source no longer ignored, same data")
+
 	// The release: a new source object.
 	src := sourceState(t, cmApp, dataV2)
 	src.Annotations = map[string]string{releaseKey: src.Change(testSums)}
@@ -129,11 +148,12 @@ func TestWaveDecisionsReadReadersOnce(t *testing.T) {
 	perDecision := map[int]float64{}
 	for _, n := range []int{100, 2000} {
 		f := newFleetHarness(t, n)
-		f.c.fleet.memberReads = 0
+		counted := &countingCatalog{Catalog: f.c.fleet.catalog}
+		f.c.fleet.catalog = counted
 		if got := f.reconcileAll(); len(got) != 1 {
 			t.Fatalf("%d readers: first wave %v", n, got)
 		}
-		reads := f.c.fleet.memberReads
+		reads := counted.reads
 		// The build reads every reader once; each decision reads itself,
 		// and the restarted one is read again after its reservation.
 		if reads > 3*n {
@@ -175,4 +195,16 @@ func BenchmarkWaveDecision(b *testing.B) {
 			}
 		})
 	}
+}
+
+// countingCatalog counts the workloads the fleet reads from the cache: what
+// the wave memo saves.
+type countingCatalog struct {
+	Catalog
+	reads int
+}
+
+func (c *countingCatalog) Workload(key catalog.WorkloadKey) (*catalog.WorkloadState, bool) {
+	c.reads++
+	return c.Catalog.Workload(key)
 }
