@@ -243,9 +243,11 @@ func TestListButNoWatchStaysDegradedWithoutFlapping(t *testing.T) {
 	cfg := exampleConfig(t)
 	f := newFixture(t, cfg, nil, newFakeDiscovery(coreV1, appsV1, argoV1alpha1))
 	var forbidden atomic.Bool
+	var refused atomic.Int32
 	forbidden.Store(true)
 	f.dyn.PrependWatchReactor("statefulsets", func(clienttesting.Action) (bool, watch.Interface, error) {
 		if forbidden.Load() {
+			refused.Add(1)
 			return true, nil, apierrors.NewForbidden(statefulSets.GroupResource(), "", errors.New("cannot watch"))
 		}
 		return false, nil, nil
@@ -259,7 +261,9 @@ func TestListButNoWatchStaysDegradedWithoutFlapping(t *testing.T) {
 	if d := f.w.Degraded(); len(d) != 1 || !slices.Equal(d[0].MissingVerbs, []string{"watch"}) {
 		t.Fatalf("Degraded() = %+v, want statefulsets missing watch", d)
 	}
-	time.Sleep(3 * time.Second) // several list-then-fail cycles of the reflector
+	// Several list-then-fail cycles of the reflector.
+	atStart := refused.Load()
+	slowly(t, "two more refused watches", func() bool { return refused.Load() >= atStart+2 })
 	if ch := seen.list(); len(ch) != 1 {
 		t.Fatalf("%d health changes while nothing changed, want 1: %+v", len(ch), ch)
 	}
