@@ -99,4 +99,21 @@ func TestQueueMetricsSurviveASecondQueue(t *testing.T) {
 		q.Add("x")
 		q.ShutDown()
 	}
+	// One series, continued by the second queue: both adds counted.
+	families, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	adds := -1.0
+	for _, f := range families {
+		if f.GetName() == "workqueue_adds_total" {
+			if len(f.GetMetric()) != 1 {
+				t.Fatalf("%d workqueue_adds_total series, want 1", len(f.GetMetric()))
+			}
+			adds = f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	if adds != 2 {
+		t.Fatalf("workqueue_adds_total = %v after two queues of one add each, want 2", adds)
+	}
 }

@@ -139,6 +139,15 @@ func TestWindowsConcurrent(t *testing.T) {
 		}(i)
 	}
 	wg.Wait()
+	// The last change any goroutine observed opened no later window than
+	// the latest time observed, and it is still open then.
+	last := t0.Add(199 * 10 * time.Millisecond)
+	if opened, ok := w.Opened(cmApp); !ok || opened.After(last) || opened.Before(t0) {
+		t.Fatalf("window opened at %v (%v), want within [%v, %v]", opened, ok, t0, last)
+	}
+	if _, open := w.Due(cmApp, last); !open {
+		t.Fatal("no window open at the last change")
+	}
 }
 
 // Only windows holding an update of existing data report Updating: a window

@@ -2,6 +2,7 @@ package watch
 
 import (
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -121,8 +122,17 @@ func TestInitialEventsWatchStops(t *testing.T) {
 	}()
 	<-sent
 	w.Stop()
-	w.Stop()
-	for range w.ResultChan() {
+	w.Stop() // twice: no panic
+	closed := make(chan struct{})
+	go func() {
+		for range w.ResultChan() {
+		}
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the result channel stays open after Stop")
 	}
 }
 
