@@ -9,6 +9,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/restart-controller/restart-controller/internal/checksum"
 )
 
 var statefulsets = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "statefulsets"}
@@ -124,7 +126,7 @@ func TestCatalogSource(t *testing.T) {
 			if tc.id.Kind == "secret" {
 				key = "password"
 			}
-			if d, _ := state.Digests.Get(key); d != digestValue(tc.digest) {
+			if d, _ := state.Digests.Get(key); d != checksum.DigestValue(tc.digest) {
 				t.Errorf("wrong object returned: digests %v", state.Digests)
 			}
 		})

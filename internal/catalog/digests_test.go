@@ -8,20 +8,22 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/restart-controller/restart-controller/internal/checksum"
 )
 
 func TestDigestsBuilderSortsAndKeepsTheLastOfAKey(t *testing.T) {
 	var b digestsBuilder
-	b.set("b", Digest{1})
-	b.set("a", Digest{2})
-	b.set("b", Digest{3}) // the same key in a later field
-	b.set("c", Digest{4})
+	b.set("b", checksum.Digest{1})
+	b.set("a", checksum.Digest{2})
+	b.set("b", checksum.Digest{3}) // the same key in a later field
+	b.set("c", checksum.Digest{4})
 	got := b.done()
-	want := Digests{{"a", Digest{2}}, {"b", Digest{3}}, {"c", Digest{4}}}
+	want := Digests{{"a", checksum.Digest{2}}, {"b", checksum.Digest{3}}, {"c", checksum.Digest{4}}}
 	if !reflect.DeepEqual(got, want) || cap(got) != len(got) {
 		t.Fatalf("done() = %v (cap %d), want %v", got, cap(got), want)
 	}
-	if d, ok := got.Get("b"); !ok || d != (Digest{3}) {
+	if d, ok := got.Get("b"); !ok || d != (checksum.Digest{3}) {
 		t.Errorf("Get(b) = %v, %v", d, ok)
 	}
 	if _, ok := got.Get("bb"); ok {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/restart-controller/restart-controller/internal/checksum"
 	"github.com/restart-controller/restart-controller/internal/config"
 )
 
@@ -101,7 +102,7 @@ func assertSameChecksums(t *testing.T, small, large *SourceState, reads [][]stri
 		if want == "" || got != want {
 			t.Errorf("Checksum(%q): per key %q, large %q", keys, want, got)
 		}
-		for v := 1; v < ChecksumVersion; v++ {
+		for v := 1; v < checksum.Version; v++ {
 			want, _ := small.ChecksumOf(v, keys)
 			got, ok := read.ChecksumOf(v, keys)
 			if !ok || got != want {
@@ -119,10 +120,10 @@ func assertSameChecksums(t *testing.T, small, large *SourceState, reads [][]stri
 
 // keysOf is what a KeyReader gives for keys: their digests and fields, from
 // the per-key form (the fetch path is compared with it separately).
-func keysOf(t *testing.T, small *SourceState, keys []string) ([]string, map[string]Digest, map[string]string) {
+func keysOf(t *testing.T, small *SourceState, keys []string) ([]string, map[string]checksum.Digest, map[string]string) {
 	t.Helper()
 	sorted := slices.Compact(slices.Sorted(slices.Values(keys)))
-	digests := map[string]Digest{}
+	digests := map[string]checksum.Digest{}
 	var fields map[string]string
 	for _, k := range sorted {
 		if d, ok := small.Digests.Get(k); ok {
@@ -340,7 +341,7 @@ func TestLargeSourceRefusesReadsItCannotAnswer(t *testing.T) {
 	}
 	// A state reduced without a key, or with another, has no keyed
 	// whole-object checksum to give.
-	other := mustHasher(make([]byte, MinKeySize))
+	other := mustHasher(make([]byte, checksum.MinKeySize))
 	if large.Checksum(other, nil) != "" {
 		t.Error("a whole-object checksum under another key was answered")
 	}

@@ -13,6 +13,8 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/restart-controller/restart-controller/internal/sourcecodec"
 )
 
 var (
@@ -246,7 +248,7 @@ func TestProtobufOtherObjects(t *testing.T) {
 func TestDecodeProtobufListForKeyReads(t *testing.T) {
 	fields := []string{"data", "binaryData"}
 	large := protobufCases()[5].obj.(*corev1.ConfigMap)
-	items, ok, err := DecodeProtobufList(encode(t, &corev1.ConfigMapList{Items: []corev1.ConfigMap{*large}}))
+	items, ok, err := sourcecodec.DecodeList(encode(t, &corev1.ConfigMapList{Items: []corev1.ConfigMap{*large}}))
 	if err != nil || !ok || len(items) != 1 {
 		t.Fatalf("decoded %v, %v, %v", items, ok, err)
 	}
@@ -262,7 +264,7 @@ func TestDecodeProtobufListForKeyReads(t *testing.T) {
 	if !reflect.DeepEqual(got.digests, want.digests) || !reflect.DeepEqual(got.fields, want.fields) || *gotWhole != *wantWhole || len(got.digests) != 3 {
 		t.Fatalf("keyed read of the encoding %v %v, of the typed object %v %v", got.digests, got.fields, want.digests, want.fields)
 	}
-	if _, ok, _ := DecodeProtobufList([]byte(`{"kind":"ConfigMapList"}`)); ok {
+	if _, ok, _ := sourcecodec.DecodeList([]byte(`{"kind":"ConfigMapList"}`)); ok {
 		t.Error("JSON taken for protobuf")
 	}
 }
@@ -318,7 +320,7 @@ func FuzzProtobufDecoding(f *testing.F) {
 		if _, _, err := frames.Decode(data, nil, &event); err == nil {
 			_, _ = k8sruntime.Decode(objects, event.Object.Raw)
 		}
-		if items, ok, err := DecodeProtobufList(data); ok && err == nil {
+		if items, ok, err := sourcecodec.DecodeList(data); ok && err == nil {
 			for _, item := range items {
 				_, _, _ = reduceKeys(item, fields, []string{"a", "b"})
 			}

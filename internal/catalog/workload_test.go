@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/restart-controller/restart-controller/internal/checksum"
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/refs"
 )
@@ -249,7 +250,7 @@ spec:
 	if want := []string{"p", "q"}; !reflect.DeepEqual(a.References[0].Keys, want) {
 		t.Fatalf("keys %v, want %v", a.References[0].Keys, want)
 	}
-	state := &SourceState{Digests: DigestsOf(map[string]Digest{"p": digestValue("1"), "q": digestValue("2")})}
+	state := &SourceState{Digests: DigestsOf(map[string]checksum.Digest{"p": checksum.DigestValue("1"), "q": checksum.DigestValue("2")})}
 	if state.Checksum(testSums, a.References[0].Keys) != state.Checksum(testSums, b.References[0].Keys) {
 		t.Error("key order changed the checksum")
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/checksum"
 )
 
 // absent is the applied checksum of a source that did not exist when it was
@@ -139,7 +140,7 @@ func writtenBefore(a, b string) bool {
 //
 // sums computes and compares checksums: the current version is keyed, and a
 // checksum recorded with another key is re-baselined without a restart.
-func Decide(w *catalog.WorkloadState, sources SourceLookup, windows WindowLookup, now time.Time, ordered bool, sums catalog.Hasher) Plan {
+func Decide(w *catalog.WorkloadState, sources SourceLookup, windows WindowLookup, now time.Time, ordered bool, sums checksum.Hasher) Plan {
 	var plan Plan
 	applied := map[string]string{}
 	recorded := parseTemplateRecord(w.AppliedTemplateHash)

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/checksum"
 	"github.com/restart-controller/restart-controller/internal/pacing"
 	"github.com/restart-controller/restart-controller/internal/rollout"
 )
@@ -447,7 +448,7 @@ func (c *Controller) waveMembers(id catalog.SourceID, src *catalog.SourceState, 
 // the reader reads. applied is the reader's applied checksums, nil when they
 // cannot be trusted (none, unreadable, or recorded against another pod
 // template).
-func pendingFor(sums catalog.Hasher, w *catalog.WorkloadState, applied map[string]string, id catalog.SourceID, src *catalog.SourceState) (pending, known bool) {
+func pendingFor(sums checksum.Hasher, w *catalog.WorkloadState, applied map[string]string, id catalog.SourceID, src *catalog.SourceState) (pending, known bool) {
 	if applied == nil {
 		return false, true
 	}
@@ -485,7 +486,7 @@ func (c *Controller) optedOut(w *catalog.WorkloadState, id catalog.SourceID, src
 // source whose changes it opts out of (OptedOut), the current checksum as
 // if its pods had read it. The change is recorded, never restarted for.
 // ignoreKey is the sources' ignore annotation; sums computes checksums.
-func OptOutView(ignoreKey string, sums catalog.Hasher, w *catalog.WorkloadState, sources SourceLookup) (*catalog.WorkloadState, []catalog.SourceID) {
+func OptOutView(ignoreKey string, sums checksum.Hasher, w *catalog.WorkloadState, sources SourceLookup) (*catalog.WorkloadState, []catalog.SourceID) {
 	if !w.HasApplied {
 		return w, nil // first sight records every checksum anyway
 	}

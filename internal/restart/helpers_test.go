@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/checksum"
 	"github.com/restart-controller/restart-controller/internal/config"
 )
 
@@ -146,8 +147,8 @@ func (d dueAt) Due(id catalog.SourceID, now time.Time) (time.Time, bool) {
 }
 
 // testSums keys the checksums of these tests; any 32 bytes do.
-var testSums = func() catalog.Hasher {
-	h, err := catalog.NewHasher([]byte("restart-controller tests' checksum key, 32+ bytes"))
+var testSums = func() checksum.Hasher {
+	h, err := checksum.NewHasher([]byte("restart-controller tests' checksum key, 32+ bytes"))
 	if err != nil {
 		panic(err)
 	}
@@ -162,8 +163,8 @@ func v2(s *catalog.SourceState, keys []string) string {
 }
 
 // otherKey stands for a key that replaced the one a checksum was made with.
-var otherKey = func() catalog.Hasher {
-	h, err := catalog.NewHasher([]byte("another key, replaced since: 32 bytes or more"))
+var otherKey = func() checksum.Hasher {
+	h, err := checksum.NewHasher([]byte("another key, replaced since: 32 bytes or more"))
 	if err != nil {
 		panic(err)
 	}
