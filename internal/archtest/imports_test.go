@@ -1,0 +1,201 @@
+package archtest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/restart-controller/restart-controller"
+
+// rule says which packages of the module a package may import, its tests
+// included. Paths are relative to the module; "dir/..." is dir and every
+// package below it, and the most specific rule of a package is its own.
+type rule struct {
+	pkg string
+	may []string
+}
+
+// importRules is the one table of the import rules; docs/architecture.md
+// shows the same. Lower rooms never import higher ones: the leaves import
+// nothing of the module, the caches do not know the controller, and only
+// the binaries (cmd) and test harnesses see everything.
+func importRules() []rule {
+	policy := []string{"internal/config", "internal/pacing", "internal/refs", "internal/rollout"}
+	return []rule{
+		// Leaves: pure data and computation, no other room.
+		{pkg: "internal/rollout"},
+		{pkg: "internal/refs"},
+		{pkg: "internal/checksum"},
+		{pkg: "internal/sourcecodec"},
+		{pkg: "internal/metrics"},
+		{pkg: "internal/logging"},
+		{pkg: "internal/memlimit"},
+		{pkg: "internal/server"},
+		{pkg: "internal/promtext"},
+		{pkg: "internal/testcluster"},
+		{pkg: "internal/explain/explaintest"},
+		{pkg: "internal/archtest"},
+		// Configuration and the policies it configures.
+		{pkg: "internal/pacing", may: []string{"internal/rollout"}},
+		{pkg: "internal/config", may: []string{"internal/pacing", "internal/refs", "internal/rollout"}},
+		{pkg: "internal/cli", may: []string{"internal/config"}},
+		{pkg: "internal/checksumkey", may: []string{"internal/checksum"}},
+		// The caches, and what fills and reads them.
+		{pkg: "internal/catalog", may: append([]string{"internal/checksum", "internal/sourcecodec"}, policy...)},
+		{pkg: "internal/watch", may: []string{"internal/catalog", "internal/checksum", "internal/config", "internal/metrics"}},
+		{pkg: "internal/restart", may: append([]string{"internal/catalog", "internal/checksum", "internal/sourcecodec", "internal/metrics"}, policy...)},
+		{pkg: "internal/explain", may: append([]string{"internal/restart", "internal/catalog", "internal/checksum", "internal/checksumkey", "internal/explain/explaintest"}, policy...)},
+		{pkg: "internal/check", may: []string{"internal/cli", "internal/config", "internal/explain", "internal/explain/explaintest"}},
+		// Binaries, tools and whole-system tests put the rooms together.
+		{pkg: "cmd/...", may: []string{"internal/..."}},
+		{pkg: "hack/...", may: []string{"internal/..."}},
+		{pkg: "test/...", may: []string{"internal/...", "charts"}},
+		{pkg: "charts", may: []string{"internal/config", "internal/testcluster"}},
+		{pkg: "manifests"},
+	}
+}
+
+// goPackage is what go list tells of a package.
+type goPackage struct {
+	ImportPath   string
+	Imports      []string
+	TestImports  []string
+	XTestImports []string
+}
+
+// modulePackages lists the module's packages and what they import of it.
+func modulePackages(t *testing.T) map[string][]string {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command is needed to read the import graph: %v", err)
+	}
+	cmd := exec.Command(goTool, "list", "-e", "-json", module+"/...")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	pkgs := map[string][]string{}
+	for dec := json.NewDecoder(bytes.NewReader(out)); ; {
+		var p goPackage
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("reading go list's output: %v", err)
+		}
+		var imports []string
+		for _, imp := range slices.Concat(p.Imports, p.TestImports, p.XTestImports) {
+			if rel, ok := relative(imp); ok && imp != p.ImportPath {
+				imports = append(imports, rel)
+			}
+		}
+		slices.Sort(imports)
+		rel, _ := relative(p.ImportPath)
+		pkgs[rel] = slices.Compact(imports)
+	}
+	return pkgs
+}
+
+// relative returns a path of the module relative to it.
+func relative(importPath string) (string, bool) {
+	if importPath == module {
+		return ".", true
+	}
+	rel, ok := strings.CutPrefix(importPath, module+"/")
+	return rel, ok
+}
+
+// matches reports whether pattern ("dir" or "dir/...") covers pkg.
+func matches(pattern, pkg string) bool {
+	if dir, ok := strings.CutSuffix(pattern, "/..."); ok {
+		return pkg == dir || strings.HasPrefix(pkg, dir+"/")
+	}
+	return pattern == pkg
+}
+
+// ruleOf returns the most specific rule covering pkg.
+func ruleOf(rules []rule, pkg string) (rule, bool) {
+	var best rule
+	found := false
+	for _, r := range rules {
+		if matches(r.pkg, pkg) && (!found || len(strings.TrimSuffix(r.pkg, "/...")) > len(strings.TrimSuffix(best.pkg, "/..."))) {
+			best, found = r, true
+		}
+	}
+	return best, found
+}
+
+// violations checks the import graph against the rules: every package has
+// a rule, imports only what its rule allows, and every rule covers a
+// package (a stale rule would describe a room that is not there).
+func violations(rules []rule, pkgs map[string][]string) []string {
+	var out []string
+	for pkg, imports := range pkgs {
+		r, ok := ruleOf(rules, pkg)
+		if !ok {
+			out = append(out, fmt.Sprintf("%s has no import rule: add one to importRules and docs/architecture.md", pkg))
+			continue
+		}
+		for _, imp := range imports {
+			if !slices.ContainsFunc(r.may, func(allowed string) bool { return matches(allowed, imp) }) {
+				out = append(out, fmt.Sprintf("%s imports %s, which its rule (%s) does not allow", pkg, imp, r.pkg))
+			}
+		}
+	}
+	for _, r := range rules {
+		if !slices.ContainsFunc(slices.Collect(maps.Keys(pkgs)), func(pkg string) bool { return matches(r.pkg, pkg) }) {
+			out = append(out, fmt.Sprintf("the rule of %s covers no package", r.pkg))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestImportRules(t *testing.T) {
+	pkgs := modulePackages(t)
+	if len(pkgs) < 10 || pkgs["internal/catalog"] == nil {
+		t.Fatalf("go list found %d packages, not the module's: %v", len(pkgs), pkgs)
+	}
+	for _, v := range violations(importRules(), pkgs) {
+		t.Error(v)
+	}
+}
+
+// The checker itself: a forbidden import, a package without a rule and a
+// stale rule are each reported; the most specific rule wins.
+func TestViolations(t *testing.T) {
+	rules := []rule{
+		{pkg: "internal/leaf"},
+		{pkg: "internal/room", may: []string{"internal/leaf"}},
+		{pkg: "cmd/...", may: []string{"internal/..."}},
+		{pkg: "cmd/special", may: []string{"internal/leaf"}},
+		{pkg: "internal/gone"},
+	}
+	got := violations(rules, map[string][]string{
+		"internal/leaf":  {"internal/room"},
+		"internal/room":  {"internal/leaf"},
+		"internal/new":   nil,
+		"cmd/tool":       {"internal/room", "internal/leaf"},
+		"cmd/special":    {"internal/room"},
+		"cmd/tool/inner": {"internal/leaf"},
+	})
+	want := []string{
+		"cmd/special imports internal/room, which its rule (cmd/special) does not allow",
+		"internal/leaf imports internal/room, which its rule (internal/leaf) does not allow",
+		"internal/new has no import rule: add one to importRules and docs/architecture.md",
+		"the rule of internal/gone covers no package",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("violations:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
