@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -300,7 +301,35 @@ func TestProtobufDecodingAllocatesLittle(t *testing.T) {
 	}
 }
 
-// Whatever the bytes, decoding fails or succeeds, never panics.
+// wellFormed checks what decoding gave, when it gave sources: each state
+// sorted, each key once, in one form (per key or large), and copied whole.
+func wellFormed(t *testing.T, out k8sruntime.Object) {
+	t.Helper()
+	var states []*SourceState
+	switch o := out.(type) {
+	case *SourceState:
+		states = append(states, o)
+	case *SourceStateList:
+		for i := range o.Items {
+			states = append(states, &o.Items[i])
+		}
+	}
+	for _, s := range states {
+		if s.Large() == (s.Digests != nil) {
+			t.Fatalf("%s: large %v with digests %v", s.Name, s.Large(), s.Digests)
+		}
+		if !slices.IsSortedFunc(s.Digests, func(a, b KeyDigest) int { return strings.Compare(a.Key, b.Key) }) ||
+			len(slices.CompactFunc(slices.Clone(s.Digests), func(a, b KeyDigest) bool { return a.Key == b.Key })) != len(s.Digests) {
+			t.Fatalf("%s: digests not sorted, or a key twice: %v", s.Name, s.Digests.Keys())
+		}
+		if c := s.DeepCopyObject(); !reflect.DeepEqual(c, s) {
+			t.Fatalf("%s: DeepCopyObject differs", s.Name)
+		}
+	}
+}
+
+// Whatever the bytes, decoding fails or succeeds, never panics, and what
+// it gives is well formed.
 func FuzzProtobufDecoding(f *testing.F) {
 	for _, tc := range protobufCases()[:4] {
 		data := encode(f, tc.obj)
@@ -316,14 +345,29 @@ func FuzzProtobufDecoding(f *testing.F) {
 	fields := []string{"data", "binaryData"}
 	objects, frames := reducing(f, bounded(fields), configMapGVK)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		_, _ = k8sruntime.Decode(objects, data)
+		if out, err := k8sruntime.Decode(objects, data); err == nil {
+			wellFormed(t, out)
+		}
 		var event metav1.WatchEvent
 		if _, _, err := frames.Decode(data, nil, &event); err == nil {
-			_, _ = k8sruntime.Decode(objects, event.Object.Raw)
+			if out, err := k8sruntime.Decode(objects, event.Object.Raw); err == nil {
+				wellFormed(t, out)
+			}
 		}
 		if items, ok, err := sourcecodec.DecodeList(data); ok && err == nil {
 			for _, item := range items {
-				_, _, _ = reduceKeys(item, fields, []string{"a", "b"})
+				e, whole, err := reduceKeys(item, fields, []string{"a", "b"})
+				if err != nil {
+					continue
+				}
+				for k := range e.digests {
+					if k != "a" && k != "b" {
+						t.Fatalf("a read of keys a and b gave the digest of %q", k)
+					}
+				}
+				if whole.Keys < len(e.digests) {
+					t.Fatalf("%d keys in all, %d of them read", whole.Keys, len(e.digests))
+				}
 			}
 		}
 	})

@@ -296,8 +296,8 @@ func TestSourceStateDeepCopy(t *testing.T) {
 	}
 }
 
-// Checksums are versioned. Version 1 (16 hex characters) is what releases
-// before issue 8 recorded, and must stay computable exactly, so that their
+// Checksums are versioned. Version 1 (16 hex characters) is what the first
+// releases recorded, and must stay computable exactly, so that their
 // workloads are re-recorded without a restart: these values were computed by
 // that release's code.
 func TestChecksumVersions(t *testing.T) {
