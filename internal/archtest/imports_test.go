@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -24,7 +25,7 @@ type rule struct {
 }
 
 // importRules is the one table of the import rules; docs/architecture.md
-// shows the same. Lower rooms never import higher ones: the leaves import
+// shows the same (TestDocumentedRules). Lower rooms never import higher ones: the leaves import
 // nothing of the module, the caches do not know the controller, and only
 // the binaries (cmd) and test harnesses see everything.
 func importRules() []rule {
@@ -159,6 +160,63 @@ func violations(rules []rule, pkgs map[string][]string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// docRules reads the table of docs/architecture.md: a row per package or
+// packages, and in its last column what they may import ("—" for nothing,
+// "any `internal/`", a `path` of the module, or a bare name in internal/).
+func docRules(t *testing.T) map[string][]string {
+	t.Helper()
+	doc, err := os.ReadFile("../../docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := map[string][]string{}
+	for _, line := range strings.Split(string(doc), "\n") {
+		cells := strings.Split(strings.Trim(line, "| "), " | ")
+		if !strings.HasPrefix(line, "| `") || len(cells) != 3 {
+			continue
+		}
+		var may []string
+		for _, item := range strings.Split(cells[2], ", ") {
+			switch {
+			case item == "—":
+			case item == "any `internal/`":
+				may = append(may, "internal/...")
+			case strings.HasPrefix(item, "`"):
+				may = append(may, strings.Trim(item, "`"))
+			default:
+				may = append(may, "internal/"+item)
+			}
+		}
+		slices.Sort(may)
+		for _, pkg := range strings.Split(cells[0], ", ") {
+			rules[strings.Trim(pkg, "`")] = may
+		}
+	}
+	return rules
+}
+
+// The table in docs/architecture.md is this one.
+func TestDocumentedRules(t *testing.T) {
+	doc := docRules(t)
+	code := map[string][]string{}
+	for _, r := range importRules() {
+		code[r.pkg] = slices.Sorted(slices.Values(r.may))
+	}
+	if len(doc) < len(code)/2 {
+		t.Fatalf("read %d rules from docs/architecture.md: the table's form changed", len(doc))
+	}
+	for pkg, may := range code {
+		if got, ok := doc[pkg]; !ok || !slices.Equal(got, may) {
+			t.Errorf("docs/architecture.md: %s may import %v, want %v as importRules says", pkg, got, may)
+		}
+	}
+	for pkg := range doc {
+		if _, ok := code[pkg]; !ok {
+			t.Errorf("docs/architecture.md has a rule for %s, importRules none", pkg)
+		}
+	}
 }
 
 func TestImportRules(t *testing.T) {

@@ -180,9 +180,10 @@ func parseEnvelope(data []byte) (apiVersion, kind string, raw []byte, ok bool) {
 
 // decodeSource reads the identity of an encoded source and checks
 // that its data fields are well formed, so that reading them cannot fail.
-// Of the annotations it keeps only the one that marks the end of a watch's
-// initial events (which the informer reads from a bookmark): another could
-// be large (kubectl's last-applied-configuration holds the whole object).
+// Of the annotations it keeps only those keep names and the one that marks
+// the end of a watch's initial events (which the informer reads from a
+// bookmark): another could be large (kubectl's last-applied-configuration
+// holds the whole object).
 func decodeSource(raw []byte, kind *protoKind, keep []string) (*Source, error) {
 	e := &Source{raw: raw, kind: kind}
 	err := forEachField(raw, func(num protowire.Number, typ protowire.Type, v []byte) error {
