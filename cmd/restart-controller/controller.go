@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/checksum"
 	"github.com/restart-controller/restart-controller/internal/checksumkey"
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/metrics"
@@ -146,7 +147,7 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 		if err != nil {
 			return fmt.Errorf("loading the checksum key: %w", err)
 		}
-		sums, err := catalog.NewHasher(key)
+		sums, err := checksum.NewHasher(key)
 		if err != nil {
 			return fmt.Errorf("loading the checksum key: %w", err)
 		}

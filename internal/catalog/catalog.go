@@ -5,6 +5,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/restart-controller/restart-controller/internal/checksum"
 )
 
 // InFlightIndex is the workload cache index of restarts whose rollout has no
@@ -47,14 +49,14 @@ type Option func(*Catalog)
 // the whole data, keyed with sums, for larger ones: the controller's memory
 // then does not grow with the keys of sources (docs/design.md, Memory).
 // sums must be the Hasher that decisions use.
-func BoundSources(sums Hasher) Option {
+func BoundSources(sums checksum.Hasher) Option {
 	return func(c *Catalog) { c.reduce.Bounded, c.reduce.Sums = true, sums }
 }
 
 // UseChecksums is BoundSources for a catalog already made: call it before
 // any source cache's transform is taken (SourceTransform), as the
 // controller does once its checksum key is loaded.
-func (c *Catalog) UseChecksums(sums Hasher) { BoundSources(sums)(c) }
+func (c *Catalog) UseChecksums(sums checksum.Hasher) { BoundSources(sums)(c) }
 
 // New returns an empty catalog.
 func New(opts ...Option) *Catalog {

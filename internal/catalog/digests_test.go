@@ -8,20 +8,22 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/restart-controller/restart-controller/internal/checksum"
 )
 
 func TestDigestsBuilderSortsAndKeepsTheLastOfAKey(t *testing.T) {
 	var b digestsBuilder
-	b.set("b", Digest{1})
-	b.set("a", Digest{2})
-	b.set("b", Digest{3}) // the same key in a later field
-	b.set("c", Digest{4})
+	b.set("b", checksum.Digest{1})
+	b.set("a", checksum.Digest{2})
+	b.set("b", checksum.Digest{3}) // the same key in a later field
+	b.set("c", checksum.Digest{4})
 	got := b.done()
-	want := Digests{{"a", Digest{2}}, {"b", Digest{3}}, {"c", Digest{4}}}
+	want := Digests{{"a", checksum.Digest{2}}, {"b", checksum.Digest{3}}, {"c", checksum.Digest{4}}}
 	if !reflect.DeepEqual(got, want) || cap(got) != len(got) {
 		t.Fatalf("done() = %v (cap %d), want %v", got, cap(got), want)
 	}
-	if d, ok := got.Get("b"); !ok || d != (Digest{3}) {
+	if d, ok := got.Get("b"); !ok || d != (checksum.Digest{3}) {
 		t.Errorf("Get(b) = %v, %v", d, ok)
 	}
 	if _, ok := got.Get("bb"); ok {
@@ -36,8 +38,8 @@ func TestDigestsBuilderSortsAndKeepsTheLastOfAKey(t *testing.T) {
 	}
 }
 
-// TestSmallSourceCost pins what the cache keeps of a small source (issue 13:
-// 30,000 of them). The digests of its keys cost 32 bytes each; as a map
+// TestSmallSourceCost pins what the cache keeps of a small source (a
+// cluster may hold 30,000 of them). The digests of its keys cost 32 bytes each; as a map
 // they cost a map each, about 320 bytes for one or two keys, more than the
 // rest of the state.
 func TestSmallSourceCost(t *testing.T) {
@@ -66,6 +68,9 @@ func TestSmallSourceCost(t *testing.T) {
 	runtime.KeepAlive(objs)
 	per := float64(after.HeapAlloc-before.HeapAlloc) / n
 	t.Logf("%.0f bytes per reduced source of two keys", per)
+	if per < 2*32 {
+		t.Fatalf("control: %.0f bytes measured, less than the two keys' digests: the measure is off", per)
+	}
 	if per > 480 {
 		t.Errorf("a reduced source of two keys costs %.0f bytes, want at most 480", per)
 	}

@@ -12,7 +12,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/restart-controller/restart-controller/internal/checksum"
 	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/sourcecodec"
 )
 
 // FetchFunc reads a source object from the API server, or returns nil, nil
@@ -63,14 +65,14 @@ type KeyReader struct {
 // which no key holds) of the source's data that Data digests.
 type readKey struct {
 	id   SourceID
-	data Digest
+	data checksum.Digest
 	keys string
 }
 
 type keyDigests struct {
 	key     readKey
 	keys    []string // sorted
-	digests map[string]Digest
+	digests map[string]checksum.Digest
 	fields  map[string]string
 }
 
@@ -179,16 +181,16 @@ func (r *KeyReader) read(ctx context.Context, k readKey, keys []string) (*keyDig
 
 // reduceKeys reduces a source object to the digests of keys (sorted), and
 // the checksums of its whole data.
-func reduceKeys(obj runtime.Object, dataFields, keys []string) (*keyDigests, *WholeSums, error) {
-	if e, ok := obj.(*encodedSource); ok {
-		whole, digests, inFields := e.wholeSums(e.dataFields(dataFields), Hasher{}, keys)
+func reduceKeys(obj runtime.Object, dataFields, keys []string) (*keyDigests, *checksum.WholeSums, error) {
+	if e, ok := obj.(*sourcecodec.Source); ok {
+		whole, digests, inFields := encodedWholeSums(e, e.Fields(dataFields), checksum.Hasher{}, keys)
 		return &keyDigests{keys: keys, digests: digests, fields: inFields}, whole, nil
 	}
 	fields, _, err := dataFieldsOf(obj, dataFields)
 	if err != nil {
 		return nil, nil, err
 	}
-	whole, digests, inFields := wholeSums(fields, Hasher{}, keys)
+	whole, digests, inFields := wholeSums(fields, checksum.Hasher{}, keys)
 	return &keyDigests{keys: keys, digests: digests, fields: inFields}, whole, nil
 }
 

@@ -5,19 +5,11 @@
 package catalog
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/binary"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"hash"
 	"iter"
 	"maps"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"unsafe"
 
@@ -26,10 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
-)
 
-// Digest identifies one value of a source key without holding the value.
-type Digest [16]byte
+	"github.com/restart-controller/restart-controller/internal/checksum"
+)
 
 // SourceID names a source object the way the applied-checksums annotation does:
 // "configmap/NS/NAME".
@@ -61,7 +52,7 @@ type SourceState struct {
 	Fields map[string]string `json:"fields,omitempty"`
 	// Whole is set for a large source: what reads of the whole object
 	// compare, computed when the object entered the cache.
-	Whole *WholeSums `json:"whole,omitempty"`
+	Whole *checksum.WholeSums `json:"whole,omitempty"`
 	// covered lists, sorted, the keys whose digests a large source's state
 	// holds (present in Digests, or absent from the data): those a keyed
 	// read may ask for (Covers).
@@ -152,104 +143,44 @@ func (c *SourceState) field(key string) string {
 // defaultField is the data field of keys not listed in SourceState.Fields.
 const defaultField = "data"
 
-// ChecksumVersion is the version of the checksums Checksum returns. Recorded
-// checksums of an older version are still compared (Matches), so that a new
-// version re-records workloads once, without restarting them.
-//
-//	version 1: 16 hex characters, digests of the values alone (xing's
-//	           format, and this controller's before issue 8)
-//	version 2: "v2:" and 16 hex characters, each key's digest also covering
-//	           the data field that holds it
-//	version 3: "v3.KEYID:" and 16 hex characters, version 2's input
-//	           authenticated with HMAC-SHA-256 under a key only the controller
-//	           holds (Hasher), so the annotation cannot be checked against
-//	           guesses of the data by anyone who reads the workload
-const ChecksumVersion = 3
-
-// Checksum is the current version's digest of exactly the data a reference
-// reads: the given keys (present or absent), or every key when keys is nil.
-// Without a key (an unkeyed Hasher) it is empty: nothing can be recorded.
+// Checksum is the current version's checksum (checksum.Hasher.Sum) of
+// exactly the data a reference reads: the given keys (present or absent),
+// or every key when keys is nil. Without a key (the zero Hasher) it is
+// empty: nothing can be recorded.
 //
 // A large source's state answers every read of the whole object, and keyed
 // reads of the keys it covers (Covers); for any other read it returns "",
 // like a state without a key: callers read the keys first (KeyReader).
-func (c *SourceState) Checksum(h Hasher, keys []string) string {
-	if h.key == nil {
-		return ""
-	}
+func (c *SourceState) Checksum(h checksum.Hasher, keys []string) string {
 	if c.Whole != nil && keys == nil {
-		if c.Whole.KeyID != h.id {
-			return ""
-		}
-		return "v3." + h.id + ":" + hex.EncodeToString(c.Whole.V3[:])
+		return c.Whole.Sum(h)
 	}
 	if !c.Covers(keys) {
 		return ""
 	}
-	return "v3." + h.id + ":" + c.checksum(keys, c.inField, func() hash.Hash { return hmac.New(sha256.New, h.key) })
+	return h.Sum(c.data(), keys)
 }
 
 // ChecksumOf computes an unkeyed checksum of an earlier format version, for
 // comparing what earlier releases recorded; ok is false for other versions.
 func (c *SourceState) ChecksumOf(version int, keys []string) (sum string, ok bool) {
 	if c.Whole != nil && keys == nil {
-		switch version {
-		case 1:
-			return hex.EncodeToString(c.Whole.V1[:]), true
-		case 2:
-			return "v2:" + hex.EncodeToString(c.Whole.V2[:]), true
-		}
-		return "", false
+		return c.Whole.Unkeyed(version)
 	}
 	if !c.Covers(keys) {
 		return "", false
 	}
-	switch version {
-	case 1:
-		return c.checksum(keys, func(_ string, d Digest) Digest { return d }, sha256.New), true
-	case 2:
-		return "v2:" + c.checksum(keys, c.inField, sha256.New), true
-	}
-	return "", false
-}
-
-// RecordedVersion returns the format version of a recorded checksum, or 0
-// when it is not a checksum (absent, pending, or anything unknown).
-func RecordedVersion(recorded string) int {
-	v, _, _ := parseRecorded(recorded)
-	return v
-}
-
-// parseRecorded splits a recorded checksum into its version, key ID
-// (version 3) and sum; version 0 when it is not a checksum.
-func parseRecorded(recorded string) (version int, keyID, sum string) {
-	if isHex16(recorded) {
-		return 1, "", recorded
-	}
-	rest, ok := strings.CutPrefix(recorded, "v")
-	if !ok {
-		return 0, "", ""
-	}
-	head, sum, ok := strings.Cut(rest, ":")
-	if !ok || !isHex16(sum) {
-		return 0, "", ""
-	}
-	n, keyID, _ := strings.Cut(head, ".")
-	v, err := strconv.Atoi(n)
-	if err != nil || v < 2 || strconv.Itoa(v) != n || (v == 3) != (keyID != "") {
-		return 0, "", ""
-	}
-	return v, keyID, sum
+	return checksum.Unkeyed(version, c.data(), keys)
 }
 
 // Matches reports whether a recorded checksum, of any version this build
 // knows, describes the data the keys read now. A recorded checksum of an
 // unknown version, or keyed with another key, never matches: it cannot be
-// compared (Hasher.Rebaseline tells the second case apart).
-func (c *SourceState) Matches(h Hasher, recorded string, keys []string) bool {
-	switch v, keyID, _ := parseRecorded(recorded); v {
+// compared (checksum.Hasher.Rebaseline tells the second case apart).
+func (c *SourceState) Matches(h checksum.Hasher, recorded string, keys []string) bool {
+	switch v, keyID, _ := checksum.Parse(recorded); v {
 	case 3:
-		return keyID == h.id && h.key != nil && c.Checksum(h, keys) == recorded
+		return keyID == h.KeyID() && h.KeyID() != "" && c.Checksum(h, keys) == recorded
 	case 0:
 		return false
 	default:
@@ -258,84 +189,20 @@ func (c *SourceState) Matches(h Hasher, recorded string, keys []string) bool {
 	}
 }
 
-func isHex16(s string) bool {
-	if len(s) != 16 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !('0' <= s[i] && s[i] <= '9' || 'a' <= s[i] && s[i] <= 'f') {
-			return false
-		}
-	}
-	return true
-}
+// data is the state's per-key form as the checksum format reads it.
+func (c *SourceState) data() checksum.Data { return (*stateData)(c) }
 
-// checksum hashes the keys, with the per-key digests that keyDigest gives,
-// into the hash newHash makes: sixteen hex characters.
-func (c *SourceState) checksum(keys []string, keyDigest func(key string, d Digest) Digest, newHash func() hash.Hash) string {
-	return hex.EncodeToString(c.sum(keys, keyDigest, newHash)[:8])
-}
+// stateData reads a SourceState's digests for the checksum format, without
+// copying them.
+type stateData SourceState
 
-// sum is checksum's hash, whole. wholeSums computes the same for a large
-// source, and must stay byte for byte what this writes.
-func (c *SourceState) sum(keys []string, keyDigest func(key string, d Digest) Digest, newHash func() hash.Hash) []byte {
-	h := newHash()
-	var lenBuf [8]byte
-	writeKey := func(k string) {
-		binary.BigEndian.PutUint64(lenBuf[:], uint64(len(k)))
-		h.Write(lenBuf[:])
-		h.Write(bytesOf(k))
-	}
-	if keys == nil {
-		h.Write([]byte{'w'})
-		for _, e := range c.Digests {
-			d := keyDigest(e.Key, e.Digest)
-			writeKey(e.Key)
-			h.Write(d[:])
-		}
-	} else {
-		h.Write([]byte{'k'})
-		for _, k := range keys {
-			writeKey(k)
-			if d, ok := c.Digests.Get(k); ok {
-				d = keyDigest(k, d)
-				h.Write([]byte{1})
-				h.Write(d[:])
-			} else {
-				// An absent key is part of what the pod sees (an empty env var,
-				// a missing file), and its later appearance is a change.
-				h.Write([]byte{0})
-			}
-		}
-	}
-	return h.Sum(nil)
-}
+func (d *stateData) Len() int { return len(d.Digests) }
 
-// inField is the version-2 digest of key.
-func (c *SourceState) inField(key string, d Digest) Digest { return inField(c.field(key), d) }
+func (d *stateData) At(i int) (string, checksum.Digest) { return d.Digests[i].Key, d.Digests[i].Digest }
 
-// inField is a key's version-2 digest: the data field and the value's digest,
-// length-prefixed, so that no two (field, value) pairs share an encoding.
-// Derived from the value digest rather than from the value, so the value is
-// hashed once however many versions are kept comparable.
-//
-// The input is laid out in a buffer on the stack and hashed at once: a large
-// source computes this for each of its keys when it enters the cache.
-func inField(field string, value Digest) Digest {
-	var stack [64]byte
-	buf := stack[:0]
-	if n := 8 + len(field) + 8 + len(value); n > len(stack) {
-		buf = make([]byte, 0, n)
-	}
-	buf = binary.BigEndian.AppendUint64(buf, uint64(len(field)))
-	buf = append(buf, field...)
-	buf = binary.BigEndian.AppendUint64(buf, uint64(len(value)))
-	buf = append(buf, value[:]...)
-	sum := sha256.Sum256(buf)
-	var d Digest
-	copy(d[:], sum[:])
-	return d
-}
+func (d *stateData) Lookup(key string) (checksum.Digest, bool) { return d.Digests.Get(key) }
+
+func (d *stateData) Field(key string) string { return (*SourceState)(d).field(key) }
 
 // ReduceSource returns an informer transform that replaces a source object by
 // its SourceState, with one digest per key however many keys it has: what a
@@ -356,7 +223,7 @@ type SourceReducer struct {
 	Bounded bool
 	// Sums keys the whole-object checksums of large sources: it must be the
 	// Hasher that decisions use.
-	Sums Hasher
+	Sums checksum.Hasher
 	// Keep names the annotations kept (the ignore and release annotations
 	// of fleet safety); the others are dropped.
 	Keep []string
@@ -408,7 +275,7 @@ type dataField struct {
 	name   string
 	len    int
 	keys   iter.Seq[string]
-	digest func(key string) (Digest, bool)
+	digest func(key string) (checksum.Digest, bool)
 }
 
 // typedFields picks, in the order of dataFields, the fields a typed object has.
@@ -429,18 +296,18 @@ func dataFieldsOf(obj runtime.Object, dataFields []string) ([]dataField, metav1.
 	switch o := obj.(type) {
 	case *corev1.ConfigMap:
 		return typedFields(dataFields, map[string]dataField{
-			"data":       mapField("data", o.Data, digestString),
-			"binaryData": mapField("binaryData", o.BinaryData, digestBase64),
+			"data":       mapField("data", o.Data, checksum.DigestString),
+			"binaryData": mapField("binaryData", o.BinaryData, checksum.DigestBase64),
 		}), o, nil
 	case *corev1.Secret:
 		return typedFields(dataFields, map[string]dataField{
-			"data":       mapField("data", o.Data, digestBase64),
-			"stringData": mapField("stringData", o.StringData, digestString),
+			"data":       mapField("data", o.Data, checksum.DigestBase64),
+			"stringData": mapField("stringData", o.StringData, checksum.DigestString),
 		}), o, nil
 	case *unstructured.Unstructured:
 		for _, name := range dataFields {
 			if values, ok := o.Object[name].(map[string]interface{}); ok {
-				fields = append(fields, mapField(name, values, digestValue))
+				fields = append(fields, mapField(name, values, checksum.DigestValue))
 			}
 		}
 		return fields, o, nil
@@ -455,13 +322,13 @@ func dataFieldsOf(obj runtime.Object, dataFields []string) ([]dataField, metav1.
 }
 
 // mapField is a data field of values digested by digest. Byte values are
-// digested as their base64 text (digestBase64), which is what JSON carries
+// digested as their base64 text (checksum.DigestBase64), which is what JSON carries
 // for them, so both ways of fetching agree.
-func mapField[V any](name string, values map[string]V, digest func(V) Digest) dataField {
-	return dataField{name: name, len: len(values), keys: maps.Keys(values), digest: func(key string) (Digest, bool) {
+func mapField[V any](name string, values map[string]V, digest func(V) checksum.Digest) dataField {
+	return dataField{name: name, len: len(values), keys: maps.Keys(values), digest: func(key string) (checksum.Digest, bool) {
 		v, ok := values[key]
 		if !ok {
-			return Digest{}, false
+			return checksum.Digest{}, false
 		}
 		return digest(v), true
 	}}
@@ -494,10 +361,10 @@ func keptAnnotations(annotations, kept map[string]string, keep []string) map[str
 
 // Change identifies the source's current data as a whole: the ID of a change
 // in wave decisions, in holds, and in the release annotation (16 hex
-// characters). It is keyed like checksums (Hasher): it is written on
+// characters). It is keyed like checksums (checksum.Hasher): it is written on
 // workloads and Events, and must not let anyone test guesses of the data
 // against it. Empty without a key.
-func (c *SourceState) Change(h Hasher) string {
+func (c *SourceState) Change(h checksum.Hasher) string {
 	_, sum, _ := strings.Cut(c.Checksum(h, nil), ":")
 	return sum
 }
@@ -505,7 +372,7 @@ func (c *SourceState) Change(h Hasher) string {
 // set records a key's digest and the field holding it. A key in two fields
 // (which the API server refuses for ConfigMaps) keeps the later field's,
 // in the order of dataFields, whichever way the object was fetched.
-func (c *SourceState) set(b *digestsBuilder, key, field string, d Digest) {
+func (c *SourceState) set(b *digestsBuilder, key, field string, d checksum.Digest) {
 	b.set(key, d)
 	if field == defaultField {
 		delete(c.Fields, key)
@@ -515,42 +382,6 @@ func (c *SourceState) set(b *digestsBuilder, key, field string, d Digest) {
 		c.Fields = map[string]string{}
 	}
 	c.Fields[key] = field
-}
-
-// digestBase64 digests a byte value as its base64 text; the encoding streams
-// into the hash, so no copy of the value is made.
-func digestBase64(value []byte) Digest {
-	h := sha256.New()
-	enc := base64.NewEncoder(base64.StdEncoding, h)
-	_, _ = enc.Write(value) // writes to a hash cannot fail
-	_ = enc.Close()
-	var d Digest
-	copy(d[:], h.Sum(nil))
-	return d
-}
-
-// digestString digests a string value. It hashes a view of the string, not a
-// copy: values are up to 1 MiB and the hash neither keeps nor changes its
-// input. Copying was a fifth transient copy of all source data during sync
-// (see BENCHMARKS.md).
-func digestString(v string) Digest {
-	sum := sha256.Sum256(bytesOf(v))
-	var d Digest
-	copy(d[:], sum[:])
-	return d
-}
-
-func digestValue(value interface{}) Digest {
-	if v, ok := value.(string); ok {
-		return digestString(v)
-	}
-	// Source kinds declared by configuration may hold non-string values;
-	// encoding/json sorts map keys, so the encoding is stable.
-	raw, _ := json.Marshal(value)
-	sum := sha256.Sum256(raw)
-	var d Digest
-	copy(d[:], sum[:])
-	return d
 }
 
 // bytesOf is a read-only view of a string's bytes, for hashing without a copy.

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/restart-controller/restart-controller/internal/checksum"
 )
 
 var configDataFields = []string{"data", "binaryData"}
@@ -286,16 +288,16 @@ func TestSourceStateDeepCopy(t *testing.T) {
 	if !reflect.DeepEqual(s, c) {
 		t.Fatalf("copy differs: %+v", c)
 	}
-	c.Digests[0] = KeyDigest{"a", Digest{}}
+	c.Digests[0] = KeyDigest{"a", checksum.Digest{}}
 	c.Name = "other"
 	c.Fields["bin"] = "data"
-	if s.Digests.Map()["a"] == (Digest{}) || s.Name != "app" || s.Fields["bin"] != "binaryData" {
+	if s.Digests.Map()["a"] == (checksum.Digest{}) || s.Name != "app" || s.Fields["bin"] != "binaryData" {
 		t.Error("copy shares state with the original")
 	}
 }
 
-// Checksums are versioned. Version 1 (16 hex characters) is what releases
-// before issue 8 recorded, and must stay computable exactly, so that their
+// Checksums are versioned. Version 1 (16 hex characters) is what the first
+// releases recorded, and must stay computable exactly, so that their
 // workloads are re-recorded without a restart: these values were computed by
 // that release's code.
 func TestChecksumVersions(t *testing.T) {
@@ -344,7 +346,7 @@ func TestChecksumVersions(t *testing.T) {
 		{"", 0}, {"pending", 0}, {"3B73330B386DAB84", 0}, {"3b73330b386dab8", 0}, {"v2:3b73330b386dab8", 0},
 		{"v1:3b73330b386dab84", 0}, {"v02:3b73330b386dab84", 0}, {"v2:3b73330b386dab84 ", 0}, {"vx:3b73330b386dab84", 0},
 	} {
-		if got := RecordedVersion(tc.recorded); got != tc.version {
+		if got := checksum.RecordedVersion(tc.recorded); got != tc.version {
 			t.Errorf("RecordedVersion(%q) = %d, want %d", tc.recorded, got, tc.version)
 		}
 		if tc.version != 1 && tc.version != 2 && s.Matches(testSums, tc.recorded, nil) {

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/restart-controller/restart-controller/internal/checksum"
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/refs"
 )
@@ -249,7 +250,7 @@ spec:
 	if want := []string{"p", "q"}; !reflect.DeepEqual(a.References[0].Keys, want) {
 		t.Fatalf("keys %v, want %v", a.References[0].Keys, want)
 	}
-	state := &SourceState{Digests: DigestsOf(map[string]Digest{"p": digestValue("1"), "q": digestValue("2")})}
+	state := &SourceState{Digests: DigestsOf(map[string]checksum.Digest{"p": checksum.DigestValue("1"), "q": checksum.DigestValue("2")})}
 	if state.Checksum(testSums, a.References[0].Keys) != state.Checksum(testSums, b.References[0].Keys) {
 		t.Error("key order changed the checksum")
 	}
@@ -300,10 +301,13 @@ spec:
     spec:
       containers: [{name: app, image: "shop/w:1"}]
 `
-	setTimestamp := func(u *unstructured.Unstructured) {
-		if err := unstructured.SetNestedField(u.Object, "2030-01-02T03:04:05.000000006Z", "spec", "template", "metadata", "annotations", ts); err != nil {
-			t.Fatal(err)
+	set := func(u *unstructured.Unstructured, value interface{}, path ...string) {
+		if err := unstructured.SetNestedField(u.Object, value, path...); err != nil {
+			t.Fatalf("fixture: setting %v: %v", path, err)
 		}
+	}
+	setTimestamp := func(u *unstructured.Unstructured) {
+		set(u, "2030-01-02T03:04:05.000000006Z", "spec", "template", "metadata", "annotations", ts)
 	}
 	cases := []struct {
 		name   string
@@ -323,22 +327,27 @@ spec:
 			u.SetResourceVersion("99")
 		}, true},
 		{"replicas changed", withAnnotations, func(u *unstructured.Unstructured) {
-			_ = unstructured.SetNestedField(u.Object, int64(5), "spec", "replicas")
+			set(u, int64(5), "spec", "replicas")
 		}, true},
 		{"container image changed", withAnnotations, func(u *unstructured.Unstructured) {
-			containers, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+			containers, found, err := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+			if err != nil || !found {
+				t.Fatalf("fixture: no containers: %v", err)
+			}
 			containers[0].(map[string]interface{})["image"] = "shop/w:2"
-			_ = unstructured.SetNestedSlice(u.Object, containers, "spec", "template", "spec", "containers")
+			if err := unstructured.SetNestedSlice(u.Object, containers, "spec", "template", "spec", "containers"); err != nil {
+				t.Fatalf("fixture: %v", err)
+			}
 		}, false},
 		{"other pod annotation changed", withAnnotations, func(u *unstructured.Unstructured) {
-			_ = unstructured.SetNestedField(u.Object, "false", "spec", "template", "metadata", "annotations", "prometheus.io/scrape")
+			set(u, "false", "spec", "template", "metadata", "annotations", "prometheus.io/scrape")
 		}, false},
 		{"pod label added", withoutMetadata, func(u *unstructured.Unstructured) {
-			_ = unstructured.SetNestedField(u.Object, "w", "spec", "template", "metadata", "labels", "app")
+			set(u, "w", "spec", "template", "metadata", "labels", "app")
 		}, false},
 		{"other pod annotation added next to the timestamp", withLabelsOnly, func(u *unstructured.Unstructured) {
 			setTimestamp(u)
-			_ = unstructured.SetNestedField(u.Object, "v", "spec", "template", "metadata", "annotations", "k")
+			set(u, "v", "spec", "template", "metadata", "annotations", "k")
 		}, false},
 	}
 	for _, tc := range cases {
@@ -352,6 +361,11 @@ spec:
 			before := reduceWorkloadOf(t, cfg, u).TemplateHash
 			changed := u.DeepCopy()
 			tc.change(changed)
+			// A change that changed nothing would make a case of an equal
+			// hash pass without testing anything.
+			if reflect.DeepEqual(changed.Object, u.Object) {
+				t.Fatal("fixture: the change left the workload as it was")
+			}
 			after := reduceWorkloadOf(t, cfg, changed).TemplateHash
 			if before == "" || after == "" {
 				t.Fatalf("empty template hash: %q %q", before, after)

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
-	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/checksum"
 )
 
 // DataKey is the Secret's data key that holds the checksum key.
@@ -29,7 +29,7 @@ func Ensure(ctx context.Context, secrets typedcorev1.SecretsGetter, namespace, n
 	if !apierrors.IsNotFound(err) {
 		return key, err
 	}
-	fresh := make([]byte, catalog.MinKeySize)
+	fresh := make([]byte, checksum.MinKeySize)
 	if _, err := rand.Read(fresh); err != nil {
 		return nil, fmt.Errorf("making a checksum key: %w", err)
 	}
@@ -60,9 +60,9 @@ func Read(ctx context.Context, secrets typedcorev1.SecretsGetter, namespace, nam
 		return nil, fmt.Errorf("reading the checksum key Secret %s/%s: %w", namespace, name, err)
 	}
 	key := s.Data[DataKey]
-	if len(key) < catalog.MinKeySize {
+	if len(key) < checksum.MinKeySize {
 		return nil, fmt.Errorf("the checksum key Secret %s/%s holds %d bytes under %q; at least %d are needed (delete it to have a new one made)",
-			namespace, name, len(key), DataKey, catalog.MinKeySize)
+			namespace, name, len(key), DataKey, checksum.MinKeySize)
 	}
 	return key, nil
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/checksum"
 )
 
 // Absent is the applied checksum of a source that did not exist when it was
@@ -136,7 +137,7 @@ func writtenBefore(a, b string) bool {
 //
 // sums computes and compares checksums: the current version is keyed, and a
 // checksum recorded with another key is re-baselined without a restart.
-func Compare(w *catalog.WorkloadState, sources SourceLookup, windows WindowLookup, now time.Time, ordered bool, sums catalog.Hasher) Plan {
+func Compare(w *catalog.WorkloadState, sources SourceLookup, windows WindowLookup, now time.Time, ordered bool, sums checksum.Hasher) Plan {
 	c, plan := newComparison(w, windows, now, ordered)
 	plan.Applied = make(map[string]string, len(w.References))
 	changed, current := c.each(&plan, sources, sums)
@@ -224,7 +225,7 @@ func (c *comparison) missed(ref catalog.Reference, s *catalog.SourceState) bool 
 
 // each compares every source the workload reads, filling plan.Applied, and
 // returns the changed sources and the current checksum of each existing one.
-func (c *comparison) each(plan *Plan, sources SourceLookup, sums catalog.Hasher) ([]catalog.SourceID, map[catalog.SourceID]string) {
+func (c *comparison) each(plan *Plan, sources SourceLookup, sums checksum.Hasher) ([]catalog.SourceID, map[catalog.SourceID]string) {
 	var changed []catalog.SourceID
 	current := make(map[catalog.SourceID]string, len(c.w.References))
 	for _, ref := range c.w.References {

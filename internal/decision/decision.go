@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/checksum"
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/pacing"
 )
@@ -27,11 +28,11 @@ type Rules struct {
 	Breaker     pacing.Breaker
 	Waves       pacing.Waves
 	MaxInFlight int
-	Sums        catalog.Hasher
+	Sums        checksum.Hasher
 }
 
 // RulesOf returns the rules of a configuration, with sums for checksums.
-func RulesOf(cfg *config.Config, sums catalog.Hasher) Rules {
+func RulesOf(cfg *config.Config, sums checksum.Hasher) Rules {
 	return Rules{Annotations: cfg.Annotations, Ordered: cfg.OrderByResourceVersion, Breaker: cfg.Breaker,
 		Waves: cfg.Waves, MaxInFlight: cfg.MaxInFlight, Sums: sums}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/checksum"
 	"github.com/restart-controller/restart-controller/internal/pacing"
 )
 
@@ -31,7 +32,7 @@ func TrustedApplied(w *catalog.WorkloadState) map[string]string {
 // find, leaving aside grace periods, which waves do not need). known is
 // false when the state cannot tell: a large source that does not cover the
 // keys the reader reads. applied is TrustedApplied of the reader.
-func PendingFor(sums catalog.Hasher, w *catalog.WorkloadState, applied map[string]string, id catalog.SourceID, src *catalog.SourceState) (pending, known bool) {
+func PendingFor(sums checksum.Hasher, w *catalog.WorkloadState, applied map[string]string, id catalog.SourceID, src *catalog.SourceState) (pending, known bool) {
 	if applied == nil {
 		return false, true
 	}

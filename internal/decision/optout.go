@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/checksum"
 	"github.com/restart-controller/restart-controller/internal/config"
 )
 
@@ -12,7 +13,7 @@ import (
 // source whose changes it opts out of (OptedOut), the current checksum as
 // if its pods had read it. The change is recorded, never restarted for.
 // ann names the opt-out annotations; sums computes checksums.
-func OptOutView(ann config.Annotations, sums catalog.Hasher, w *catalog.WorkloadState, sources SourceLookup) (*catalog.WorkloadState, []catalog.SourceID) {
+func OptOutView(ann config.Annotations, sums checksum.Hasher, w *catalog.WorkloadState, sources SourceLookup) (*catalog.WorkloadState, []catalog.SourceID) {
 	if !w.HasApplied {
 		return w, nil // first sight records every checksum anyway
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/checksum"
 	"github.com/restart-controller/restart-controller/internal/checksumkey"
 )
 
@@ -129,7 +130,7 @@ func Main(ctx context.Context, args []string, env Env) int {
 		// keyed checksums are reported as not comparable, not as changed.
 		if key, err := checksumkey.Read(ctx, kc.CoreV1(), cfg.Settings.LeaseNamespace, cfg.Settings.ChecksumKeySecret); err != nil {
 			fmt.Fprintf(env.Stderr, "note: cannot read the checksum key (%v); keyed checksums are not compared\n", err)
-		} else if cfg.Sums, err = catalog.NewHasher(key); err != nil {
+		} else if cfg.Sums, err = checksum.NewHasher(key); err != nil {
 			fmt.Fprintf(env.Stderr, "note: %v; keyed checksums are not compared\n", err)
 		}
 	}

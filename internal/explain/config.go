@@ -19,7 +19,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/checksum"
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/refs"
 )
@@ -36,7 +36,7 @@ type Config struct {
 	File string
 	// Sums computes checksums as the controller does. Without the key (the
 	// caller may not read its Secret) the keyed ones cannot be compared.
-	Sums  catalog.Hasher
+	Sums  checksum.Hasher
 	forms []form
 }
 

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/checksum"
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/explain/explaintest"
 )
@@ -41,7 +42,7 @@ func defaultConfig(t *testing.T, extra string) *Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Sums, err = catalog.NewHasher(bytes.Repeat([]byte{9}, catalog.MinKeySize)); err != nil {
+	if c.Sums, err = checksum.NewHasher(bytes.Repeat([]byte{9}, checksum.MinKeySize)); err != nil {
 		t.Fatal(err)
 	}
 	return c

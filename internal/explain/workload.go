@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/checksum"
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/decision"
 )
@@ -309,7 +310,7 @@ func (c *Config) compare(state *catalog.SourceState, applied *string, keys []str
 	if applied == nil {
 		return false, false
 	}
-	if catalog.RecordedVersion(*applied) == catalog.ChecksumVersion && c.Sums.KeyID() == "" {
+	if checksum.RecordedVersion(*applied) == checksum.Version && c.Sums.KeyID() == "" {
 		return false, true
 	}
 	return state.Matches(c.Sums, *applied, keys), false

@@ -110,7 +110,7 @@ func TestWaveMembershipDeterministic(t *testing.T) {
 func TestWaveFillsWhileInFlight(t *testing.T) {
 	ms := fleet(20)
 	restart(ms, 3, rollout.ResultComplete) // waves 1 and 2 done
-	restart(ms, 2, rollout.ResultPending)   // 2 of wave 3 (4 wide) in flight
+	restart(ms, 2, rollout.ResultPending)  // 2 of wave 3 (4 wide) in flight
 	s := waves.Evaluate(ms, false)
 	if s.Wave != 3 || s.Limit != 7 || !reflect.DeepEqual(s.Admit, []string{"w05", "w06"}) {
 		t.Fatalf("%+v", s)

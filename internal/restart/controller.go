@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/checksum"
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/decision"
 	"github.com/restart-controller/restart-controller/internal/metrics"
@@ -64,7 +65,7 @@ type Controller struct {
 	events  EventRecorder
 	exists  ExistsFunc
 	keys    KeyReader // keyed reads of large sources (keys.go)
-	sums    catalog.Hasher
+	sums    checksum.Hasher
 	log     hclog.Logger
 	now     func() time.Time
 
@@ -125,7 +126,7 @@ func New(cfg *config.Config, cat Catalog, client dynamic.Interface, exists Exist
 // UseChecksums sets how checksums are computed: the key is loaded only once
 // the configuration has been checked against the cluster (so a wrong one
 // creates nothing), after New and before Run.
-func (c *Controller) UseChecksums(sums catalog.Hasher) { c.sums = sums }
+func (c *Controller) UseChecksums(sums checksum.Hasher) { c.sums = sums }
 
 // SourceChanged is called by the watcher when a source's data changed.
 // changedKeys are the keys whose data changed; nil when unknown.

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/checksum"
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/decision"
 	"github.com/restart-controller/restart-controller/internal/metrics"
@@ -767,7 +768,7 @@ func TestReconcileUpgradeFromVersion1Checksums(t *testing.T) {
 	u := fromYAML(t, webDeployment)
 	w := newHarness(t, nil, nil, nil).reduce(u)
 	old := v1(sourceState(t, cmApp, dataV1), nil)
-	if catalog.RecordedVersion(old) != 1 || strings.HasPrefix(old, "v") {
+	if checksum.RecordedVersion(old) != 1 || strings.HasPrefix(old, "v") {
 		t.Fatalf("fixture %q is not a version-1 checksum", old)
 	}
 	recorded := withAnnotations(u, map[string]string{

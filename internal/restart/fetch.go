@@ -15,6 +15,7 @@ import (
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/sourcecodec"
 )
 
 var (
@@ -42,7 +43,7 @@ func APIFetch(typed kubernetes.Interface, client dynamic.Interface) catalog.Fetc
 				return nil, fmt.Errorf("listing %s/%s/%s: %w", kind.Name, namespace, name, err)
 			}
 			var ok bool
-			if items, ok, err = catalog.DecodeProtobufList(body); err != nil {
+			if items, ok, err = sourcecodec.DecodeList(body); err != nil {
 				return nil, fmt.Errorf("listing %s/%s/%s: %w", kind.Name, namespace, name, err)
 			}
 			if !ok { // answered in JSON after all

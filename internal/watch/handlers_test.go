@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/checksum"
 	"github.com/restart-controller/restart-controller/internal/metrics"
 )
 
@@ -31,9 +32,9 @@ type listedRecorder struct {
 func (r *listedRecorder) WorkloadListed(key catalog.WorkloadKey) { r.listed = append(r.listed, key) }
 
 func sourceState(rv string, digests map[string]byte) *catalog.SourceState {
-	m := map[string]catalog.Digest{}
+	m := map[string]checksum.Digest{}
 	for k, b := range digests {
-		m[k] = catalog.Digest{b}
+		m[k] = checksum.Digest{b}
 	}
 	s := &catalog.SourceState{Digests: catalog.DigestsOf(m)}
 	s.Name, s.Namespace, s.ResourceVersion = "app", "shop", rv

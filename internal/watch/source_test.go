@@ -26,6 +26,7 @@ import (
 	restwatch "k8s.io/client-go/rest/watch"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/checksum"
 )
 
 // settings is a source kind client-go's scheme does not know (a CRD).
@@ -39,15 +40,15 @@ var (
 
 // wantDigests is computed without the catalog: a string value hashes as
 // itself, a byte value as its base64 text, what JSON carries for it.
-func wantDigests(data map[string]string, bin map[string][]byte) map[string]catalog.Digest {
-	out := map[string]catalog.Digest{}
+func wantDigests(data map[string]string, bin map[string][]byte) map[string]checksum.Digest {
+	out := map[string]checksum.Digest{}
 	for k, v := range data {
 		sum := sha256.Sum256([]byte(v))
-		out[k] = catalog.Digest(sum[:16])
+		out[k] = checksum.Digest(sum[:16])
 	}
 	for k, v := range bin {
 		sum := sha256.Sum256([]byte(base64.StdEncoding.EncodeToString(v)))
-		out[k] = catalog.Digest(sum[:16])
+		out[k] = checksum.Digest(sum[:16])
 	}
 	return out
 }
@@ -339,7 +340,7 @@ func firstMediaType(accept string) string {
 	return mediaType
 }
 
-func equalDigests(got catalog.Digests, want map[string]catalog.Digest) bool {
+func equalDigests(got catalog.Digests, want map[string]checksum.Digest) bool {
 	if len(got) != len(want) {
 		return false
 	}

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/checksum"
 	"github.com/restart-controller/restart-controller/internal/checksumkey"
 )
 
@@ -407,22 +408,22 @@ func reducedChecksum(keyNamespace string, reduce func(interface{}) (interface{},
 // the default leaderElection.namespace: the suite's, and most tests' own.
 const defaultKeyNamespace = "default"
 
-var checksumKeys sync.Map // namespace -> catalog.Hasher
+var checksumKeys sync.Map // namespace -> checksum.Hasher
 
 // checksumKeyIn reads the checksum key a controller keeps in its namespace,
 // as an operator with access to that Secret could: the test computes the
 // checksums the controller must have recorded.
-func checksumKeyIn(namespace string) (catalog.Hasher, error) {
+func checksumKeyIn(namespace string) (checksum.Hasher, error) {
 	if h, ok := checksumKeys.Load(namespace); ok {
-		return h.(catalog.Hasher), nil
+		return h.(checksum.Hasher), nil
 	}
 	key, err := checksumkey.Read(context.Background(), env.kube.CoreV1(), namespace, "restart-controller-checksum-key")
 	if err != nil {
-		return catalog.Hasher{}, err
+		return checksum.Hasher{}, err
 	}
-	h, err := catalog.NewHasher(key)
+	h, err := checksum.NewHasher(key)
 	if err != nil {
-		return catalog.Hasher{}, err
+		return checksum.Hasher{}, err
 	}
 	checksumKeys.Store(namespace, h)
 	return h, nil

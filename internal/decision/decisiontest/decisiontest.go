@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/checksum"
 )
 
 // SourceState reduces a source object holding data, as the informer does.
@@ -113,8 +114,8 @@ var Sums = mustHasher("restart-controller tests' checksum key, 32+ bytes")
 // OtherKey stands for a key that replaced the one a checksum was made with.
 var OtherKey = mustHasher("another key, replaced since: 32 bytes or more")
 
-func mustHasher(key string) catalog.Hasher {
-	h, err := catalog.NewHasher([]byte(key))
+func mustHasher(key string) checksum.Hasher {
+	h, err := checksum.NewHasher([]byte(key))
 	if err != nil {
 		panic(err)
 	}

@@ -1,4 +1,4 @@
-package catalog
+package checksum
 
 import (
 	"crypto/sha256"
@@ -40,6 +40,6 @@ func (h Hasher) KeyID() string { return h.id }
 // it cannot be compared with anything, so the current data is recorded in
 // its place without a restart (docs/design.md, Checksums).
 func (h Hasher) Rebaseline(recorded string) bool {
-	v, keyID, _ := parseRecorded(recorded)
+	v, keyID, _ := Parse(recorded)
 	return v == 3 && keyID != h.id
 }
