@@ -65,7 +65,7 @@ func (c *Controller) patchAnnotations(ctx context.Context, key catalog.WorkloadK
 		return fmt.Errorf("encoding patch: %w", err)
 	}
 	start := time.Now()
-	_, err = c.client.Resource(key.Resource).Namespace(key.Namespace).Patch(ctx, key.Name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: "restart-controller"})
+	err = c.patch(ctx, key, body)
 	c.metrics.PatchDuration.Observe(time.Since(start).Seconds())
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("patching %s: %w", key, err)
