@@ -177,7 +177,9 @@ func reduceWorkload(u *unstructured.Unstructured, kind config.WorkloadKind, cfg 
 		Rollout:             kind.Rollout.Evaluate(u.Object),
 		Record:              annotations[cfg.Annotations.Rollout],
 		Hold:                annotations[cfg.Annotations.Hold],
-		IgnoreSources:       splitList(annotations[cfg.Annotations.IgnoreSources]),
+		// The exclude annotations are opt-outs like ignore-sources, so
+		// decisions apply them the one way they apply the others.
+		IgnoreSources: append(splitList(annotations[cfg.Annotations.IgnoreSources]), cfg.ExcludedSources(annotations)...),
 	}
 	if record, err := pacing.ParseRecord(state.Record); err == nil && record.InFlight() {
 		state.InFlight = true
@@ -188,8 +190,12 @@ func reduceWorkload(u *unstructured.Unstructured, kind config.WorkloadKind, cfg 
 			break
 		}
 	}
-	coverage := cfg.Coverage(annotations)
-	listed, listOptsIn := cfg.ListedSources(annotations, u.GetNamespace(), coverage.OptedIn)
+	// Opt-ins may be read on the pod template too. Our restarts write only
+	// the restart timestamp there, never an opt-in key (the config keeps
+	// them apart), so a restart changes no workload's opt-in.
+	optIns := cfg.WorkloadAnnotationsOf(kind, u.Object, annotations)
+	coverage := cfg.Coverage(optIns)
+	listed, listOptsIn := cfg.ListedSourcesOf(optIns, u.GetNamespace(), coverage.OptedIn)
 	state.OptedIn = coverage.OptedIn || listOptsIn
 	template, ok := kind.PodTemplatePath.Object(u.Object)
 	if !ok {

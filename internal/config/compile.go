@@ -63,14 +63,18 @@ func compile(f *File, p *problems) *Config {
 	c.OrderByResourceVersion = f.OrderByResourceVersion
 	c.Waves, c.MaxInFlight = compileWaves(f.Waves, p)
 	c.Breaker = compileBreaker(f.Breaker, p)
-	c.OptIns, c.SourceLists = compileOptIns(f, p)
+	c.OptIns, c.SourceLists, c.Excludes = compileOptIns(f, p)
+	c.OptInAll = f.OptInAll
 	return c
 }
 
-// compileOptIns checks the opt-in and source-list annotations. Their keys
-// must differ from each other and from the annotations of annotations.*:
-// a key with two meanings would opt workloads in or out by accident.
-func compileOptIns(f *File, p *problems) ([]OptIn, []SourceList) {
+// compileOptIns checks the opt-in, source-list and exclude annotations.
+// Their keys must differ from each other and from the annotations of
+// annotations.*: a key with two meanings would opt workloads in or out by
+// accident. That also keeps them apart from annotations.restartTimestamp,
+// the one annotation restarts write into pod templates, so a restart never
+// changes what a workload opts into.
+func compileOptIns(f *File, p *problems) ([]OptIn, []SourceList, []Exclude) {
 	known := make([]string, len(f.Sources))
 	for i, k := range f.Sources {
 		known[i] = k.Name
@@ -98,8 +102,13 @@ func compileOptIns(f *File, p *problems) ([]OptIn, []SourceList) {
 	for i, o := range f.OptInAnnotations {
 		path := fmt.Sprintf("optInAnnotations[%d]", i)
 		checkKey(path+".annotation", o.Annotation)
-		optIns[i] = OptIn{Annotation: o.Annotation, Value: o.Value, SourceAnnotation: o.SourceAnnotation}
-		if o.Value == "" {
+		optIns[i] = OptIn{Annotation: o.Annotation, Value: o.Value, ParseBool: o.ParseBool,
+			SourceAnnotation: o.SourceAnnotation, ReadFrom: compilePlace(path+".readFrom", o.ReadFrom, p), OptOut: o.OptOut}
+		switch {
+		case o.ParseBool && o.Value != "":
+			p.addf(path+".value", "must be left out with parseBool: true, which opts in on every value strconv.ParseBool reads as true; got %q", o.Value)
+		case o.ParseBool:
+		case o.Value == "":
 			optIns[i].Value = "true"
 		}
 		for j, kind := range o.Sources {
@@ -122,9 +131,28 @@ func compileOptIns(f *File, p *problems) ([]OptIn, []SourceList) {
 		path := fmt.Sprintf("sourceListAnnotations[%d]", i)
 		checkKey(path+".annotation", l.Annotation)
 		checkKnown(path+".source", l.Source)
-		lists[i] = SourceList{Annotation: l.Annotation, Kind: l.Source, OptIn: l.OptIn}
+		lists[i] = SourceList{Annotation: l.Annotation, Kind: l.Source, OptIn: l.OptIn, ReadFrom: compilePlace(path+".readFrom", l.ReadFrom, p)}
 	}
-	return optIns, lists
+	excludes := make([]Exclude, len(f.ExcludeAnnotations))
+	for i, e := range f.ExcludeAnnotations {
+		path := fmt.Sprintf("excludeAnnotations[%d]", i)
+		checkKey(path+".annotation", e.Annotation)
+		checkKnown(path+".source", e.Source)
+		excludes[i] = Exclude{Annotation: e.Annotation, Kind: e.Source}
+	}
+	return optIns, lists, excludes
+}
+
+// compilePlace reads where an annotation is read; empty means the workload.
+func compilePlace(path, on string, p *problems) Place {
+	switch Place(on) {
+	case "":
+		return OnWorkload
+	case OnWorkload, OnPodTemplate, OnBoth:
+		return Place(on)
+	}
+	p.addf(path, "must be %s, %s or %s, got %q", OnWorkload, OnPodTemplate, OnBoth, on)
+	return OnWorkload
 }
 
 // Bounds of the fleet-safety settings.

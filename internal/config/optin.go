@@ -2,20 +2,44 @@ package config
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 )
 
+// Place says where on a workload an opt-in or source-list annotation is read.
+type Place string
+
+const (
+	// OnWorkload reads the workload's own metadata.annotations.
+	OnWorkload Place = "workload"
+	// OnPodTemplate reads the annotations of the pod template's metadata
+	// (the kind's podTemplatePath), where Helm charts' podAnnotations go.
+	OnPodTemplate Place = "podTemplate"
+	// OnBoth reads, for each source kind, the workload's metadata when it
+	// has any of the "both" annotations that concern that kind (opt-ins
+	// covering it, its source lists), present with any value; otherwise the
+	// pod template's. Reloader reads its annotations this way.
+	OnBoth Place = "both"
+)
+
 // OptIn is a workload annotation that opts the workload in when it has
-// Value (ignoring case).
+// Value (ignoring case), or with ParseBool any value ParseBool reads as true.
 type OptIn struct {
 	Annotation string
 	Value      string
+	// ParseBool: any value strconv.ParseBool reads as true opts in.
+	ParseBool bool
 	// Kinds are the source kinds of the pod spec's references it covers;
 	// nil covers every kind.
 	Kinds []string
 	// SourceAnnotation, when set, is the source annotation that must be
 	// "true" for a change of a covered source to restart the workload.
 	SourceAnnotation string
+	// ReadFrom says where the annotation is read.
+	ReadFrom Place
+	// OptOut: with OptInAll, a non-empty value that does not opt in opts
+	// the workload out for the kinds it covers.
+	OptOut bool
 }
 
 // SourceList is a workload annotation listing sources of kind Kind.
@@ -24,6 +48,110 @@ type SourceList struct {
 	Kind       string
 	// OptIn: a list naming a source opts the workload in for those sources.
 	OptIn bool
+	// ReadFrom says where the annotation is read.
+	ReadFrom Place
+}
+
+// Exclude is a workload annotation listing names of sources of kind Kind
+// whose changes restart the workload not. It is read on the workload only.
+type Exclude struct {
+	Annotation string
+	Kind       string
+}
+
+// WorkloadAnnotations are the annotations of a workload's metadata and of
+// its pod template's metadata: where opt-in and list annotations are read.
+type WorkloadAnnotations struct {
+	Workload    map[string]string
+	PodTemplate map[string]string
+}
+
+// WorkloadAnnotationsOf returns the annotations of a workload object of the
+// kind and of its pod template. The pod template's are read only when some
+// annotation is read there, so that workloads' caches do not copy them for
+// nothing; they are nil when the object has no pod template.
+func (c *Config) WorkloadAnnotationsOf(kind WorkloadKind, obj map[string]interface{}, workload map[string]string) WorkloadAnnotations {
+	a := WorkloadAnnotations{Workload: workload}
+	if !c.ReadsPodTemplate() {
+		return a
+	}
+	template, ok := kind.PodTemplatePath.Object(obj)
+	if !ok {
+		return a
+	}
+	metadata, _ := template["metadata"].(map[string]interface{})
+	raw, _ := metadata["annotations"].(map[string]interface{})
+	if len(raw) == 0 {
+		return a
+	}
+	a.PodTemplate = make(map[string]string, len(raw))
+	for k, v := range raw {
+		// The API server keeps annotation values strings; anything else
+		// reads as absent rather than as a value it never had.
+		if s, ok := v.(string); ok {
+			a.PodTemplate[k] = s
+		}
+	}
+	return a
+}
+
+// ReadsPodTemplate reports whether any annotation is read on pod templates,
+// so that workloads' caches convert those annotations only when needed.
+func (c *Config) ReadsPodTemplate() bool {
+	for _, o := range c.OptIns {
+		if o.ReadFrom != OnWorkload {
+			return true
+		}
+	}
+	for _, l := range c.SourceLists {
+		if l.ReadFrom != OnWorkload {
+			return true
+		}
+	}
+	return false
+}
+
+// covers reports whether the opt-in covers references to sources of kind.
+func (o OptIn) covers(kind string) bool {
+	return o.Kinds == nil || slices.Contains(o.Kinds, kind)
+}
+
+// optsIn reports whether the value opts in.
+func (o OptIn) optsIn(value string) bool {
+	if o.ParseBool {
+		b, err := strconv.ParseBool(value)
+		return err == nil && b
+	}
+	return strings.EqualFold(value, o.Value)
+}
+
+// onBoth returns the annotations that the "both" annotations concerning a
+// source kind are read from: the workload's when it has any of them, with
+// any value, else the pod template's. A key present on the workload decides
+// even with an empty value, as in Reloader.
+func (c *Config) onBoth(a WorkloadAnnotations, kind string) map[string]string {
+	for _, o := range c.OptIns {
+		if _, found := a.Workload[o.Annotation]; found && o.ReadFrom == OnBoth && o.covers(kind) {
+			return a.Workload
+		}
+	}
+	for _, l := range c.SourceLists {
+		if _, found := a.Workload[l.Annotation]; found && l.ReadFrom == OnBoth && l.Kind == kind {
+			return a.Workload
+		}
+	}
+	return a.PodTemplate
+}
+
+// pick returns the annotations read for a place; both is onBoth's answer.
+func (p Place) pick(a WorkloadAnnotations, both map[string]string) map[string]string {
+	switch p {
+	case OnPodTemplate:
+		return a.PodTemplate
+	case OnBoth:
+		return both
+	}
+	return a.Workload
 }
 
 // Coverage is what a workload's annotations opt it into.
@@ -50,44 +178,53 @@ func (c Coverage) Covers(kind string) (sourceAnnotation string, ok bool) {
 	return sourceAnnotation, ok
 }
 
-// Coverage reads the opt-in annotations of a workload. Where two opt-ins
-// cover the same kind, the one that needs no source annotation wins: each
-// opt-in alone would restart on those changes.
-func (c *Config) Coverage(annotations map[string]string) Coverage {
-	var cov Coverage
-	if annotations[c.Annotations.OptIn] == "enabled" {
+// Coverage reads the opt-in annotations of a workload, kind by kind (a
+// "both" annotation may be read on the workload for one kind and on the pod
+// template for another). Where two opt-ins cover the same kind, the one that
+// needs no source annotation wins: each opt-in alone would restart on those
+// changes. With OptInAll, every kind no opt-out excludes is covered with no
+// source annotation, as Reloader's --auto-reload-all restarts for every
+// referenced source whatever its search annotation says.
+func (c *Config) Coverage(a WorkloadAnnotations) Coverage {
+	optIn, optInSet := a.Workload[c.Annotations.OptIn]
+	if optIn == "enabled" {
 		return Coverage{OptedIn: true, all: true}
 	}
-	for _, o := range c.OptIns {
-		if !strings.EqualFold(annotations[o.Annotation], o.Value) {
-			continue
+	// Under OptInAll, xing's own annotation set to anything else opts out
+	// of everything: the one opt-out every config has.
+	all := c.OptInAll && !(optInSet && optIn != "")
+	var cov Coverage
+	for _, kind := range c.Sources {
+		both := c.onBoth(a, kind.Name)
+		need, covered, optedOut := "", false, false
+		for _, o := range c.OptIns {
+			if !o.covers(kind.Name) {
+				continue
+			}
+			value := o.ReadFrom.pick(a, both)[o.Annotation]
+			switch {
+			case o.optsIn(value):
+				if !covered || need != "" {
+					need = o.SourceAnnotation
+				}
+				covered = true
+			case o.OptOut && value != "":
+				optedOut = true
+			}
 		}
-		cov.OptedIn = true
-		if o.Kinds == nil && o.SourceAnnotation == "" {
-			return Coverage{OptedIn: true, all: true}
+		if all && !optedOut {
+			need, covered = "", true
+		}
+		if !covered {
+			continue
 		}
 		if cov.kinds == nil {
 			cov.kinds = map[string]string{}
 		}
-		kinds := o.Kinds
-		if kinds == nil {
-			kinds = c.sourceKindNames()
-		}
-		for _, k := range kinds {
-			if need, seen := cov.kinds[k]; !seen || need != "" {
-				cov.kinds[k] = o.SourceAnnotation
-			}
-		}
+		cov.OptedIn = true
+		cov.kinds[kind.Name] = need
 	}
 	return cov
-}
-
-func (c *Config) sourceKindNames() []string {
-	names := make([]string, len(c.Sources))
-	for i, k := range c.Sources {
-		names[i] = k.Name
-	}
-	return names
 }
 
 // ListedSource is a source named by a source-list annotation.
@@ -99,14 +236,20 @@ type ListedSource struct {
 	Annotation string
 }
 
-// ListedSources returns the sources the source-list annotations of a
+// ListedSources is ListedSourcesOf with the workload's metadata annotations
+// alone: lists read on pod templates are not seen.
+func (c *Config) ListedSources(workload map[string]string, namespace string, optedIn bool) ([]ListedSource, bool) {
+	return c.ListedSourcesOf(WorkloadAnnotations{Workload: workload}, namespace, optedIn)
+}
+
+// ListedSourcesOf returns the sources the source-list annotations of a
 // workload in namespace name, and whether one of them opts it in. Lists
 // that do not opt in count only when optedIn (the workload is opted in
 // another way). Sources in namespaces the controller does not watch are
 // left out: it could never see them, nor confirm they do not exist.
-func (c *Config) ListedSources(annotations map[string]string, namespace string, optedIn bool) (listed []ListedSource, optsIn bool) {
+func (c *Config) ListedSourcesOf(a WorkloadAnnotations, namespace string, optedIn bool) (listed []ListedSource, optsIn bool) {
 	for _, l := range c.SourceLists {
-		value, ok := annotations[l.Annotation]
+		value, ok := l.ReadFrom.pick(a, c.onBoth(a, l.Kind))[l.Annotation]
 		if !ok || !(l.OptIn || optedIn) {
 			continue
 		}
@@ -129,6 +272,22 @@ func (c *Config) ListedSources(annotations map[string]string, namespace string, 
 	return listed, optsIn
 }
 
+// ExcludedSources returns the sources a workload's exclude annotations name,
+// as "KIND/NAME" entries of the ignore-sources opt-out, so that decisions
+// apply both the same way. An entry is a name in the workload's namespace;
+// one with a "/" names nothing, as in Reloader, which compares whole names.
+func (c *Config) ExcludedSources(workload map[string]string) []string {
+	var out []string
+	for _, e := range c.Excludes {
+		for _, name := range strings.Split(workload[e.Annotation], ",") {
+			if name = strings.TrimSpace(name); name != "" && !strings.Contains(name, "/") {
+				out = append(out, e.Kind+"/"+name)
+			}
+		}
+	}
+	return out
+}
+
 // SourceAnnotations are the source annotations decisions read: the ignore
 // and release annotations, and those opt-ins require.
 func (c *Config) SourceAnnotations() []string {
@@ -145,12 +304,21 @@ func (c *Config) SourceAnnotations() []string {
 // "configmap.reloader.stakater.com/auto: true (its configmap references)".
 func (o OptIn) String() string {
 	s := o.Annotation + ": " + o.Value
+	if o.ParseBool {
+		s = o.Annotation + ": true, 1, t or T (ignoring case of TRUE, True)"
+	}
 	var limits []string
+	if o.ReadFrom != OnWorkload && o.ReadFrom != "" {
+		limits = append(limits, "read "+o.ReadFrom.describe())
+	}
 	if o.Kinds != nil {
 		limits = append(limits, "its "+strings.Join(o.Kinds, " and ")+" references")
 	}
 	if o.SourceAnnotation != "" {
 		limits = append(limits, "changes of sources annotated "+o.SourceAnnotation+": true")
+	}
+	if o.OptOut {
+		limits = append(limits, "with optInAll, another value opts out")
 	}
 	if len(limits) > 0 {
 		s += " (" + strings.Join(limits, "; ") + ")"
@@ -158,19 +326,37 @@ func (o OptIn) String() string {
 	return s
 }
 
+// describe says where annotations of the place are read, for String.
+func (p Place) describe() string {
+	switch p {
+	case OnPodTemplate:
+		return "on the pod template"
+	case OnBoth:
+		return "on the workload, or on the pod template when the workload has none of these"
+	}
+	return "on the workload"
+}
+
 // String describes the source list for check and explain, e.g.
 // "wave.pusher.com/extra-secrets: NAME,... (secrets, read too when opted in)".
 func (l SourceList) String() string {
-	if l.OptIn {
-		return l.Annotation + ": NAME,... (" + l.Kind + " sources it lists; opts in for them)"
+	where := ""
+	if l.ReadFrom != OnWorkload && l.ReadFrom != "" {
+		where = "; read " + l.ReadFrom.describe()
 	}
-	return l.Annotation + ": NAME,... (" + l.Kind + " sources it lists, read too when opted in)"
+	if l.OptIn {
+		return l.Annotation + ": NAME,... (" + l.Kind + " sources it lists; opts in for them" + where + ")"
+	}
+	return l.Annotation + ": NAME,... (" + l.Kind + " sources it lists, read too when opted in" + where + ")"
 }
 
 // OptInDescriptions lists every way a workload opts in or adds sources,
 // xing's annotation first.
 func (c *Config) OptInDescriptions() []string {
 	out := []string{c.Annotations.OptIn + ": enabled"}
+	if c.OptInAll {
+		out = append(out, "every workload (optInAll), unless "+c.Annotations.OptIn+" has another value or an opt-out annotation excludes a kind")
+	}
 	for _, o := range c.OptIns {
 		out = append(out, o.String())
 	}

@@ -13,7 +13,7 @@ optInAnnotations:
 	if err != nil {
 		t.Fatal(err)
 	}
-	cov := cfg.Coverage(map[string]string{"example.com/search": "true", "example.com/configmaps": "TRUE"})
+	cov := cfg.Coverage(WorkloadAnnotations{Workload: map[string]string{"example.com/search": "true", "example.com/configmaps": "TRUE"}})
 	if !cov.OptedIn {
 		t.Fatal("not opted in")
 	}
@@ -22,7 +22,7 @@ optInAnnotations:
 			t.Errorf("%s: covered %v, source annotation %q; want %q", kind, ok, got, want)
 		}
 	}
-	cov = cfg.Coverage(map[string]string{"example.com/configmaps": "yes"})
+	cov = cfg.Coverage(WorkloadAnnotations{Workload: map[string]string{"example.com/configmaps": "yes"}})
 	if cov.OptedIn {
 		t.Error(`"yes" opted in; only the configured value does`)
 	}

@@ -408,6 +408,38 @@ sourceListAnnotations:
 			},
 		},
 		{
+			name: "where annotations are read, boolean values, exclude lists, opt-in-all",
+			file: `
+optInAll: "yes"
+optInAnnotations:
+- {annotation: example.com/auto, readFrom: pod-template, parseBool: true, value: "1"}
+- {annotation: example.com/typed, readFrom: Both, parseBool: "true", optOut: 1}
+- {annotation: example.com/ok, readFrom: podTemplate, parseBool: true, optOut: true}
+sourceListAnnotations:
+- {annotation: example.com/reload, source: configmap, readFrom: template}
+excludeAnnotations:
+- {annotation: example.com/exclude, source: cm, readFrom: both}
+- {annotation: example.com/auto, source: secret}
+- {annotation: com.xing.deployment-restart.timestamp, source: configmap}
+- {source: secret}
+- "example.com/exclude"`,
+			want: []string{
+				`excludeAnnotations[0].readFrom: unknown field`,
+				`excludeAnnotations[0].source: unknown source kind "cm" (known: configmap, secret)`,
+				`excludeAnnotations[1].annotation: must differ from optInAnnotations[0].annotation (both "example.com/auto")`,
+				`excludeAnnotations[2].annotation: must differ from annotations.restartTimestamp (both "com.xing.deployment-restart.timestamp")`,
+				`excludeAnnotations[3].annotation: required`,
+				`excludeAnnotations[4]: must be a map, got string "example.com/exclude"`,
+				`optInAll: must be a boolean, got string "yes"`,
+				`optInAnnotations[0].readFrom: must be workload, podTemplate or both, got "pod-template"`,
+				`optInAnnotations[0].value: must be left out with parseBool: true, which opts in on every value strconv.ParseBool reads as true; got "1"`,
+				`optInAnnotations[1].optOut: must be a boolean, got number 1`,
+				`optInAnnotations[1].parseBool: must be a boolean, got string "true"`,
+				`optInAnnotations[1].readFrom: must be workload, podTemplate or both, got "Both"`,
+				`sourceListAnnotations[0].readFrom: must be workload, podTemplate or both, got "template"`,
+			},
+		},
+		{
 			name: "unknown config kind",
 			file: `
 references:

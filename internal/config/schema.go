@@ -69,6 +69,15 @@ type File struct {
 	// sources the workload reads besides those its pod spec names (an app
 	// that reads them through the API, or a peer's "reload" list).
 	SourceListAnnotations []FileSourceListAnnotation `json:"sourceListAnnotations"`
+	// ExcludeAnnotations are workload annotations listing, by name, sources
+	// of one kind whose changes restart the workload not: an opt-out, like
+	// annotations.ignoreSources (the changes are recorded).
+	ExcludeAnnotations []FileExcludeAnnotation `json:"excludeAnnotations"`
+	// OptInAll opts every watched workload in (within namespaces and
+	// workloadSelector), for each source kind, unless an opt-in annotation
+	// with optOut: true that covers the kind is set to a value that does not
+	// opt in, or annotations.optIn is set to anything but "enabled".
+	OptInAll bool `json:"optInAll"`
 }
 
 // FileOptInAnnotation opts a workload in when the workload's annotation
@@ -77,6 +86,17 @@ type FileOptInAnnotation struct {
 	Annotation string `json:"annotation"`
 	// Value opts in, compared ignoring case; empty means "true".
 	Value string `json:"value"`
+	// ParseBool: every value Go's strconv.ParseBool reads as true opts in
+	// ("1", "t", "T", "TRUE", "true", "True"), as Reloader reads its auto
+	// annotations; Value must then be left out.
+	ParseBool bool `json:"parseBool"`
+	// ReadFrom says where the annotation is read: workload (its metadata, the
+	// default), podTemplate (the pod template's metadata, as Helm charts'
+	// podAnnotations set it) or both (see Place).
+	ReadFrom string `json:"readFrom"`
+	// OptOut: with optInAll, this annotation set to a value that does not
+	// opt in (e.g. "false") opts the workload out for the kinds it covers.
+	OptOut bool `json:"optOut"`
 	// Sources limits the references of the pod spec this opt-in covers to
 	// these source kinds (sources[].name); empty covers every kind.
 	Sources []string `json:"sources"`
@@ -98,6 +118,18 @@ type FileSourceListAnnotation struct {
 	// listed sources only (unless another opt-in covers its pod spec).
 	// Otherwise the list counts only on a workload opted in another way.
 	OptIn bool `json:"optIn"`
+	// ReadFrom says where the annotation is read, as for optInAnnotations[].readFrom.
+	ReadFrom string `json:"readFrom"`
+}
+
+// FileExcludeAnnotation is a workload annotation listing, separated by
+// commas, names of sources of one kind in the workload's namespace whose
+// changes restart it not. It is read on the workload's metadata only, as
+// Reloader reads its exclude annotations.
+type FileExcludeAnnotation struct {
+	Annotation string `json:"annotation"`
+	// Source is the kind of the listed sources (sources[].name).
+	Source string `json:"source"`
 }
 
 // FileWaves are the settings of health-gated waves (README, "Fleet safety").

@@ -37,6 +37,11 @@ type Config struct {
 	// SourceLists the annotations listing sources by name (optin.go).
 	OptIns      []OptIn
 	SourceLists []SourceList
+	// Excludes are the workload annotations listing sources of one kind
+	// whose changes restart it not (optin.go).
+	Excludes []Exclude
+	// OptInAll opts every watched workload in unless it opts out (optin.go).
+	OptInAll bool
 }
 
 // Settings are the process settings layered from defaults, file, env and flags.
