@@ -305,7 +305,7 @@ func (c *Config) SourceAnnotations() []string {
 func (o OptIn) String() string {
 	s := o.Annotation + ": " + o.Value
 	if o.ParseBool {
-		s = o.Annotation + ": true, 1, t or T (ignoring case of TRUE, True)"
+		s = o.Annotation + ": a value strconv.ParseBool reads as true (1, t, T, TRUE, true, True)"
 	}
 	var limits []string
 	if o.ReadFrom != OnWorkload && o.ReadFrom != "" {
@@ -332,7 +332,7 @@ func (p Place) describe() string {
 	case OnPodTemplate:
 		return "on the pod template"
 	case OnBoth:
-		return "on the workload, or on the pod template when the workload has none of these"
+		return "on the workload, or on the pod template for a source kind none of whose annotations read this way are on the workload"
 	}
 	return "on the workload"
 }

@@ -1,6 +1,10 @@
 package config
 
-import "testing"
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
 
 // TestCoverageNeedsNoSourceAnnotationWhenAnyOptInDoesNot: of two opt-ins
 // covering a kind, the one without a source annotation decides, whatever
@@ -25,5 +29,55 @@ optInAnnotations:
 	cov = cfg.Coverage(WorkloadAnnotations{Workload: map[string]string{"example.com/configmaps": "yes"}})
 	if cov.OptedIn {
 		t.Error(`"yes" opted in; only the configured value does`)
+	}
+}
+
+// TestOptInsReadOnPodTemplates: where each entry is read, how its values
+// count, and what check and explain say of it.
+func TestOptInsReadOnPodTemplates(t *testing.T) {
+	cfg, err := Parse([]byte(`
+optInAnnotations:
+- {annotation: example.com/auto, parseBool: true, readFrom: podTemplate, optOut: true}
+sourceListAnnotations:
+- {annotation: example.com/reload, source: secret, optIn: true, readFrom: both}
+excludeAnnotations:
+- {annotation: example.com/exclude, source: configmap}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.ReadsPodTemplate() {
+		t.Error("ReadsPodTemplate is false")
+	}
+	on := func(workload, template map[string]string) WorkloadAnnotations {
+		return WorkloadAnnotations{Workload: workload, PodTemplate: template}
+	}
+	if cfg.Coverage(on(map[string]string{"example.com/auto": "1"}, nil)).OptedIn {
+		t.Error("opted in by the workload's annotation; it is read on the pod template")
+	}
+	if !cfg.Coverage(on(nil, map[string]string{"example.com/auto": "1"})).OptedIn {
+		t.Error("not opted in by the pod template's annotation")
+	}
+	listed, optsIn := cfg.ListedSourcesOf(on(map[string]string{"example.com/reload": "a"}, map[string]string{"example.com/reload": "b"}), "ns", false)
+	if !optsIn || len(listed) != 1 || listed[0].Name != "a" {
+		t.Errorf("listed %+v, opts in %v; want the workload's a only", listed, optsIn)
+	}
+	listed, _ = cfg.ListedSourcesOf(on(map[string]string{"other": "x"}, map[string]string{"example.com/reload": "b"}), "ns", false)
+	if len(listed) != 1 || listed[0].Name != "b" {
+		t.Errorf("listed %+v; want the pod template's b", listed)
+	}
+	if got := cfg.ExcludedSources(map[string]string{"example.com/exclude": " a, ,ns/b,c"}); !reflect.DeepEqual(got, []string{"configmap/a", "configmap/c"}) {
+		t.Errorf("excluded %q", got)
+	}
+	want := []string{
+		"com.xing.deployment-restart: enabled",
+		"example.com/auto: a value strconv.ParseBool reads as true (1, t, T, TRUE, true, True) (read on the pod template; with optInAll, another value opts out)",
+		"example.com/reload: NAME,... (secret sources it lists; opts in for them; read on the workload, or on the pod template for a source kind none of whose annotations read this way are on the workload)",
+	}
+	if got := cfg.OptInDescriptions(); !reflect.DeepEqual(got, want) {
+		t.Errorf("descriptions\n%q\nwant\n%q", got, want)
+	}
+	cfg.OptInAll = true
+	if got := cfg.OptInDescriptions(); len(got) != 4 || !strings.Contains(got[1], "optInAll") {
+		t.Errorf("with optInAll, descriptions %q", got)
 	}
 }
