@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -28,6 +30,26 @@ func createTemplateAnnotatedDeployment(t *testing.T, ns, name string, annotation
 	if _, err := env.kube.AppsV1().Deployments(ns).Create(ctxFor(t), d, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating deployment %s/%s: %v", ns, name, err)
 	}
+}
+
+// startReloaderOptInAll runs the controller with the Reloader preset and
+// optInAll: true (Reloader's --auto-reload-all), watching only ns.
+func startReloaderOptInAll(t *testing.T, ns string) {
+	t.Helper()
+	preset, err := os.ReadFile(filepath.Join(env.repoRoot, "examples", "presets", "reloader.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "reloader-all.yaml")
+	if err := os.WriteFile(file, append(preset, "\noptInAll: true\nnamespaces: ["+ns+"]\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := env.startController(ctxFor(t), "reloader-all-"+ns, file,
+		"--restart-grace-period", graceForTests, "--restart-check-period", "100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
 }
 
 // TestReloaderPodTemplateAndExclude runs the Reloader preset on Deployments
@@ -91,5 +113,59 @@ func TestReloaderPodTemplateAndExclude(t *testing.T) {
 	witness.after(t)
 	for name, n := range map[string]int{"tmpl-auto": 2, "tmpl-off": 0, "tmpl-reload": 1, "excluded": 1} {
 		waitDeploymentRestarts(t, ns, name, n)
+	}
+	if raw := getWorkload(t, deploymentsGVR, ns, "tmpl-off").annotations[appliedKey]; raw != "" {
+		t.Errorf("workload with %s: false over a pod template's true was recorded: %s", auto, raw)
+	}
+}
+
+// TestReloaderOptInAll runs the Reloader preset with optInAll: every
+// workload is opted in, unless its auto annotation (on the workload, or on
+// its pod template when the workload has none) says "false", for every kind
+// or for one.
+func TestReloaderOptInAll(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	startReloaderOptInAll(t, ns)
+	const (
+		auto   = "reloader.stakater.com/auto"
+		cmAuto = "configmap.reloader.stakater.com/auto"
+	)
+	createConfigMap(t, ns, "app", map[string]string{"k": "1"})
+	createSecret(t, ns, "sec", map[string]string{"s": "1"})
+	readsAppAndSec := `containers: [{name: app, image: example/app:1, envFrom: [{configMapRef: {name: app}}, {secretRef: {name: sec}}]}]`
+	createTemplateAnnotatedDeployment(t, ns, "plain", nil, nil, readsAppAndSec)
+	createTemplateAnnotatedDeployment(t, ns, "off", map[string]string{auto: "false"}, nil, readsAppAndSec)
+	createTemplateAnnotatedDeployment(t, ns, "tmpl-off", nil, map[string]string{auto: "false"}, readsAppAndSec)
+	createTemplateAnnotatedDeployment(t, ns, "cm-off", map[string]string{cmAuto: "false"}, nil, readsAppAndSec)
+
+	cm, secret := sourceID("configmap", ns, "app"), sourceID("secret", ns, "sec")
+	waitRecorded(t, deploymentsGVR, ns, "plain", cm, secret)
+	waitRecorded(t, deploymentsGVR, ns, "cm-off", secret)
+	witness := newPresetWitness(t, ns, nil)
+	for _, name := range []string{"off", "tmpl-off"} {
+		if raw := getWorkload(t, deploymentsGVR, ns, name).annotations[appliedKey]; raw != "" {
+			t.Fatalf("opted-out workload %s was recorded: %s", name, raw)
+		}
+	}
+
+	setConfigMapKey(t, ns, "app", "k", "2")
+	waitDeploymentRestarts(t, ns, "plain", 1)
+	witness.after(t)
+	for name, n := range map[string]int{"plain": 1, "off": 0, "tmpl-off": 0, "cm-off": 0} {
+		waitDeploymentRestarts(t, ns, name, n)
+	}
+
+	setSecretKey(t, ns, "sec", "s", "2")
+	witness.after(t)
+	for name, n := range map[string]int{"plain": 2, "off": 0, "tmpl-off": 0, "cm-off": 1} {
+		waitDeploymentRestarts(t, ns, name, n)
+	}
+	// Every decision due is made by now (the witness restarted after the
+	// changes): the opted-out workloads were never even recorded.
+	for _, name := range []string{"off", "tmpl-off"} {
+		if raw := getWorkload(t, deploymentsGVR, ns, name).annotations[appliedKey]; raw != "" {
+			t.Errorf("opted-out workload %s was recorded: %s", name, raw)
+		}
 	}
 }
