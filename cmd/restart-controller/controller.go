@@ -79,26 +79,12 @@ func protobufClient(rc *rest.Config) (kubernetes.Interface, error) {
 func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m *metrics.Metrics, live *live,
 	lookupEnv func(string) (string, bool), onSynced func()) error {
 	started := time.Now()
-	rc, err := restConfig(cfg.Settings)
+	cl, err := newClients(cfg.Settings)
 	if err != nil {
 		return err
 	}
-	client, err := dynamic.NewForConfig(rc)
-	if err != nil {
-		return fmt.Errorf("creating dynamic client: %w", err)
-	}
-	disc, err := discovery.NewDiscoveryClientForConfig(rc)
-	if err != nil {
-		return fmt.Errorf("creating discovery client: %w", err)
-	}
-
-	kube, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return fmt.Errorf("creating Kubernetes client: %w", err)
-	}
-	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: kube.EventsV1()})
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: cl.kube.EventsV1()})
 	defer broadcaster.Shutdown()
-	cat := catalog.New()
 	m.Ready.Set(0)
 	m.Leader.Set(0)
 	m.WatchedWorkloads.Reset() // a reload may have removed kinds
@@ -109,22 +95,11 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 		m.DryRun.Set(1)
 		log.Warn("dry run: decisions are logged and reported as Events, nothing is patched")
 	}
-	meta, err := metadata.NewForConfig(rc)
-	if err != nil {
-		return fmt.Errorf("creating metadata client: %w", err)
-	}
-	ctrl, err := restart.New(cfg, cat, client, restart.APIExists(meta, cfg.Sources), m, recorder, log.Named("restart"))
+	cat := catalog.New()
+	ctrl, watcher, err := assemble(cfg, cl, cat, m, recorder, log, lookupEnv)
 	if err != nil {
 		return err
 	}
-	ctrl.PatchWith(meta)
-	protobuf, err := protobufClient(rc)
-	if err != nil {
-		return err
-	}
-	ctrl.ReadKeysWith(catalog.NewKeyReader(cfg.Sources, restart.APIFetch(protobuf, client), catalog.KeyReaderCapacity))
-	watcher := watch.New(cfg, rc, client, disc, cat, ctrl, m, log.Named("watch"), discoveryInterval)
-	watcher.ReportHealth(accessReviewer(kube), healthEvents(recorder, selfReference(cfg.Settings, lookupEnv), log.Named("watch")))
 	live.set(cat, watcher)
 
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -138,34 +113,14 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
 		return fmt.Errorf("starting event recording: %w", err)
 	}
-	// The key Secret may be created only once the configuration has been
-	// checked against the cluster, and must be loaded before any informer
-	// starts: a source with too many keys to cache a digest each keeps its
-	// whole-data checksums, keyed.
-	watcher.BeforeWatching(func(ctx context.Context) error {
-		key, err := checksumkey.Ensure(ctx, kube.CoreV1(), cfg.Settings.LeaseNamespace, cfg.Settings.ChecksumKeySecret)
-		if err != nil {
-			return fmt.Errorf("loading the checksum key: %w", err)
-		}
-		sums, err := checksum.NewHasher(key)
-		if err != nil {
-			return fmt.Errorf("loading the checksum key: %w", err)
-		}
-		cat.UseChecksums(sums)
-		ctrl.UseChecksums(sums)
-		log.Info("checksum key loaded", "secret", cfg.Settings.LeaseNamespace+"/"+cfg.Settings.ChecksumKeySecret, "key_id", sums.KeyID())
-		return nil
-	})
 	if err := watcher.Start(ctx); err != nil {
 		return fmt.Errorf("starting watches: %w", err) // a *watch.ConfigError is a configuration error: exit 2
 	}
-
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		watcher.Run(ctx)
 	}()
-	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		ctrl.Sweep(ctx)
@@ -182,7 +137,7 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 	if !cfg.Settings.LeaderElect {
 		m.Leader.Set(1)
 		ctrl.Run(ctx, context.WithoutCancel(ctx), cfg.Settings.Workers, drainTimeout)
-	} else if err := runAsLeader(ctx, cfg.Settings, kube, log.Named("leader"), m, func(runCtx, writeCtx context.Context) {
+	} else if err := runAsLeader(ctx, cfg.Settings, cl.kube, log.Named("leader"), m, func(runCtx, writeCtx context.Context) {
 		ctrl.Run(runCtx, writeCtx, cfg.Settings.Workers, drainTimeout)
 	}); err != nil {
 		return err
@@ -191,4 +146,70 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 		return cause
 	}
 	return nil
+}
+
+// clients are the API clients of one run of the controller.
+type clients struct {
+	rest     *rest.Config
+	dynamic  dynamic.Interface
+	disc     discovery.DiscoveryInterface
+	kube     kubernetes.Interface
+	meta     metadata.Interface
+	protobuf kubernetes.Interface
+}
+
+func newClients(s config.Settings) (*clients, error) {
+	rc, err := restConfig(s)
+	if err != nil {
+		return nil, err
+	}
+	c := &clients{rest: rc}
+	if c.dynamic, err = dynamic.NewForConfig(rc); err != nil {
+		return nil, fmt.Errorf("creating dynamic client: %w", err)
+	}
+	if c.disc, err = discovery.NewDiscoveryClientForConfig(rc); err != nil {
+		return nil, fmt.Errorf("creating discovery client: %w", err)
+	}
+	if c.kube, err = kubernetes.NewForConfig(rc); err != nil {
+		return nil, fmt.Errorf("creating Kubernetes client: %w", err)
+	}
+	if c.meta, err = metadata.NewForConfig(rc); err != nil {
+		return nil, fmt.Errorf("creating metadata client: %w", err)
+	}
+	if c.protobuf, err = protobufClient(rc); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// assemble builds the controller and the watcher that feeds it. The key
+// Secret may be created only once the configuration has been checked
+// against the cluster, and must be loaded before any informer starts: a
+// source with too many keys to cache a digest each keeps its whole-data
+// checksums, keyed.
+func assemble(cfg *config.Config, cl *clients, cat *catalog.Catalog, m *metrics.Metrics, recorder restart.EventRecorder,
+	log hclog.Logger, lookupEnv func(string) (string, bool)) (*restart.Controller, *watch.Watcher, error) {
+	ctrl, err := restart.New(cfg, cat, cl.dynamic, restart.APIExists(cl.meta, cfg.Sources), m, recorder, log.Named("restart"))
+	if err != nil {
+		return nil, nil, err
+	}
+	ctrl.PatchWith(cl.meta)
+	ctrl.ReadKeysWith(catalog.NewKeyReader(cfg.Sources, restart.APIFetch(cl.protobuf, cl.dynamic), catalog.KeyReaderCapacity))
+	watcher := watch.New(cfg, cl.rest, cl.dynamic, cl.disc, cat, ctrl, m, log.Named("watch"), discoveryInterval)
+	watcher.ReportHealth(accessReviewer(cl.kube), healthEvents(recorder, selfReference(cfg.Settings, lookupEnv), log.Named("watch")))
+	watcher.BeforeWatching(func(ctx context.Context) error {
+		key, err := checksumkey.Ensure(ctx, cl.kube.CoreV1(), cfg.Settings.LeaseNamespace, cfg.Settings.ChecksumKeySecret)
+		if err != nil {
+			return fmt.Errorf("loading the checksum key: %w", err)
+		}
+		sums, err := checksum.NewHasher(key)
+		if err != nil {
+			return fmt.Errorf("loading the checksum key: %w", err)
+		}
+		cat.UseChecksums(sums)
+		ctrl.UseChecksums(sums)
+		log.Info("checksum key loaded", "secret", cfg.Settings.LeaseNamespace+"/"+cfg.Settings.ChecksumKeySecret, "key_id", sums.KeyID())
+		return nil
+	})
+	return ctrl, watcher, nil
 }
