@@ -327,7 +327,7 @@ func (c *Controller) Reconcile(ctx context.Context, key catalog.WorkloadKey) err
 		}
 	}
 	v := c.decide(key, *snap)
-	c.requeue(key, v)
+	c.requeue(key, v.Recheck)
 	if err := c.act(ctx, key, snap.Workload, v); err != nil {
 		return err
 	}
@@ -350,9 +350,10 @@ func (c *Controller) load(ctx context.Context, key catalog.WorkloadKey, w *catal
 	if dryRun {
 		return snap, nil // a dry run does not pace
 	}
-	if c.fleet.behind(key, w, snap.Now) {
+	if behind, expires := c.fleet.behind(key, w, snap.Now); behind {
 		// Our last write is not in the cache yet; its update event brings
-		// the workload back.
+		// the workload back, or the reservation's expiry does.
+		c.requeue(key, expires+10*time.Millisecond)
 		return nil, nil
 	}
 	snap.Fleet = &fleetView{f: c.fleet, clock: c.now, key: key}
@@ -377,11 +378,14 @@ func (c *Controller) decide(key catalog.WorkloadKey, snap decision.Snapshot) dec
 // rules are the decision's rules, with the checksum key loaded (UseChecksums).
 func (c *Controller) rules() decision.Rules { return decision.RulesOf(c.cfg, c.sums) }
 
-// requeue is the one place a verdict schedules the next decision of the
-// workload, besides events: the end of a grace period, of the breaker's
-// quiet time, a wave's recheck.
-func (c *Controller) requeue(key catalog.WorkloadKey, v decision.Verdict) {
-	if v.Recheck > 0 {
-		c.queue.AddAfter(key, v.Recheck)
+// requeue is the one place a reconcile schedules the next decision of the
+// workload without an event, after: the verdict's recheck (the end of a
+// grace period, of the breaker's quiet time, a wave's recheck), a
+// rollout's deadline, a reservation's expiry. (Errors are retried by the
+// queue's rate limiter, in processNext; source events schedule readers for
+// the end of the change's grace period, in sourceEvent.)
+func (c *Controller) requeue(key catalog.WorkloadKey, after time.Duration) {
+	if after > 0 {
+		c.queue.AddAfter(key, after)
 	}
 }

@@ -180,11 +180,16 @@ func (f *fleet) reserve(key catalog.WorkloadKey, rec *pacing.Record, now time.Ti
 
 // behind reports whether the cache does not show yet a record this process
 // wrote on the workload: deciding on it now would decide on a stale view.
-func (f *fleet) behind(key catalog.WorkloadKey, w *catalog.WorkloadState, now time.Time) bool {
+// It returns how long until the reservation expires: the update event
+// that the write causes ends the wait, and its expiry ends it if that event
+// never comes (the workload was replaced meanwhile, say).
+func (f *fleet) behind(key catalog.WorkloadKey, w *catalog.WorkloadState, now time.Time) (bool, time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	_, reserved := f.recordOf(key, w, now)
-	return reserved
+	if _, reserved := f.recordOf(key, w, now); reserved {
+		return true, f.reserved[key].expiry.Sub(now)
+	}
+	return false, 0
 }
 
 // inFlight counts the rollouts under way: records without a result in the

@@ -34,7 +34,7 @@ func (c *Controller) follow(ctx context.Context, key catalog.WorkloadKey, w *cat
 	verdict := c.rolloutRules[key.Resource].Judge(status, rec.At, now)
 	if verdict.Result == rollout.ResultPending {
 		// The deadline: decide again then, if no status change comes first.
-		c.queue.AddAfter(key, verdict.Wait+10*time.Millisecond)
+		c.requeue(key, verdict.Wait+10*time.Millisecond)
 		return false, nil
 	}
 	done := rec.WithResult(verdict, now)
