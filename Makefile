@@ -86,7 +86,7 @@ helm:
 	@hack/build-helm.sh >/dev/null
 
 ## plugin: the operator CLI, a kubectl plugin of its own (kubectl restart-controller explain|check ...);
-## put bin/ on PATH. It is not part of the controller binary, which stays lean (issue 20).
+## put bin/ on PATH. It is not part of the controller binary, which stays lean (BENCHMARKS.md).
 plugin:
 	CGO_ENABLED=0 $(GO) build $(RELEASE_FLAGS) -o $(PLUGIN) ./cmd/kubectl-restart_controller
 
