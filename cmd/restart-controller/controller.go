@@ -11,8 +11,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -58,17 +61,17 @@ func restConfig(s config.Settings) (*rest.Config, error) {
 	return rc, nil
 }
 
-// protobufClient is a clientset that speaks protobuf, as the informers of
+// protobufClient is a core client that speaks protobuf, as the informers of
 // ConfigMaps and Secrets do: source data is the bulk of what it receives.
-func protobufClient(rc *rest.Config) (kubernetes.Interface, error) {
+func protobufClient(rc *rest.Config) (corev1client.CoreV1Interface, error) {
 	cfg := rest.CopyConfig(rc)
 	cfg.ContentType = runtime.ContentTypeProtobuf
 	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	cs, err := kubernetes.NewForConfig(cfg)
+	core, err := corev1client.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("creating protobuf client: %w", err)
 	}
-	return cs, nil
+	return core, nil
 }
 
 // runController runs the controller with one config until ctx ends; onSynced
@@ -83,7 +86,7 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 	if err != nil {
 		return err
 	}
-	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: cl.kube.EventsV1()})
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: cl.events})
 	defer broadcaster.Shutdown()
 	m.Ready.Set(0)
 	m.Leader.Set(0)
@@ -137,7 +140,7 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 	if !cfg.Settings.LeaderElect {
 		m.Leader.Set(1)
 		ctrl.Run(ctx, context.WithoutCancel(ctx), cfg.Settings.Workers, drainTimeout)
-	} else if err := runAsLeader(ctx, cfg.Settings, cl.kube, log.Named("leader"), m, func(runCtx, writeCtx context.Context) {
+	} else if err := runAsLeader(ctx, cfg.Settings, cl.coordination, log.Named("leader"), m, func(runCtx, writeCtx context.Context) {
 		ctrl.Run(runCtx, writeCtx, cfg.Settings.Workers, drainTimeout)
 	}); err != nil {
 		return err
@@ -150,12 +153,17 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 
 // clients are the API clients of one run of the controller.
 type clients struct {
-	rest     *rest.Config
-	dynamic  dynamic.Interface
-	disc     discovery.DiscoveryInterface
-	kube     kubernetes.Interface
-	meta     metadata.Interface
-	protobuf kubernetes.Interface
+	rest    *rest.Config
+	dynamic dynamic.Interface
+	disc    discovery.DiscoveryInterface
+	// Typed clients of the groups the controller uses, one each: the whole
+	// clientset links every group's client and apply configurations.
+	core         corev1client.CoreV1Interface
+	events       eventsv1client.EventsV1Interface
+	coordination coordinationv1client.CoordinationV1Interface
+	authz        authorizationv1client.AuthorizationV1Interface
+	meta         metadata.Interface
+	protobuf     corev1client.CoreV1Interface
 }
 
 func newClients(s config.Settings) (*clients, error) {
@@ -170,8 +178,17 @@ func newClients(s config.Settings) (*clients, error) {
 	if c.disc, err = discovery.NewDiscoveryClientForConfig(rc); err != nil {
 		return nil, fmt.Errorf("creating discovery client: %w", err)
 	}
-	if c.kube, err = kubernetes.NewForConfig(rc); err != nil {
-		return nil, fmt.Errorf("creating Kubernetes client: %w", err)
+	if c.core, err = corev1client.NewForConfig(rc); err != nil {
+		return nil, fmt.Errorf("creating core client: %w", err)
+	}
+	if c.events, err = eventsv1client.NewForConfig(rc); err != nil {
+		return nil, fmt.Errorf("creating events client: %w", err)
+	}
+	if c.coordination, err = coordinationv1client.NewForConfig(rc); err != nil {
+		return nil, fmt.Errorf("creating coordination client: %w", err)
+	}
+	if c.authz, err = authorizationv1client.NewForConfig(rc); err != nil {
+		return nil, fmt.Errorf("creating authorization client: %w", err)
 	}
 	if c.meta, err = metadata.NewForConfig(rc); err != nil {
 		return nil, fmt.Errorf("creating metadata client: %w", err)
@@ -196,9 +213,9 @@ func assemble(cfg *config.Config, cl *clients, cat *catalog.Catalog, m *metrics.
 	ctrl.PatchWith(cl.meta)
 	ctrl.ReadKeysWith(catalog.NewKeyReader(cfg.Sources, restart.APIFetch(cl.protobuf, cl.dynamic), catalog.KeyReaderCapacity))
 	watcher := watch.New(cfg, cl.rest, cl.dynamic, cl.disc, cat, ctrl, m, log.Named("watch"), discoveryInterval)
-	watcher.ReportHealth(accessReviewer(cl.kube), healthEvents(recorder, selfReference(cfg.Settings, lookupEnv), log.Named("watch")))
+	watcher.ReportHealth(accessReviewer(cl.authz), healthEvents(recorder, selfReference(cfg.Settings, lookupEnv), log.Named("watch")))
 	watcher.BeforeWatching(func(ctx context.Context) error {
-		key, err := checksumkey.Ensure(ctx, cl.kube.CoreV1(), cfg.Settings.LeaseNamespace, cfg.Settings.ChecksumKeySecret)
+		key, err := checksumkey.Ensure(ctx, cl.core, cfg.Settings.LeaseNamespace, cfg.Settings.ChecksumKeySecret)
 		if err != nil {
 			return fmt.Errorf("loading the checksum key: %w", err)
 		}

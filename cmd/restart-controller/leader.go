@@ -8,7 +8,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
@@ -27,11 +27,11 @@ var errLostLease = errors.New("lost the leader lease")
 // On SIGTERM (ctx ends) work drains first and the lease is released after
 // it, so the next leader never writes while this one still does. On a lost
 // lease, writeCtx is cancelled at once and every write stops.
-func runAsLeader(ctx context.Context, s config.Settings, client kubernetes.Interface, log hclog.Logger, m *metrics.Metrics,
+func runAsLeader(ctx context.Context, s config.Settings, client coordinationv1client.CoordinationV1Interface, log hclog.Logger, m *metrics.Metrics,
 	work func(runCtx, writeCtx context.Context)) error {
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: s.LeaseNamespace, Name: s.LeaseName},
-		Client:     client.CoordinationV1(),
+		Client:     client,
 		LockConfig: resourcelock.ResourceLockConfig{Identity: s.LeaderIdentity},
 	}
 	// The election runs on a context that SIGTERM does not cancel: it is
