@@ -29,7 +29,7 @@ type Member struct {
 	// Pending: its pods run older data of the source than the change, and a
 	// restart for it is due.
 	Pending bool
-	// Restarted: its last restart delivered this change (Record.Delivered);
+	// Restarted: its last restart delivered this change (LastRestart.Delivered);
 	// Result is that restart's outcome so far, Failure explains a failed one.
 	Restarted bool
 	Result    rollout.Result

@@ -367,7 +367,7 @@ func (c *Controller) decide(key catalog.WorkloadKey, snap decision.Snapshot) dec
 	v := c.rules().Decide(snap)
 	if view, ok := snap.Fleet.(*fleetView); ok {
 		if v.Action == decision.Restart {
-			view.reserve(v.Rollout, v.At)
+			view.reserve(v.LastRestart, v.At)
 		}
 		view.unlock()
 		c.fleet.setCapped(key, v.Capped)

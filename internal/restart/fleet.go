@@ -61,7 +61,7 @@ func (f *fleet) forget(key catalog.WorkloadKey) {
 }
 
 type reservation struct {
-	record *pacing.Record
+	record *pacing.LastRestart
 	expiry time.Time
 }
 
@@ -157,8 +157,8 @@ func (f *fleet) unreserve(key catalog.WorkloadKey) {
 // recordOf returns the workload's rollout record: a reservation made by this
 // process that the cache does not show yet, or the cached annotation. Called
 // with f.mu held.
-func (f *fleet) recordOf(key catalog.WorkloadKey, w *catalog.WorkloadState, now time.Time) (rec *pacing.Record, reserved bool) {
-	cached, _ := pacing.ParseRecord(w.Record)
+func (f *fleet) recordOf(key catalog.WorkloadKey, w *catalog.WorkloadState, now time.Time) (rec *pacing.LastRestart, reserved bool) {
+	cached, _ := pacing.ParseLastRestart(w.LastRestart)
 	if r, ok := f.reserved[key]; ok {
 		caughtUp := cached != nil && (cached.At.After(r.record.At) || cached.At.Equal(r.record.At) && cached.Result == r.record.Result)
 		if caughtUp || now.After(r.expiry) {
@@ -173,7 +173,7 @@ func (f *fleet) recordOf(key catalog.WorkloadKey, w *catalog.WorkloadState, now 
 
 // reserve remembers a record this process is writing, until the cache shows
 // it. Called with f.mu held.
-func (f *fleet) reserve(key catalog.WorkloadKey, rec *pacing.Record, now time.Time) {
+func (f *fleet) reserve(key catalog.WorkloadKey, rec *pacing.LastRestart, now time.Time) {
 	f.reserved[key] = reservation{record: rec, expiry: now.Add(reservationTTL)}
 	f.touch(key, nil)
 }
@@ -241,7 +241,7 @@ func (f *fleet) movable(sources map[string]string, now time.Time) []catalog.Work
 }
 
 // note reserves a record this process wrote (reserve), taking the lock.
-func (f *fleet) note(key catalog.WorkloadKey, rec *pacing.Record, now time.Time) {
+func (f *fleet) note(key catalog.WorkloadKey, rec *pacing.LastRestart, now time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reserve(key, rec, now)
@@ -283,7 +283,7 @@ func (f *fleet) waveMembers(id catalog.SourceID, src *catalog.SourceState, chang
 			continue
 		}
 		rec, reserved := f.recordOf(key, r, now)
-		m, ok := rules.Member(decision.Reader{Key: key, State: r, Record: rec, Reserved: reserved, Self: key == self}, id, src, change)
+		m, ok := rules.Member(decision.Reader{Key: key, State: r, LastRestart: rec, Reserved: reserved, Self: key == self}, id, src, change)
 		if !ok {
 			continue
 		}
@@ -320,7 +320,7 @@ func (v *fleetView) unlock() {
 }
 
 // reserve reserves the restart's record, under the lock the decision took.
-func (v *fleetView) reserve(rec *pacing.Record, at time.Time) {
+func (v *fleetView) reserve(rec *pacing.LastRestart, at time.Time) {
 	v.lock()
 	v.f.reserve(v.key, rec, at)
 }

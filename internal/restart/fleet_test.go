@@ -104,9 +104,9 @@ func (f *fleetHarness) rollOut(names ...string) {
 	}
 }
 
-func (f *fleetHarness) record(name string) *pacing.Record {
+func (f *fleetHarness) record(name string) *pacing.LastRestart {
 	f.t.Helper()
-	r, err := pacing.ParseRecord(f.get(name).GetAnnotations()[rolloutKey])
+	r, err := pacing.ParseLastRestart(f.get(name).GetAnnotations()[rolloutKey])
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -293,7 +293,7 @@ func TestBreakerHoldsThenRestartsOnce(t *testing.T) {
 	for i := 5; i > 0; i-- {
 		restarts = append(restarts, reconcileNow.Add(-time.Duration(i)*time.Minute))
 	}
-	prev := &pacing.Record{At: restarts[4], Result: "complete", Restarts: restarts}
+	prev := &pacing.LastRestart{At: restarts[4], Result: "complete", Restarts: restarts}
 	u = withAnnotations(u, map[string]string{rolloutKey: pacing.Encode(prev)})
 	h := newHarness(t, []*unstructured.Unstructured{u}, []*unstructured.Unstructured{u}, dataV2)
 	rec := &fakeRecorder{}
@@ -433,7 +433,7 @@ func TestRideAlongWaitsForItsWave(t *testing.T) {
 	if applied[cmApp.String()] != sourceState(t, cmApp, dataV1).Checksum(testSums, nil) {
 		t.Fatalf("app rode along out of its wave: %v", applied)
 	}
-	r, err := pacing.ParseRecord(got.GetAnnotations()[rolloutKey])
+	r, err := pacing.ParseLastRestart(got.GetAnnotations()[rolloutKey])
 	if err != nil || len(r.Sources) != 1 || r.Sources[cmSolo.String()] == "" {
 		t.Fatalf("record %+v (%v), want only solo delivered", r, err)
 	}
@@ -537,7 +537,7 @@ func TestBreakerHoldsOverSharedSourceAllEnd(t *testing.T) {
 	for i := 5; i > 0; i-- {
 		restarts = append(restarts, reconcileNow.Add(-time.Duration(i)*time.Minute))
 	}
-	prev := pacing.Encode(&pacing.Record{At: restarts[4], Result: "complete", Restarts: restarts})
+	prev := pacing.Encode(&pacing.LastRestart{At: restarts[4], Result: "complete", Restarts: restarts})
 	hold := pacing.Encode(&pacing.Hold{Kind: pacing.HoldBreaker, Cause: "restarted 5 times", Since: reconcileNow.Add(-time.Minute)})
 	for _, k := range f.keys {
 		u := withAnnotations(f.get(k.Name), map[string]string{rolloutKey: prev, holdKey: hold})
