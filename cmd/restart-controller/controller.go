@@ -140,7 +140,8 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 	if !cfg.Settings.LeaderElect {
 		m.Leader.Set(1)
 		ctrl.Run(ctx, context.WithoutCancel(ctx), cfg.Settings.Workers, drainTimeout)
-	} else if err := runAsLeader(ctx, cfg.Settings, cl.coordination, log.Named("leader"), m, func(runCtx, writeCtx context.Context) {
+	} else if err := runAsLeader(ctx, cfg.Settings, cl.coordination, log.Named("leader"), m, func(runCtx, writeCtx context.Context, fresh func() bool) {
+		ctrl.WriteOnlyWhile(fresh)
 		ctrl.Run(runCtx, writeCtx, cfg.Settings.Workers, drainTimeout)
 	}); err != nil {
 		return err

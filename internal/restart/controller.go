@@ -79,6 +79,9 @@ type Controller struct {
 	meta metadata.Interface
 	// backlog holds the start-up list until the queue has room (startup.go).
 	backlog backlog
+	// fresh, when set, says whether this replica may still write: its
+	// leader lease is certainly its own (WriteOnlyWhile).
+	fresh func() bool
 }
 
 // New builds a controller. The queue exists from the start so that events
@@ -238,6 +241,9 @@ func (c *Controller) processNext(runCtx, writeCtx context.Context) bool {
 	switch {
 	case err == nil:
 		c.queue.Forget(key)
+	case errors.Is(err, errLeaseStale):
+		c.log.Warn("not writing: the leader lease may have passed to another replica", "workload", key.String())
+		c.queue.AddRateLimited(key)
 	case errors.Is(err, errCacheBehind):
 		c.log.Debug("source cache behind; deciding again shortly", "workload", key.String())
 		c.queue.AddRateLimited(key)

@@ -217,8 +217,10 @@ func (c *Controller) SourceAnnotated(id catalog.SourceID) {
 }
 
 // movable lists, for each source a rollout that ended had delivered, the
-// readers that may move now: those its waves admit, and when the change is
-// halted those to hold; and every workload waiting for the cap.
+// readers that may move now: those its waves admit, when the change is
+// halted those to hold, and those held for another reason (whose hold may
+// have ended: a breaker's quiet time passes without an event); and every
+// workload waiting for the cap.
 func (f *fleet) movable(sources map[string]string, now time.Time) []catalog.WorkloadKey {
 	var keys []catalog.WorkloadKey
 	f.mu.Lock()
@@ -232,7 +234,7 @@ func (f *fleet) movable(sources map[string]string, now time.Time) []catalog.Work
 			continue
 		}
 		byName, state := f.waveState(id, src, catalog.WorkloadKey{}, now)
-		for _, name := range append(state.Admit, state.Held...) {
+		for _, name := range slices.Concat(state.Admit, state.Held, state.Elsewhere) {
 			keys = append(keys, byName[name])
 		}
 	}

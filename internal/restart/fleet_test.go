@@ -627,3 +627,51 @@ func TestFailedRolloutThatRecoversEndsTheHold(t *testing.T) {
 		}
 	}
 }
+
+// A rollout that ends wakes the readers of its change held for another
+// reason, the breaker among them: the breaker's quiet time passes without
+// an event, so without the wake they would wait for the wave's periodic
+// recheck (30 s) each time a wave could open.
+func TestRolloutEndWakesBreakerHeldReaders(t *testing.T) {
+	f := newFleetHarness(t, 6)
+	var restarts []time.Time
+	for i := 5; i > 0; i-- {
+		restarts = append(restarts, reconcileNow.Add(-time.Duration(i)*time.Minute))
+	}
+	prev := pacing.Encode(&pacing.LastRestart{At: restarts[4], Result: "complete", Restarts: restarts})
+	hold := pacing.Encode(&pacing.Hold{Kind: pacing.HoldBreaker, Cause: "restarted 5 times", Since: reconcileNow.Add(-time.Minute)})
+	for _, k := range f.keys {
+		u := withAnnotations(f.get(k.Name), map[string]string{rolloutKey: prev, holdKey: hold})
+		if _, err := f.client.Resource(deploymentsGVR).Namespace("shop").Update(context.Background(), u, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.sync()
+	f.c.now = func() time.Time { return reconcileNow.Add(3 * time.Minute) } // past the quiet time
+	// Only the first to decide goes: the others still carry their holds.
+	first := f.keys[len(f.keys)-1]
+	if err := f.c.Reconcile(context.Background(), first); err != nil {
+		t.Fatal(err)
+	}
+	f.sync()
+	for f.c.queue.Len() > 0 {
+		key, _ := f.c.queue.Get()
+		f.c.queue.Done(key)
+	}
+	f.rollOut(first.Name)
+	f.sync()
+	if err := f.c.Reconcile(context.Background(), first); err != nil { // records the completion, and wakes
+		t.Fatal(err)
+	}
+	woken := map[catalog.WorkloadKey]bool{}
+	for f.c.queue.Len() > 0 {
+		key, _ := f.c.queue.Get()
+		woken[key] = true
+		f.c.queue.Done(key)
+	}
+	for _, k := range f.keys[:len(f.keys)-1] {
+		if !woken[k] {
+			t.Errorf("%s, held by the breaker and pending, not woken when the rollout ended (woken: %v)", k.Name, woken)
+		}
+	}
+}
