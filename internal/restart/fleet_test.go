@@ -654,12 +654,12 @@ func TestRolloutEndWakesBreakerHeldReaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.sync()
-	for f.c.queue.Len() > 0 {
+	f.rollOut(first.Name)
+	f.cache(f.get(first.Name))
+	for f.c.queue.Len() > 0 { // what caching enqueued
 		key, _ := f.c.queue.Get()
 		f.c.queue.Done(key)
 	}
-	f.rollOut(first.Name)
-	f.sync()
 	if err := f.c.Reconcile(context.Background(), first); err != nil { // records the completion, and wakes
 		t.Fatal(err)
 	}
