@@ -314,7 +314,9 @@ func (c *cell) leader() *controllerProcess {
 }
 
 // disrupt does to the controller what the mode says and returns once a
-// process of the cell leads again: then, when it took over.
+// process of the cell leads again: then, when it took over. In the modes with
+// a standby, a fresh standby is started after the takeover, so that a cell
+// can be disrupted again.
 func (c *cell) disrupt() time.Time {
 	c.t.Helper()
 	switch c.mode {
@@ -330,7 +332,9 @@ func (c *cell) disrupt() time.Time {
 		old := c.holder()
 		c.procs[old].Kill()
 		waitFor(c.t, "the standby to take over", func() (bool, error) { h := c.holder(); return h != "" && h != old, nil })
-		return time.Now()
+		took := time.Now()
+		c.startReplica()
+		return took
 	case frozenLeader:
 		old := c.holder()
 		p := c.procs[old]
@@ -358,6 +362,7 @@ func (c *cell) disrupt() time.Time {
 			c.t.Fatalf("the old leader %s exited 0 after losing its lease, want an error", old)
 		}
 		c.assertNoWritesAfter(old, p, woke.Size())
+		c.startReplica()
 		return took
 	}
 	c.t.Fatalf("unknown mode %q", c.mode)
@@ -482,6 +487,316 @@ func TestResumeBreakerHold(t *testing.T) {
 				return fmt.Errorf("ReplicaSets %v, then %v", counts(settled), now)
 			}
 			return nil
+		})
+	})
+}
+
+// expectCounts fails unless every workload has exactly the ReplicaSets
+// want names (restarts + 1), want holding for every workload of the fleet.
+func expectCounts(ws map[string]workload, want map[string]int) error {
+	var wrong []string
+	for name, n := range want {
+		if got := ws[name].replicaSets; got != n {
+			wrong = append(wrong, fmt.Sprintf("%s: %d restarts, want %d", name, got-1, n-1))
+		}
+	}
+	if len(wrong) > 0 {
+		sort.Strings(wrong)
+		return fmt.Errorf("%s", strings.Join(wrong, "; "))
+	}
+	return nil
+}
+
+// Rows 2 and 6, a wave hold after a failed rollout and then a released hold:
+// a bad change of src-0 reaches the first of its six readers, whose pods never
+// become ready; its rollout fails at the deadline (8s) and the five others
+// are held, for that change, and no one else is touched. The mode strikes:
+// the holds must stay, and nothing restart, while nothing changes. Then the
+// operator heals the pods and releases the change with the annotation, and
+// the mode strikes again right away: the five held ones restart exactly once
+// each, the failed one not again, every hold gone, and the workloads that do
+// not read src-0 were never restarted.
+func TestResumeWaveHoldAndRelease(t *testing.T) {
+	matrix(t, func(t *testing.T, mode resumeMode) {
+		c := newCell(t, mode, "rwave", "8s", "1s", nil)
+		f := newSharedFleet(t, c.ns, c.keys, c.node, 12, 4, sharedOptions{})
+		c.start()
+		f.waitReady(t)
+		readers := f.readersOf("src-0")
+		first, rest := readers[0], readers[1:]
+		want := map[string]int{}
+		for _, name := range f.names {
+			want[name] = 1
+		}
+		want[first] = 2
+
+		c.node.neverReady(t, probeLabel, probeValue)
+		setConfigMapKey(t, c.ns, "src-0", "v", "bad")
+		source := sourceID("configmap", c.ns, "src-0")
+		var change string
+		heldAsDue := func() error {
+			ws, err := f.read(t)
+			if err != nil {
+				return err
+			}
+			if err := expectCounts(ws, want); err != nil {
+				return err
+			}
+			if r := ws[first].record; r.Result != "failed" {
+				return fmt.Errorf("%s: rollout record %+v, want failed", first, r)
+			}
+			names, holds := held(t, ws)
+			if fmt.Sprint(names) != fmt.Sprint(rest) {
+				return fmt.Errorf("held %v, want %v", names, rest)
+			}
+			for _, name := range names {
+				h := holds[name]
+				if h.Kind != "wave" || h.Source != source || !strings.Contains(h.Cause, first) || (change != "" && h.Change != change) {
+					return fmt.Errorf("%s: hold %+v, want a wave hold for %s caused by %s", name, h, source, first)
+				}
+				change = h.Change
+			}
+			return nil
+		}
+		waitFor(t, "the first wave failed and the rest of src-0's readers held", func() (bool, error) { return heldAsDue() == nil, heldAsDue() })
+
+		took := c.disrupt()
+		// The new leader decides every workload at start: give it that, then
+		// the holds must still be there and nothing restarted.
+		time.Sleep(time.Until(took.Add(2 * time.Second)))
+		stays(t, "held while nothing changes, "+string(mode), 6*time.Second, heldAsDue)
+
+		// What ends it: the release annotation (the pods are healed first).
+		c.node.heal(t)
+		released := time.Now()
+		annotateConfigMap(t, c.ns, "src-0", map[string]string{c.keys.release: change})
+		took = c.disrupt()
+		for _, name := range rest {
+			want[name] = 2
+		}
+		deadline := released.Add(c.takeover() + 45*time.Second)
+		f.truth(t, c.ns, rest, released, deadline, "released wave hold, "+string(mode))
+		stays(t, "each held workload restarted once, the failed one not again", 4*time.Second, func() error {
+			ws, err := f.read(t)
+			if err != nil {
+				return err
+			}
+			if names, _ := held(t, ws); len(names) != 0 {
+				return fmt.Errorf("holds left: %v", names)
+			}
+			return expectCounts(ws, want)
+		})
+		t.Logf("%s: released %s after the takeover at %s; all held restarted by %s", mode, change, took.Format(time.RFC3339), time.Now().Format(time.RFC3339))
+	})
+}
+
+// Rows 3 and 4, a wave in progress and a rollout record whose rollout is
+// still running: every rollout takes at least 5s (minReadySeconds), and
+// src-0 changes; while the first wave's rollout runs (its record has no
+// outcome yet) and the other five readers wait, the mode strikes. The record
+// must be followed to its outcome (complete) and the waves carried on: each
+// reader restarted exactly once, each wave only after the one before had
+// completed, no one else restarted, no hold.
+func TestResumeWaveInProgress(t *testing.T) {
+	matrix(t, func(t *testing.T, mode resumeMode) {
+		c := newCell(t, mode, "rprog", "1m", "1s", nil)
+		f := newSharedFleet(t, c.ns, c.keys, c.node, 12, 4, sharedOptions{minReadySeconds: 5})
+		c.start()
+		f.waitReady(t)
+		readers := f.readersOf("src-0")
+		changed := time.Now()
+		setConfigMapKey(t, c.ns, "src-0", "v", "1")
+		waitFor(t, "the first wave's rollout under way", func() (bool, error) {
+			ws, err := f.read(t)
+			if err != nil {
+				return false, err
+			}
+			if got := restarted(ws); fmt.Sprint(got) != fmt.Sprint(readers[:1]) {
+				return false, fmt.Errorf("restarted %v, want %v", got, readers[:1])
+			}
+			if r := ws[readers[0]].record; r.Result != "" {
+				t.Fatalf("%s's rollout had an outcome (%+v) before the mode struck: minReadySeconds too short", readers[0], r)
+			}
+			return true, nil
+		})
+		c.disrupt()
+		f.truth(t, c.ns, readers, changed, changed.Add(c.takeover()+60*time.Second), "wave in progress, "+string(mode))
+		ws := f.mustRead(t)
+		for _, name := range readers {
+			if r := ws[name].record; r.Result != "complete" {
+				t.Fatalf("%s: rollout record %+v, want complete", name, r)
+			}
+		}
+		checkWaves(t, readers, ws)
+		want := map[string]int{}
+		for _, name := range f.names {
+			want[name] = 1
+		}
+		for _, name := range readers {
+			want[name] = 2
+		}
+		stays(t, "each reader restarted once, no one else", 4*time.Second, func() error {
+			ws, err := f.read(t)
+			if err != nil {
+				return err
+			}
+			if names, _ := held(t, ws); len(names) != 0 {
+				return fmt.Errorf("holds: %v", names)
+			}
+			return expectCounts(ws, want)
+		})
+	})
+}
+
+// Row 5, a change inside its grace period (8s): src-0 and src-1 change
+// together and the mode strikes 1s later. Their nine readers (three read
+// both) restart exactly once each, within the grace period, the takeover
+// and the waves plus a margin; in one process not before the grace period
+// ends; the three workloads reading neither are not restarted.
+func TestResumeInsideGrace(t *testing.T) {
+	matrix(t, func(t *testing.T, mode resumeMode) {
+		const grace = 8 * time.Second
+		c := newCell(t, mode, "rgrace", "1m", "8s", nil)
+		f := newSharedFleet(t, c.ns, c.keys, c.node, 12, 4, sharedOptions{})
+		c.start()
+		f.waitReady(t)
+		readers := map[string]bool{}
+		for _, src := range []string{"src-0", "src-1"} {
+			for _, name := range f.readersOf(src) {
+				readers[name] = true
+			}
+		}
+		var names []string
+		want := map[string]int{}
+		for _, name := range f.names {
+			want[name] = 1
+			if readers[name] {
+				names = append(names, name)
+				want[name] = 2
+			}
+		}
+		changed := time.Now()
+		setConfigMapKey(t, c.ns, "src-0", "v", "1")
+		setConfigMapKey(t, c.ns, "src-1", "v", "1")
+		time.Sleep(time.Second) // inside the grace period: the state to resume
+		if got := restarted(f.mustRead(t)); len(got) != 0 {
+			t.Fatalf("restarted %v inside the grace period", got)
+		}
+		c.disrupt()
+		f.truth(t, c.ns, names, changed, changed.Add(grace+c.takeover()+40*time.Second), "change inside its grace period, "+string(mode))
+		if mode == oneProcess {
+			for _, name := range names {
+				if at := f.mustRead(t)[name].record.At; at.Sub(changed) < grace {
+					t.Fatalf("%s restarted %s after the change, inside the grace period of %s", name, at.Sub(changed), grace)
+				}
+			}
+		}
+		stays(t, "each reader restarted once, no one else", 4*time.Second, func() error {
+			ws, err := f.read(t)
+			if err != nil {
+				return err
+			}
+			return expectCounts(ws, want)
+		})
+	})
+}
+
+// Row 7, checksums recorded without a restart: src-3 carries the ignore
+// annotation and app-00 ignores src-0 by its ignore-sources annotation;
+// src-3 and src-0 change. The readers of src-3 and app-00 record the new
+// checksums and are not restarted; the other readers of src-0 restart once.
+// Then the mode strikes: nothing more restarts (what was recorded is not a
+// pending change). The witness: src-1 changes, and its readers (app-00
+// among them) restart, so a restart was possible all along.
+func TestResumeRecordedWithoutRestart(t *testing.T) {
+	matrix(t, func(t *testing.T, mode resumeMode) {
+		c := newCell(t, mode, "roptout", "1m", "1s", nil)
+		f := newSharedFleet(t, c.ns, c.keys, c.node, 12, 4, sharedOptions{})
+		annotateConfigMap(t, c.ns, "src-3", map[string]string{c.keys.ignore: "true"})
+		d, err := env.kube.AppsV1().Deployments(c.ns).Get(ctxFor(t), "app-00", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Annotations[c.keys.ignoreSources] = "configmap/src-0"
+		if _, err := env.kube.AppsV1().Deployments(c.ns).Update(ctxFor(t), d, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		c.start()
+		f.waitReady(t)
+		want := map[string]int{}
+		for _, name := range f.names {
+			want[name] = 1
+		}
+		for _, name := range f.readersOf("src-0") {
+			if name != "app-00" {
+				want[name] = 2
+			}
+		}
+		changed := time.Now()
+		setConfigMapKey(t, c.ns, "src-3", "v", "1")
+		setConfigMapKey(t, c.ns, "src-0", "v", "1")
+		// Recorded: every reader's applied checksums are the current data.
+		var all []string
+		for _, name := range f.names {
+			if want[name] == 2 {
+				all = append(all, name)
+			}
+		}
+		f.truth(t, c.ns, all, changed, changed.Add(40*time.Second), "restarts for src-0")
+		recorded := func() error {
+			ws, err := f.read(t)
+			if err != nil {
+				return err
+			}
+			if err := expectCounts(ws, want); err != nil {
+				return err
+			}
+			list, err := env.kube.AppsV1().Deployments(c.ns).List(ctxFor(t), metav1.ListOptions{})
+			if err != nil {
+				return err
+			}
+			for _, d := range list.Items {
+				applied := map[string]string{}
+				if err := json.Unmarshal([]byte(d.Annotations[c.keys.applied]), &applied); err != nil {
+					return fmt.Errorf("%s: applied %q", d.Name, d.Annotations[c.keys.applied])
+				}
+				for _, src := range f.readers[d.Name] {
+					if src != "src-0" && src != "src-3" {
+						continue
+					}
+					cm, err := env.kube.CoreV1().ConfigMaps(c.ns).Get(ctxFor(t), src, metav1.GetOptions{})
+					if err != nil {
+						return err
+					}
+					sum, err := configMapChecksumIn(c.ns, cm, nil)
+					if err != nil {
+						return err
+					}
+					if got := applied[sourceID("configmap", c.ns, src)]; got != sum {
+						return fmt.Errorf("%s: applied %s %q, current %q: not recorded", d.Name, src, got, sum)
+					}
+				}
+			}
+			return nil
+		}
+		waitFor(t, "the opted-out changes recorded without a restart", func() (bool, error) { return recorded() == nil, recorded() })
+		took := c.disrupt()
+		time.Sleep(time.Until(took.Add(2 * time.Second)))
+		stays(t, "nothing restarted for the recorded changes, "+string(mode), 6*time.Second, recorded)
+
+		witnessed := time.Now()
+		setConfigMapKey(t, c.ns, "src-1", "v", "1")
+		witnesses := f.readersOf("src-1")
+		f.truth(t, c.ns, witnesses, witnessed, witnessed.Add(40*time.Second), "witness change of src-1")
+		for _, name := range witnesses {
+			want[name]++
+		}
+		stays(t, "the witness change restarted its readers once", 3*time.Second, func() error {
+			ws, err := f.read(t)
+			if err != nil {
+				return err
+			}
+			return expectCounts(ws, want)
 		})
 	})
 }
