@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -243,6 +244,7 @@ type cell struct {
 	keys       safetyKeys
 	node       *fakeNode
 	configFile string
+	deadline   string // of Deployments' rollouts
 	args       []string
 	procs      map[string]*controllerProcess // by leader-election identity
 	started    int
@@ -252,11 +254,21 @@ type cell struct {
 // config (deadline, breaker, waves) before leader election is added.
 func newCell(t *testing.T, mode resumeMode, prefix, deadline, grace string, config func(map[string]interface{})) *cell {
 	t.Helper()
-	c := &cell{t: t, mode: mode, procs: map[string]*controllerProcess{}}
+	c := &cell{t: t, mode: mode, procs: map[string]*controllerProcess{}, deadline: deadline}
 	c.ns = newNamespace(t)
 	c.node = startFakeNode(t, "kwok-"+c.ns)
 	c.keys = safetyKeysFor(prefix)
-	c.configFile = safetyConfig(t, c.ns, c.ns, c.keys, deadline, func(cfg map[string]interface{}) {
+	c.configFile = c.writeConfig(config)
+	c.args = []string{"--restart-grace-period", grace, "--restart-check-period", "100"}
+	return c
+}
+
+// writeConfig writes the cell's config file (again): examples/config.yaml
+// with the cell's namespace, keys, rollout deadline and leader election,
+// changed by config.
+func (c *cell) writeConfig(config func(map[string]interface{})) string {
+	c.t.Helper()
+	return safetyConfig(c.t, c.ns, c.ns, c.keys, c.deadline, func(cfg map[string]interface{}) {
 		if config != nil {
 			config(cfg)
 		}
@@ -265,8 +277,6 @@ func newCell(t *testing.T, mode resumeMode, prefix, deadline, grace string, conf
 			"leaseDuration": cellLeaseConfig, "renewDeadline": "3s", "retryPeriod": "500ms",
 		}
 	})
-	c.args = []string{"--restart-grace-period", grace, "--restart-check-period", "100"}
-	return c
 }
 
 // start runs the controllers of the mode: one replica, or a leader and a
@@ -795,6 +805,83 @@ func TestResumeRecordedWithoutRestart(t *testing.T) {
 			ws, err := f.read(t)
 			if err != nil {
 				return err
+			}
+			return expectCounts(ws, want)
+		})
+	})
+}
+
+// Row 8, a half-applied hot reload of the config: while src-0's first wave
+// rolls out (minReadySeconds 4s), the config file is first torn (a write
+// cut short: refused, the running config stays in force), then rewritten
+// whole with other waves (firstWave 2), and the mode strikes at once, while
+// the reload is put in force. Whoever leads afterwards runs the new file;
+// every reader of src-0 is restarted exactly once, its rollout followed to
+// completion; no one else is restarted and no hold is left.
+func TestResumeHalfAppliedReload(t *testing.T) {
+	matrix(t, func(t *testing.T, mode resumeMode) {
+		c := newCell(t, mode, "rreload", "1m", "1s", nil)
+		f := newSharedFleet(t, c.ns, c.keys, c.node, 12, 4, sharedOptions{minReadySeconds: 4})
+		c.start()
+		f.waitReady(t)
+		readers := f.readersOf("src-0")
+		changed := time.Now()
+		setConfigMapKey(t, c.ns, "src-0", "v", "1")
+		waitFor(t, "the first wave's rollout under way", func() (bool, error) {
+			if got := restarted(f.mustRead(t)); fmt.Sprint(got) != fmt.Sprint(readers[:1]) {
+				return false, fmt.Errorf("restarted %v, want %v", got, readers[:1])
+			}
+			return true, nil
+		})
+
+		leader := c.leader()
+		if err := os.WriteFile(c.configFile, []byte("waves: {firstWave: 2, gro"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the torn config file refused", func() (bool, error) {
+			v, err := leader.Metric("restart_controller_config_last_reload_successful")
+			return err == nil && v == 0, err
+		})
+		c.writeConfig(func(cfg map[string]interface{}) {
+			cfg["waves"] = map[string]interface{}{"unpacedUpTo": 3, "firstWave": 2, "growth": 2, "maxInFlight": 50}
+		})
+		content, err := os.ReadFile(c.configFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.disrupt()
+		// Whoever leads now runs the whole new file.
+		wantHash := fmt.Sprintf("%x", sha256.Sum256(content))[:12]
+		waitFor(t, "the leader running the new config file", func() (bool, error) {
+			h, err := metricLabel(c.leader(), "restart_controller_config_info", "hash")
+			if err != nil {
+				return false, err
+			}
+			if h != wantHash {
+				return false, fmt.Errorf("config hash %s, want %s", h, wantHash)
+			}
+			return true, nil
+		})
+		f.truth(t, c.ns, readers, changed, changed.Add(c.takeover()+60*time.Second), "half-applied reload, "+string(mode))
+		want := map[string]int{}
+		for _, name := range f.names {
+			want[name] = 1
+		}
+		for _, name := range readers {
+			want[name] = 2
+		}
+		stays(t, "each reader restarted once, no one else", 4*time.Second, func() error {
+			ws, err := f.read(t)
+			if err != nil {
+				return err
+			}
+			if names, _ := held(t, ws); len(names) != 0 {
+				return fmt.Errorf("holds: %v", names)
+			}
+			for _, name := range readers {
+				if r := ws[name].record; r.Result != "complete" {
+					return fmt.Errorf("%s: rollout record %+v, want complete", name, r)
+				}
 			}
 			return expectCounts(ws, want)
 		})
