@@ -535,66 +535,91 @@ func expectCounts(ws map[string]workload, want map[string]int) error {
 // each, the failed one not again, every hold gone, and the workloads that do
 // not read src-0 were never restarted.
 func TestResumeWaveHoldAndRelease(t *testing.T) {
-	matrix(t, func(t *testing.T, mode resumeMode) {
-		c := newCell(t, mode, "rwave", "8s", "1s", nil)
-		f := newSharedFleet(t, c.ns, c.keys, c.node, 12, 4, sharedOptions{})
-		c.start()
-		f.waitReady(t)
-		readers := f.readersOf("src-0")
-		first, rest := readers[0], readers[1:]
-		want := map[string]int{}
-		for _, name := range f.names {
-			want[name] = 1
+	matrix(t, func(t *testing.T, mode resumeMode) { waveHoldRow(t, mode, false) })
+}
+
+// Row 2 ended the other way: the same wave hold, the mode strikes, the holds
+// stay; then the pods are healed and src-0 changes again (the fix), and the
+// mode strikes again right away. The new change starts its own waves from
+// the first: the failed workload is restarted again, then, in waves each
+// after the one before completed, the five held ones exactly once each; no
+// hold is left and no one else was restarted.
+func TestResumeWaveHoldNewChange(t *testing.T) {
+	matrix(t, func(t *testing.T, mode resumeMode) { waveHoldRow(t, mode, true) })
+}
+
+func waveHoldRow(t *testing.T, mode resumeMode, endByNewChange bool) {
+	prefix := "rwave"
+	if endByNewChange {
+		prefix = "rwavefix"
+	}
+	c := newCell(t, mode, prefix, "8s", "1s", nil)
+	f := newSharedFleet(t, c.ns, c.keys, c.node, 12, 4, sharedOptions{})
+	c.start()
+	f.waitReady(t)
+	readers := f.readersOf("src-0")
+	first, rest := readers[0], readers[1:]
+	want := map[string]int{}
+	for _, name := range f.names {
+		want[name] = 1
+	}
+	want[first] = 2
+
+	c.node.neverReady(t, probeLabel, probeValue)
+	setConfigMapKey(t, c.ns, "src-0", "v", "bad")
+	source := sourceID("configmap", c.ns, "src-0")
+	var change string
+	heldAsDue := func() error {
+		ws, err := f.read(t)
+		if err != nil {
+			return err
 		}
-		want[first] = 2
-
-		c.node.neverReady(t, probeLabel, probeValue)
-		setConfigMapKey(t, c.ns, "src-0", "v", "bad")
-		source := sourceID("configmap", c.ns, "src-0")
-		var change string
-		heldAsDue := func() error {
-			ws, err := f.read(t)
-			if err != nil {
-				return err
-			}
-			if err := expectCounts(ws, want); err != nil {
-				return err
-			}
-			if r := ws[first].record; r.Result != "failed" {
-				return fmt.Errorf("%s: rollout record %+v, want failed", first, r)
-			}
-			names, holds := held(t, ws)
-			if fmt.Sprint(names) != fmt.Sprint(rest) {
-				return fmt.Errorf("held %v, want %v", names, rest)
-			}
-			for _, name := range names {
-				h := holds[name]
-				if h.Kind != "wave" || h.Source != source || !strings.Contains(h.Cause, first) || (change != "" && h.Change != change) {
-					return fmt.Errorf("%s: hold %+v, want a wave hold for %s caused by %s", name, h, source, first)
-				}
-				change = h.Change
-			}
-			return nil
+		if err := expectCounts(ws, want); err != nil {
+			return err
 		}
-		waitFor(t, "the first wave failed and the rest of src-0's readers held", func() (bool, error) { return heldAsDue() == nil, heldAsDue() })
+		if r := ws[first].record; r.Result != "failed" {
+			return fmt.Errorf("%s: rollout record %+v, want failed", first, r)
+		}
+		names, holds := held(t, ws)
+		if fmt.Sprint(names) != fmt.Sprint(rest) {
+			return fmt.Errorf("held %v, want %v", names, rest)
+		}
+		for _, name := range names {
+			h := holds[name]
+			if h.Kind != "wave" || h.Source != source || !strings.Contains(h.Cause, first) || (change != "" && h.Change != change) {
+				return fmt.Errorf("%s: hold %+v, want a wave hold for %s caused by %s", name, h, source, first)
+			}
+			change = h.Change
+		}
+		return nil
+	}
+	waitFor(t, "the first wave failed and the rest of src-0's readers held", func() (bool, error) { return heldAsDue() == nil, heldAsDue() })
 
-		took := c.disrupt()
-		// The new leader decides every workload at start: give it that, then
-		// the holds must still be there and nothing restarted.
-		time.Sleep(time.Until(took.Add(2 * time.Second)))
-		stays(t, "held while nothing changes, "+string(mode), 6*time.Second, heldAsDue)
+	took := c.disrupt()
+	// The new leader decides every workload at start: give it that, then
+	// the holds must still be there and nothing restarted.
+	time.Sleep(time.Until(took.Add(2 * time.Second)))
+	stays(t, "held while nothing changes, "+string(mode), 6*time.Second, heldAsDue)
 
-		// What ends it: the release annotation (the pods are healed first).
-		c.node.heal(t)
-		released := time.Now()
-		annotateConfigMap(t, c.ns, "src-0", map[string]string{c.keys.release: change})
-		took = c.disrupt()
+	c.node.heal(t)
+	if endByNewChange {
+		// What ends it: a new change of the source.
+		changed := time.Now()
+		setConfigMapKey(t, c.ns, "src-0", "v", "fixed")
+		c.disrupt()
+		want[first] = 3
 		for _, name := range rest {
 			want[name] = 2
 		}
-		deadline := released.Add(c.takeover() + 45*time.Second)
-		f.truth(t, c.ns, rest, released, deadline, "released wave hold, "+string(mode))
-		stays(t, "each held workload restarted once, the failed one not again", 4*time.Second, func() error {
+		f.truth(t, c.ns, readers, changed, changed.Add(c.takeover()+45*time.Second), "wave hold ended by a new change, "+string(mode))
+		ws := f.mustRead(t)
+		for _, name := range readers {
+			if r := ws[name].record; r.Result != "complete" {
+				t.Fatalf("%s: rollout record %+v, want complete", name, r)
+			}
+		}
+		checkWaves(t, readers, ws)
+		stays(t, "the new change restarted its readers once each (the failed one again), no one else", 4*time.Second, func() error {
 			ws, err := f.read(t)
 			if err != nil {
 				return err
@@ -604,8 +629,28 @@ func TestResumeWaveHoldAndRelease(t *testing.T) {
 			}
 			return expectCounts(ws, want)
 		})
-		t.Logf("%s: released %s after the takeover at %s; all held restarted by %s", mode, change, took.Format(time.RFC3339), time.Now().Format(time.RFC3339))
+		return
+	}
+	// What ends it: the release annotation.
+	released := time.Now()
+	annotateConfigMap(t, c.ns, "src-0", map[string]string{c.keys.release: change})
+	took = c.disrupt()
+	for _, name := range rest {
+		want[name] = 2
+	}
+	deadline := released.Add(c.takeover() + 45*time.Second)
+	f.truth(t, c.ns, rest, released, deadline, "released wave hold, "+string(mode))
+	stays(t, "each held workload restarted once, the failed one not again", 4*time.Second, func() error {
+		ws, err := f.read(t)
+		if err != nil {
+			return err
+		}
+		if names, _ := held(t, ws); len(names) != 0 {
+			return fmt.Errorf("holds left: %v", names)
+		}
+		return expectCounts(ws, want)
 	})
+	t.Logf("%s: released %s after the takeover at %s; all held restarted by %s", mode, change, took.Format(time.RFC3339), time.Now().Format(time.RFC3339))
 }
 
 // Rows 3 and 4, a wave in progress and a rollout record whose rollout is
