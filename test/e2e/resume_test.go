@@ -409,7 +409,8 @@ func (c *cell) assertNoWritesAfter(id string, p *controllerProcess, offset int64
 		}
 	}
 	if len(writes) > 0 {
-		c.t.Fatalf("the old leader %s wrote after waking without the lease:\n\t%s", id, bulleted(writes))
+		// Not fatal: the outcome checked next tells what those writes did.
+		c.t.Errorf("the old leader %s wrote after waking without the lease:\n\t%s", id, bulleted(writes))
 	}
 }
 
