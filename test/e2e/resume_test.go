@@ -26,7 +26,8 @@ import (
 //	sigkill        SIGKILL, and a new process (a new identity) takes the lease
 //	failover       SIGKILL of the leader; its warm standby takes over
 //	frozen-leader  SIGSTOP of the leader past its lease, the standby takes
-//	               over, SIGCONT: the old leader must write nothing and exit
+//	               over, SIGCONT: the old leader must write nothing (it exits,
+//	               or stands by if a config reload restarted its election)
 //
 // and the outcome must be exactly what the state calls for, each within its
 // own timer plus a margin. Restarts are counted as pod-template changes (one
