@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 	"syscall"
@@ -391,10 +392,11 @@ func (c *cell) disrupt() time.Time {
 
 // assertNoWritesAfter fails if the process logged a write (a restart, a
 // recording, a hold, a rollout outcome) after the first offset bytes of its
-// log, which it wrote before it was woken at cont. A request already sent
-// when it was frozen is answered at once on waking: a line logged within
-// inFlightAtFreeze of cont may be such a write, decided with the lease, and
-// is only logged; later ones were decided after waking, without the lease.
+// log, which it wrote before it was woken at cont, and decided after that.
+// A request sent before it was frozen is answered at once on waking: a
+// restart is told apart by its template's timestamp (the decision's time:
+// before the freeze, or after cont), another write by being logged within
+// inFlightAtFreeze of cont. Those are only logged.
 func (c *cell) assertNoWritesAfter(id string, p *controllerProcess, offset int64, cont time.Time) {
 	c.t.Helper()
 	const inFlightAtFreeze = 250 * time.Millisecond
@@ -405,6 +407,7 @@ func (c *cell) assertNoWritesAfter(id string, p *controllerProcess, offset int64
 	if int64(len(raw)) < offset {
 		offset = int64(len(raw))
 	}
+	workloadOf := regexp.MustCompile(`workload=deployments\.apps/([^/ ]+)/([^ ]+)`)
 	var writes, inFlight []string
 	for _, line := range strings.Split(string(raw[offset:]), "\n") {
 		for _, w := range []string{": restarted", ": recorded", "restart held", "rollout complete", "rollout failed", "removing it"} {
@@ -412,23 +415,45 @@ func (c *cell) assertNoWritesAfter(id string, p *controllerProcess, offset int64
 				continue
 			}
 			stamp, _, _ := strings.Cut(line, " ")
-			at, err := time.Parse(time.RFC3339Nano, stamp)
-			if err == nil && at.Before(cont.Add(inFlightAtFreeze)) {
-				inFlight = append(inFlight, line)
-			} else {
+			logged, err := time.Parse(time.RFC3339Nano, stamp)
+			decidedAfter := err != nil || !logged.Before(cont.Add(inFlightAtFreeze))
+			if m := workloadOf.FindStringSubmatch(line); w == ": restarted" && m != nil && err == nil {
+				decidedAfter = c.restartedBetween(m[1], m[2], cont, logged)
+			}
+			if decidedAfter {
 				writes = append(writes, line)
+			} else {
+				inFlight = append(inFlight, line)
 			}
 			break
 		}
 	}
 	if len(inFlight) > 0 {
-		c.t.Logf("the old leader %s logged at once on waking (requests sent before it was frozen):\n\t%s", id, bulleted(inFlight))
+		c.t.Logf("the old leader %s logged on waking at %s writes it had sent before it was frozen:\n\t%s",
+			id, cont.UTC().Format("15:04:05.000"), bulleted(inFlight))
 	}
 	if len(writes) > 0 {
 		// Not fatal: the outcome checked next tells what those writes did.
-		c.t.Errorf("the old leader %s wrote after waking without the lease (woken at %s):\n\t%s",
+		c.t.Errorf("the old leader %s wrote after waking at %s, without the lease:\n\t%s",
 			id, cont.UTC().Format("15:04:05.000"), bulleted(writes))
 	}
+}
+
+// restartedBetween reports whether a pod template of the Deployment carries
+// a restart timestamp from from to to (both included).
+func (c *cell) restartedBetween(ns, name string, from, to time.Time) bool {
+	c.t.Helper()
+	rss, err := env.kube.AppsV1().ReplicaSets(ns).List(ctxFor(c.t), metav1.ListOptions{LabelSelector: "app=" + name})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	for _, rs := range rss.Items {
+		at, err := time.Parse(time.RFC3339Nano, rs.Spec.Template.Annotations[c.keys.timestamp])
+		if err == nil && !at.Before(from) && !at.After(to) {
+			return true
+		}
+	}
+	return false
 }
 
 // takeover is how long a mode may take to lead again after a disruption.
