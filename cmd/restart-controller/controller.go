@@ -11,8 +11,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -58,17 +61,17 @@ func restConfig(s config.Settings) (*rest.Config, error) {
 	return rc, nil
 }
 
-// protobufClient is a clientset that speaks protobuf, as the informers of
+// protobufClient is a core client that speaks protobuf, as the informers of
 // ConfigMaps and Secrets do: source data is the bulk of what it receives.
-func protobufClient(rc *rest.Config) (kubernetes.Interface, error) {
+func protobufClient(rc *rest.Config) (corev1client.CoreV1Interface, error) {
 	cfg := rest.CopyConfig(rc)
 	cfg.ContentType = runtime.ContentTypeProtobuf
 	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	cs, err := kubernetes.NewForConfig(cfg)
+	core, err := corev1client.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("creating protobuf client: %w", err)
 	}
-	return cs, nil
+	return core, nil
 }
 
 // runController runs the controller with one config until ctx ends; onSynced
@@ -79,26 +82,12 @@ func protobufClient(rc *rest.Config) (kubernetes.Interface, error) {
 func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m *metrics.Metrics, live *live,
 	lookupEnv func(string) (string, bool), onSynced func()) error {
 	started := time.Now()
-	rc, err := restConfig(cfg.Settings)
+	cl, err := newClients(cfg.Settings)
 	if err != nil {
 		return err
 	}
-	client, err := dynamic.NewForConfig(rc)
-	if err != nil {
-		return fmt.Errorf("creating dynamic client: %w", err)
-	}
-	disc, err := discovery.NewDiscoveryClientForConfig(rc)
-	if err != nil {
-		return fmt.Errorf("creating discovery client: %w", err)
-	}
-
-	kube, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return fmt.Errorf("creating Kubernetes client: %w", err)
-	}
-	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: kube.EventsV1()})
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: cl.events})
 	defer broadcaster.Shutdown()
-	cat := catalog.New()
 	m.Ready.Set(0)
 	m.Leader.Set(0)
 	m.WatchedWorkloads.Reset() // a reload may have removed kinds
@@ -109,22 +98,11 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 		m.DryRun.Set(1)
 		log.Warn("dry run: decisions are logged and reported as Events, nothing is patched")
 	}
-	meta, err := metadata.NewForConfig(rc)
-	if err != nil {
-		return fmt.Errorf("creating metadata client: %w", err)
-	}
-	ctrl, err := restart.New(cfg, cat, client, restart.APIExists(meta, cfg.Sources), m, recorder, log.Named("restart"))
+	cat := catalog.New()
+	ctrl, watcher, err := assemble(cfg, cl, cat, m, recorder, log, lookupEnv)
 	if err != nil {
 		return err
 	}
-	ctrl.PatchWith(meta)
-	protobuf, err := protobufClient(rc)
-	if err != nil {
-		return err
-	}
-	ctrl.ReadKeysWith(catalog.NewKeyReader(cfg.Sources, restart.APIFetch(protobuf, client), catalog.KeyReaderCapacity))
-	watcher := watch.New(cfg, rc, client, disc, cat, ctrl, m, log.Named("watch"), discoveryInterval)
-	watcher.ReportHealth(accessReviewer(kube), healthEvents(recorder, selfReference(cfg.Settings, lookupEnv), log.Named("watch")))
 	live.set(cat, watcher)
 
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -138,34 +116,14 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
 		return fmt.Errorf("starting event recording: %w", err)
 	}
-	// The key Secret may be created only once the configuration has been
-	// checked against the cluster, and must be loaded before any informer
-	// starts: a source with too many keys to cache a digest each keeps its
-	// whole-data checksums, keyed.
-	watcher.BeforeWatching(func(ctx context.Context) error {
-		key, err := checksumkey.Ensure(ctx, kube.CoreV1(), cfg.Settings.LeaseNamespace, cfg.Settings.ChecksumKeySecret)
-		if err != nil {
-			return fmt.Errorf("loading the checksum key: %w", err)
-		}
-		sums, err := checksum.NewHasher(key)
-		if err != nil {
-			return fmt.Errorf("loading the checksum key: %w", err)
-		}
-		cat.UseChecksums(sums)
-		ctrl.UseChecksums(sums)
-		log.Info("checksum key loaded", "secret", cfg.Settings.LeaseNamespace+"/"+cfg.Settings.ChecksumKeySecret, "key_id", sums.KeyID())
-		return nil
-	})
 	if err := watcher.Start(ctx); err != nil {
 		return fmt.Errorf("starting watches: %w", err) // a *watch.ConfigError is a configuration error: exit 2
 	}
-
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		watcher.Run(ctx)
 	}()
-	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		ctrl.Sweep(ctx)
@@ -182,7 +140,8 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 	if !cfg.Settings.LeaderElect {
 		m.Leader.Set(1)
 		ctrl.Run(ctx, context.WithoutCancel(ctx), cfg.Settings.Workers, drainTimeout)
-	} else if err := runAsLeader(ctx, cfg.Settings, kube, log.Named("leader"), m, func(runCtx, writeCtx context.Context) {
+	} else if err := runAsLeader(ctx, cfg.Settings, cl.coordination, log.Named("leader"), m, func(runCtx, writeCtx context.Context, fresh func() bool) {
+		ctrl.WriteOnlyWhile(fresh)
 		ctrl.Run(runCtx, writeCtx, cfg.Settings.Workers, drainTimeout)
 	}); err != nil {
 		return err
@@ -191,4 +150,84 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 		return cause
 	}
 	return nil
+}
+
+// clients are the API clients of one run of the controller.
+type clients struct {
+	rest    *rest.Config
+	dynamic dynamic.Interface
+	disc    discovery.DiscoveryInterface
+	// Typed clients of the groups the controller uses, one each: the whole
+	// clientset links every group's client and apply configurations.
+	core         corev1client.CoreV1Interface
+	events       eventsv1client.EventsV1Interface
+	coordination coordinationv1client.CoordinationV1Interface
+	authz        authorizationv1client.AuthorizationV1Interface
+	meta         metadata.Interface
+	protobuf     corev1client.CoreV1Interface
+}
+
+func newClients(s config.Settings) (*clients, error) {
+	rc, err := restConfig(s)
+	if err != nil {
+		return nil, err
+	}
+	c := &clients{rest: rc}
+	if c.dynamic, err = dynamic.NewForConfig(rc); err != nil {
+		return nil, fmt.Errorf("creating dynamic client: %w", err)
+	}
+	if c.disc, err = discovery.NewDiscoveryClientForConfig(rc); err != nil {
+		return nil, fmt.Errorf("creating discovery client: %w", err)
+	}
+	if c.core, err = corev1client.NewForConfig(rc); err != nil {
+		return nil, fmt.Errorf("creating core client: %w", err)
+	}
+	if c.events, err = eventsv1client.NewForConfig(rc); err != nil {
+		return nil, fmt.Errorf("creating events client: %w", err)
+	}
+	if c.coordination, err = coordinationv1client.NewForConfig(rc); err != nil {
+		return nil, fmt.Errorf("creating coordination client: %w", err)
+	}
+	if c.authz, err = authorizationv1client.NewForConfig(rc); err != nil {
+		return nil, fmt.Errorf("creating authorization client: %w", err)
+	}
+	if c.meta, err = metadata.NewForConfig(rc); err != nil {
+		return nil, fmt.Errorf("creating metadata client: %w", err)
+	}
+	if c.protobuf, err = protobufClient(rc); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// assemble builds the controller and the watcher that feeds it. The key
+// Secret may be created only once the configuration has been checked
+// against the cluster, and must be loaded before any informer starts: a
+// source with too many keys to cache a digest each keeps its whole-data
+// checksums, keyed.
+func assemble(cfg *config.Config, cl *clients, cat *catalog.Catalog, m *metrics.Metrics, recorder restart.EventRecorder,
+	log hclog.Logger, lookupEnv func(string) (string, bool)) (*restart.Controller, *watch.Watcher, error) {
+	ctrl, err := restart.New(cfg, cat, cl.dynamic, restart.APIExists(cl.meta, cfg.Sources), m, recorder, log.Named("restart"))
+	if err != nil {
+		return nil, nil, err
+	}
+	ctrl.PatchWith(cl.meta)
+	ctrl.ReadKeysWith(catalog.NewKeyReader(cfg.Sources, restart.APIFetch(cl.protobuf, cl.dynamic), catalog.KeyReaderCapacity))
+	watcher := watch.New(cfg, cl.rest, cl.dynamic, cl.disc, cat, ctrl, m, log.Named("watch"), discoveryInterval)
+	watcher.ReportHealth(accessReviewer(cl.authz), healthEvents(recorder, selfReference(cfg.Settings, lookupEnv), log.Named("watch")))
+	watcher.BeforeWatching(func(ctx context.Context) error {
+		key, err := checksumkey.Ensure(ctx, cl.core, cfg.Settings.LeaseNamespace, cfg.Settings.ChecksumKeySecret)
+		if err != nil {
+			return fmt.Errorf("loading the checksum key: %w", err)
+		}
+		sums, err := checksum.NewHasher(key)
+		if err != nil {
+			return fmt.Errorf("loading the checksum key: %w", err)
+		}
+		cat.UseChecksums(sums)
+		ctrl.UseChecksums(sums)
+		log.Info("checksum key loaded", "secret", cfg.Settings.LeaseNamespace+"/"+cfg.Settings.ChecksumKeySecret, "key_id", sums.KeyID())
+		return nil
+	})
+	return ctrl, watcher, nil
 }

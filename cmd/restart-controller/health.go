@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/tools/events"
 
 	"github.com/restart-controller/restart-controller/internal/config"
@@ -20,9 +20,9 @@ import (
 // accessReviewer asks the API server, with a SelfSubjectAccessReview, whether
 // this process may use a verb on a resource. Every authenticated user may
 // create one (system:basic-user), so it needs no rule in the ClusterRole.
-func accessReviewer(kube kubernetes.Interface) watch.AccessChecker {
+func accessReviewer(authz authorizationv1client.AuthorizationV1Interface) watch.AccessChecker {
 	return func(ctx context.Context, verb string, gvr schema.GroupVersionResource, namespace string) (bool, string, error) {
-		review, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+		review, err := authz.SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
 			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
 				Namespace: namespace, Verb: verb, Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource,
 			}},

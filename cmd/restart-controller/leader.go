@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
@@ -27,13 +29,20 @@ var errLostLease = errors.New("lost the leader lease")
 // On SIGTERM (ctx ends) work drains first and the lease is released after
 // it, so the next leader never writes while this one still does. On a lost
 // lease, writeCtx is cancelled at once and every write stops.
-func runAsLeader(ctx context.Context, s config.Settings, client kubernetes.Interface, log hclog.Logger, m *metrics.Metrics,
-	work func(runCtx, writeCtx context.Context)) error {
-	lock := &resourcelock.LeaseLock{
+//
+// work's fresh reports whether the lease is certainly still this
+// replica's: its last renewal began less than the renew deadline ago. A
+// replica frozen past its lease (SIGSTOP, a paused VM) wakes with writeCtx
+// still open until its elector notices, one API call later; its workers
+// ask fresh before every write and stop at once.
+func runAsLeader(ctx context.Context, s config.Settings, client coordinationv1client.CoordinationV1Interface, log hclog.Logger, m *metrics.Metrics,
+	work func(runCtx, writeCtx context.Context, fresh func() bool)) error {
+	lock := &renewClock{Interface: &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: s.LeaseNamespace, Name: s.LeaseName},
-		Client:     client.CoordinationV1(),
+		Client:     client,
 		LockConfig: resourcelock.ResourceLockConfig{Identity: s.LeaderIdentity},
-	}
+	}}
+	fresh := func() bool { return lock.renewedWithin(s.LeaseRenewDeadline) }
 	// The election runs on a context that SIGTERM does not cancel: it is
 	// cancelled only after work has drained, which then releases the lease.
 	electionCtx, stopElection := context.WithCancel(context.WithoutCancel(ctx))
@@ -61,7 +70,7 @@ func runAsLeader(ctx context.Context, s config.Settings, client kubernetes.Inter
 					<-leaseCtx.Done()
 					stopRun()
 				}()
-				work(runCtx, leaseCtx)
+				work(runCtx, leaseCtx, fresh)
 				stopRun()
 				if ctx.Err() != nil {
 					stopElection()
@@ -101,4 +110,45 @@ func runAsLeader(ctx context.Context, s config.Settings, client kubernetes.Inter
 	}
 	log.Info("released lease")
 	return nil
+}
+
+// renewClock is a resource lock that remembers when its last successful
+// acquisition or renewal began. The lease runs from the holder's write as
+// others observe it, which is no earlier than when the write began, so a
+// write that began within the renew deadline (shorter than the lease)
+// leaves this replica the holder for certain. Time here is the monotonic
+// clock, which keeps running while the process is stopped.
+type renewClock struct {
+	resourcelock.Interface
+	mu      sync.Mutex
+	renewed time.Time
+}
+
+func (l *renewClock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	began := time.Now()
+	err := l.Interface.Create(ctx, ler)
+	l.note(began, err)
+	return err
+}
+
+func (l *renewClock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	began := time.Now()
+	err := l.Interface.Update(ctx, ler)
+	l.note(began, err)
+	return err
+}
+
+func (l *renewClock) note(began time.Time, err error) {
+	if err != nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.renewed = began
+}
+
+func (l *renewClock) renewedWithin(d time.Duration) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.renewed.IsZero() && time.Since(l.renewed) < d
 }

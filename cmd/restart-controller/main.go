@@ -43,7 +43,7 @@ var (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	if code, ok := runSubcommand(ctx, os.Args[0], os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr); ok {
+	if code, ok := pointToPlugin(os.Args[1:], os.Stderr); ok {
 		stop()
 		os.Exit(code)
 	}

@@ -5,7 +5,7 @@
 // writes per restart. It runs the whole scenario once per scale, the source
 // sizes multiplied by the scale, and prints one Markdown table.
 //
-//	go run ./hack/bench --controller bin/restart-controller [--scales 1,4] [--out FILE]
+//	make bench BENCH_ARGS="[--scales 1,4] [--out FILE]"   # or: go -C hack/bench build -o ../../bin/bench . && bin/bench --controller bin/restart-controller ...
 //
 // With --scale-workloads N it runs the scale scenario of issue 13 instead
 // (scale.go): N workloads over --scale-sources small sources, beside a

@@ -20,6 +20,7 @@ type dockerStage struct {
 	expose     []string
 	entrypoint []string
 	runs       []string
+	copies     []string // destinations of COPY
 }
 
 func parseDockerfile(t *testing.T, path string) []*dockerStage {
@@ -80,6 +81,10 @@ func parseDockerfile(t *testing.T, path string) []*dockerStage {
 			}
 		case "RUN":
 			s.runs = append(s.runs, rest)
+		case "COPY":
+			if words := strings.Fields(rest); len(words) >= 2 {
+				s.copies = append(s.copies, words[len(words)-1])
+			}
 		}
 	}
 	return stages
@@ -191,11 +196,25 @@ func TestDockerfileAgrees(t *testing.T) {
 		}
 	}
 
-	// The binary is built the same way (see BuildBinary).
+	// The binaries are built the same way (see BuildBinary), both of them.
 	build := strings.Join(stages[0].runs, "\n")
-	for _, want := range []string{"CGO_ENABLED=0 go build -trimpath", `-ldflags "-s -w -X main.version=${VERSION}"`} {
+	for _, want := range []string{"CGO_ENABLED=0 go build -trimpath", `-ldflags "-s -w -X main.version=${VERSION}"`,
+		ControllerPackage, PluginPackage} {
 		if !strings.Contains(build, want) {
 			t.Errorf("the Dockerfile's build stage does not run %s", want)
 		}
+	}
+	// And the final stage ships the same files as the image's binary layer.
+	files := extract(t, openLayout(t))
+	for _, p := range []string{BinaryPath, PluginPath} {
+		if _, ok := files[strings.TrimPrefix(p, "/")]; !ok {
+			t.Errorf("the image has no %s", p)
+		}
+		if !slices.Contains(final.copies, p) {
+			t.Errorf("the Dockerfile's final stage does not COPY %s (it copies %q)", p, final.copies)
+		}
+	}
+	if len(final.copies) != 2 {
+		t.Errorf("the Dockerfile's final stage copies %q, want exactly %s and %s", final.copies, BinaryPath, PluginPath)
 	}
 }

@@ -23,8 +23,12 @@ import (
 // The image's fixed facts. The Dockerfile describes the same image on top of
 // distroless/static:nonroot; dockerfile_test.go keeps the two in agreement.
 const (
-	User        = "65532:65532"
-	BinaryPath  = "/restart-controller"
+	User       = "65532:65532"
+	BinaryPath = "/restart-controller"
+	// PluginPath is the operator CLI (explain, check), a binary of its own so
+	// that the controller's stays lean; it runs in the pod with
+	// kubectl exec ... -- /kubectl-restart_controller check.
+	PluginPath  = "/kubectl-restart_controller"
 	MetricsPort = "10254/tcp"
 	Title       = "restart-controller"
 	Source      = "https://github.com/restart-controller/restart-controller"
@@ -43,6 +47,9 @@ type Options struct {
 	Arch    string // GOARCH of the binary and the image, default amd64
 	// Binary is a prebuilt static controller binary; empty builds one from Root.
 	Binary string
+	// PluginBinary is a prebuilt static kubectl-restart_controller; empty
+	// builds one from Root.
+	PluginBinary string
 	// CACertificates is a PEM bundle copied into the image; empty uses the
 	// host's /etc/ssl/certs/ca-certificates.crt if there is one, "-" none.
 	CACertificates string
@@ -58,26 +65,33 @@ func (o Options) Labels() map[string]string {
 	}
 }
 
-// Build compiles the controller (unless Options.Binary names one) and
-// assembles a FROM-scratch image: a base layer with /etc/passwd, /etc/group,
-// the non-root home and CA certificates, and a layer with the binary.
+// Build compiles the controller and the operator CLI (unless Options.Binary
+// and Options.PluginBinary name them) and assembles a FROM-scratch image: a
+// base layer with /etc/passwd, /etc/group, the non-root home and CA
+// certificates, and a layer with the two binaries.
 func Build(ctx context.Context, o Options) (v1.Image, error) {
 	if o.Arch == "" {
 		o.Arch = "amd64"
 	}
-	binary := o.Binary
-	if binary == "" {
-		dir, err := os.MkdirTemp("", "restart-controller-image-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(dir)
-		binary = filepath.Join(dir, "restart-controller")
-		if err := BuildBinary(ctx, o.Root, o.Version, o.Arch, binary); err != nil {
-			return nil, err
-		}
+	dir, err := os.MkdirTemp("", "restart-controller-image-")
+	if err != nil {
+		return nil, err
 	}
-	bin, err := os.ReadFile(binary)
+	defer os.RemoveAll(dir)
+	read := func(prebuilt, pkg string) ([]byte, error) {
+		if prebuilt == "" {
+			prebuilt = filepath.Join(dir, filepath.Base(pkg))
+			if err := BuildBinary(ctx, o.Root, o.Version, o.Arch, pkg, prebuilt); err != nil {
+				return nil, err
+			}
+		}
+		return os.ReadFile(prebuilt)
+	}
+	bin, err := read(o.Binary, ControllerPackage)
+	if err != nil {
+		return nil, err
+	}
+	plugin, err := read(o.PluginBinary, PluginPackage)
 	if err != nil {
 		return nil, err
 	}
@@ -85,17 +99,24 @@ func Build(ctx context.Context, o Options) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Assemble(o, bin, certs)
+	return Assemble(o, bin, plugin, certs)
 }
 
-// BuildBinary runs the same build as `make build`, cross-compiled for linux/arch.
-func BuildBinary(ctx context.Context, root, version, arch, out string) error {
+// The packages of the image's two binaries, relative to the root.
+const (
+	ControllerPackage = "./cmd/restart-controller"
+	PluginPackage     = "./cmd/kubectl-restart_controller"
+)
+
+// BuildBinary runs the same build as `make build` for pkg, cross-compiled
+// for linux/arch.
+func BuildBinary(ctx context.Context, root, version, arch, pkg, out string) error {
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath",
-		"-ldflags", "-s -w -X main.version="+version, "-o", out, "./cmd/restart-controller")
+		"-ldflags", "-s -w -X main.version="+version, "-o", out, pkg)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("building the controller: %w\n%s", err, b)
+		return fmt.Errorf("building %s: %w\n%s", pkg, err, b)
 	}
 	return nil
 }
@@ -117,9 +138,9 @@ func readCerts(path string) ([]byte, error) {
 	}
 }
 
-// Assemble puts the binary and the base files into an image. It is pure: the
-// same inputs give the same digest.
-func Assemble(o Options, binary, certs []byte) (v1.Image, error) {
+// Assemble puts the binaries and the base files into an image. It is pure:
+// the same inputs give the same digest.
+func Assemble(o Options, binary, plugin, certs []byte) (v1.Image, error) {
 	if o.Arch == "" {
 		o.Arch = "amd64"
 	}
@@ -141,7 +162,10 @@ func Assemble(o Options, binary, certs []byte) (v1.Image, error) {
 			entry{name: "etc/ssl/certs/", mode: 0o755, dir: true},
 			entry{name: strings.TrimPrefix(CACertificates, "/"), mode: 0o644, data: certs})
 	}
-	app := []entry{{name: strings.TrimPrefix(BinaryPath, "/"), mode: 0o755, data: binary}}
+	app := []entry{
+		{name: strings.TrimPrefix(BinaryPath, "/"), mode: 0o755, data: binary},
+		{name: strings.TrimPrefix(PluginPath, "/"), mode: 0o755, data: plugin},
+	}
 
 	img, err := mutate.ConfigFile(empty.Image, &v1.ConfigFile{
 		Architecture: o.Arch,
@@ -166,7 +190,7 @@ func Assemble(o Options, binary, certs []byte) (v1.Image, error) {
 		by    string
 	}{
 		{base, "restart-controller base: passwd, group, home of nonroot (65532), CA certificates"},
-		{app, "restart-controller " + o.Version + " static binary"},
+		{app, "restart-controller " + o.Version + " static binaries: the controller and kubectl-restart_controller"},
 	} {
 		layer, err := tarLayer(l.files, created)
 		if err != nil {

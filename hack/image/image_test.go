@@ -169,6 +169,29 @@ func TestImageRunsVersion(t *testing.T) {
 	}
 }
 
+// TestImagePlugin runs the operator CLI the image ships beside the controller.
+func TestImagePlugin(t *testing.T) {
+	files := extract(t, openLayout(t))
+	bin, ok := files[strings.TrimPrefix(PluginPath, "/")]
+	if !ok {
+		t.Fatalf("no %s in the image; files: %v", PluginPath, names(files))
+	}
+	if bin.hdr.Mode&0o111 == 0 || bin.hdr.Uid != 0 {
+		t.Errorf("%s mode %o uid %d, want executable, owned by root", PluginPath, bin.hdr.Mode, bin.hdr.Uid)
+	}
+	path := filepath.Join(t.TempDir(), "kubectl-restart_controller")
+	if err := os.WriteFile(path, bin.data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(path, "--help").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "kubectl restart-controller explain KIND/NAME") {
+		t.Fatalf("%s --help: %v\n%s", path, err, out)
+	}
+	if bytes.Contains(bin.data, []byte("/lib64/ld-linux")) || bytes.Contains(bin.data, []byte("/lib/ld-linux")) {
+		t.Error("the plugin names a dynamic loader; it must be built with CGO_ENABLED=0")
+	}
+}
+
 func TestImageBaseFiles(t *testing.T) {
 	files := extract(t, openLayout(t))
 	passwd := string(files["etc/passwd"].data)
@@ -217,7 +240,7 @@ func TestDockerTarball(t *testing.T) {
 func TestReproducible(t *testing.T) {
 	bin := []byte("not really a binary")
 	digest := func(o Options) v1.Hash {
-		img, err := Assemble(o, bin, []byte("certs"))
+		img, err := Assemble(o, bin, []byte("not really a plugin"), []byte("certs"))
 		if err != nil {
 			t.Fatal(err)
 		}

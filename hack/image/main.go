@@ -1,5 +1,5 @@
 // Command image builds restart-controller's OCI image without a Docker engine:
-// the static binary on an empty base (FROM scratch) with /etc/passwd,
+// the static binaries (the controller and its kubectl plugin) on an empty base (FROM scratch) with /etc/passwd,
 // /etc/group and CA certificates, run as 65532:65532 ("nonroot"). It writes an
 // OCI image layout and a tarball that `docker load` and `podman load` accept,
 // and prints the image digest.
@@ -41,7 +41,8 @@ func run(ctx context.Context, args []string) error {
 	version := fs.String("version", "", "version stamped into the binary and the image (default: git describe --tags --always --dirty)")
 	revision := fs.String("revision", "", "git commit for org.opencontainers.image.revision (default: HEAD)")
 	arch := fs.String("arch", "amd64", "GOARCH of the binary and the image")
-	binary := fs.String("binary", "", "use this prebuilt static binary instead of building one (it must carry -version)")
+	binary := fs.String("binary", "", "use this prebuilt static controller binary instead of building one (it must carry -version)")
+	pluginBinary := fs.String("plugin-binary", "", "use this prebuilt static kubectl-restart_controller instead of building one (it must carry -version)")
 	certs := fs.String("ca-certificates", "", "PEM bundle to copy in (default: the host's "+CACertificates+"; - for none)")
 	layoutDir := fs.String("layout", "bin/image", "OCI image layout folder to write, relative to the root (empty: none)")
 	tarPath := fs.String("tar", "bin/restart-controller-image.tar", "docker-loadable tarball to write, relative to the root (empty: none)")
@@ -70,7 +71,7 @@ func run(ctx context.Context, args []string) error {
 	}
 	img, err := Build(ctx, Options{
 		Root: *root, Version: *version, Revision: *revision, Created: created,
-		Arch: *arch, Binary: *binary, CACertificates: *certs,
+		Arch: *arch, Binary: *binary, PluginBinary: *pluginBinary, CACertificates: *certs,
 	})
 	if err != nil {
 		return err

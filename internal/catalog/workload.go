@@ -79,12 +79,12 @@ type WorkloadState struct {
 	// by its kind's rule when it entered the cache: all of the status that
 	// decisions need.
 	Rollout rollout.Status `json:"rollout"`
-	// Record and Hold are the raw rollout and hold annotations (package
-	// pacing); InFlight says Record names a restart whose rollout has no
-	// result yet.
-	Record   string `json:"record,omitempty"`
-	Hold     string `json:"hold,omitempty"`
-	InFlight bool   `json:"inFlight,omitempty"`
+	// LastRestart and Hold are the raw rollout and hold annotations
+	// (package pacing); InFlight says LastRestart names a restart whose
+	// rollout has no result yet.
+	LastRestart string `json:"lastRestart,omitempty"`
+	Hold        string `json:"hold,omitempty"`
+	InFlight    bool   `json:"inFlight,omitempty"`
 	// IgnoreSources are the entries of the ignore-sources annotation:
 	// "KIND/NAME" or "NAME".
 	IgnoreSources []string `json:"ignoreSources,omitempty"`
@@ -129,7 +129,7 @@ func (w *WorkloadState) SameDecisionInputs(other *WorkloadState) bool {
 		w.AppliedTemplateHash != other.AppliedTemplateHash || w.TemplateHash != other.TemplateHash ||
 		w.TemplateRV != other.TemplateRV || w.NotRolled != other.NotRolled ||
 		w.Problem != other.Problem || len(w.References) != len(other.References) ||
-		w.Rollout.Phase != other.Rollout.Phase || w.Record != other.Record || w.Hold != other.Hold ||
+		w.Rollout.Phase != other.Rollout.Phase || w.LastRestart != other.LastRestart || w.Hold != other.Hold ||
 		!slices.Equal(w.IgnoreSources, other.IgnoreSources) {
 		return false
 	}
@@ -175,13 +175,13 @@ func reduceWorkload(u *unstructured.Unstructured, kind config.WorkloadKind, cfg 
 		HasApplied:          hasApplied,
 		AppliedTemplateHash: annotations[cfg.Annotations.AppliedTemplateHash],
 		Rollout:             kind.Rollout.Evaluate(u.Object),
-		Record:              annotations[cfg.Annotations.Rollout],
+		LastRestart:         annotations[cfg.Annotations.Rollout],
 		Hold:                annotations[cfg.Annotations.Hold],
 		// The exclude annotations are opt-outs like ignore-sources, so
 		// decisions apply them the one way they apply the others.
 		IgnoreSources: append(splitList(annotations[cfg.Annotations.IgnoreSources]), cfg.ExcludedSources(annotations)...),
 	}
-	if record, err := pacing.ParseRecord(state.Record); err == nil && record.InFlight() {
+	if record, err := pacing.ParseLastRestart(state.LastRestart); err == nil && record.InFlight() {
 		state.InFlight = true
 	}
 	for _, c := range kind.NotRolledWhen {

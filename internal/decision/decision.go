@@ -111,8 +111,9 @@ type Verdict struct {
 	Unhold bool
 	// Capped, for Queue: it waits for the cap, not for its wave.
 	Capped bool
-	// Rollout is the record a restart writes, for the fleet to reserve.
-	Rollout *pacing.Record
+	// LastRestart is the record a restart writes, for the fleet to
+	// reserve.
+	LastRestart *pacing.LastRestart
 	// At is the time the restart carries.
 	At time.Time
 	// Recheck, when positive, is when to decide again without any event.
@@ -162,7 +163,7 @@ func (r Rules) pace(s Snapshot, v Verdict) Verdict {
 	if err != nil {
 		v.Reasons = append(v.Reasons, "unreadable hold annotation, removed: "+err.Error())
 	}
-	prev, _ := pacing.ParseRecord(w.Record)
+	prev, _ := pacing.ParseLastRestart(w.LastRestart)
 	var restarts []time.Time
 	if prev != nil {
 		restarts = prev.Restarts
@@ -198,7 +199,7 @@ func (r Rules) pace(s Snapshot, v Verdict) Verdict {
 
 // admit gives the restart its places in the waves of the changes it
 // delivers, under the cap on rollouts in flight, or queues or holds it.
-func (r Rules) admit(s Snapshot, v Verdict, hold *pacing.Hold, prev *pacing.Record) Verdict {
+func (r Rules) admit(s Snapshot, v Verdict, hold *pacing.Hold, prev *pacing.LastRestart) Verdict {
 	now := s.Fleet.Now()
 	delivered, rank, paced, stop := r.places(s, &v, hold, now)
 	if stop {
@@ -211,12 +212,12 @@ func (r Rules) admit(s Snapshot, v Verdict, hold *pacing.Hold, prev *pacing.Reco
 		return v
 	}
 	r.carryOver(s, prev, delivered)
-	rec := pacing.NewRecord(prev, delivered, now, r.Breaker.Window)
+	rec := pacing.NewLastRestart(prev, delivered, now, r.Breaker.Window)
 	v.Plan.setExtra(r.Annotations.Rollout, pacing.Encode(rec))
 	if s.Workload.Hold != "" {
 		v.Plan.setExtra(r.Annotations.Hold, nil)
 	}
-	v.Action, v.Rollout, v.At, v.Recheck = Restart, rec, now, 0
+	v.Action, v.LastRestart, v.At, v.Recheck = Restart, rec, now, 0
 	return v
 }
 
@@ -286,7 +287,7 @@ func (r Rules) places(s Snapshot, v *Verdict, hold *pacing.Hold, now time.Time) 
 // carryOver adds to delivered what the last restart delivered that is still
 // current: the new rollout delivers it again, and its outcome speaks for
 // those changes too.
-func (r Rules) carryOver(s Snapshot, prev *pacing.Record, delivered map[string]string) {
+func (r Rules) carryOver(s Snapshot, prev *pacing.LastRestart, delivered map[string]string) {
 	if prev == nil {
 		return
 	}

@@ -53,7 +53,7 @@ func TestDecideFleetStates(t *testing.T) {
 			Applied:    annotation(t, map[string]string{cmApp.String(): v1.Checksum(testSums, nil)}),
 			References: []catalog.Reference{{ID: cmApp}}}
 		w.Namespace, w.Name = "shop", "web"
-		w.Record, w.Hold = annotations["rollout"], annotations["hold"]
+		w.LastRestart, w.Hold = annotations["rollout"], annotations["hold"]
 		return w
 	}
 	recent := func(n int) string {
@@ -61,7 +61,7 @@ func TestDecideFleetStates(t *testing.T) {
 		for i := n; i > 0; i-- {
 			at = append(at, now.Add(-time.Duration(i)*time.Minute))
 		}
-		return pacing.Encode(&pacing.Record{At: at[len(at)-1], Result: rollout.ResultComplete, Restarts: at})
+		return pacing.Encode(&pacing.LastRestart{At: at[len(at)-1], Result: rollout.ResultComplete, Restarts: at})
 	}
 	breakerHold := pacing.Encode(&pacing.Hold{Kind: pacing.HoldBreaker, Cause: "restarted 3 times", Since: now.Add(-5 * time.Minute)})
 	waveHold := pacing.Encode(&pacing.Hold{Kind: pacing.HoldWave, Source: cmApp.String(), Change: change, Cause: "x/y/z: failed", Since: now})
@@ -113,7 +113,7 @@ func TestDecideFleetStates(t *testing.T) {
 				t.Fatalf("reasons %q, want one with %q", v.Reasons, tc.reason)
 			}
 			if v.Action == Restart {
-				rec, err := pacing.ParseRecord(v.Plan.Extra["rollout"].(string))
+				rec, err := pacing.ParseLastRestart(v.Plan.Extra["rollout"].(string))
 				if err != nil || !rec.Delivered(cmApp.String(), change) || !rec.At.Equal(now) {
 					t.Fatalf("record %+v (%v)", rec, err)
 				}

@@ -59,10 +59,10 @@ func PendingFor(sums checksum.Hasher, w *catalog.WorkloadState, applied map[stri
 type Reader struct {
 	Key   catalog.WorkloadKey
 	State *catalog.WorkloadState
-	// Record is its rollout record: Reserved when the fleet has written it
-	// and the cache does not show it yet.
-	Record   *pacing.Record
-	Reserved bool
+	// LastRestart is the record of its last restart: Reserved when the
+	// fleet has written it and the cache does not show it yet.
+	LastRestart *pacing.LastRestart
+	Reserved    bool
 	// Self: it is the workload being decided, whose restart for the source
 	// is due.
 	Self bool
@@ -80,11 +80,11 @@ func (r Rules) Member(rd Reader, id catalog.SourceID, src *catalog.SourceState, 
 	}
 	sid := id.String()
 	m := pacing.Member{Key: rd.Key.String()}
-	if rd.Record.Delivered(sid, change) {
-		m.Restarted, m.Result = true, rd.Record.Result
-		m.Failure = rd.Record.Reason
-		if rd.Record.Message != "" {
-			m.Failure += ": " + rd.Record.Message
+	if rd.LastRestart.Delivered(sid, change) {
+		m.Restarted, m.Result = true, rd.LastRestart.Result
+		m.Failure = rd.LastRestart.Reason
+		if rd.LastRestart.Message != "" {
+			m.Failure += ": " + rd.LastRestart.Message
 		}
 	}
 	switch {

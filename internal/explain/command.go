@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -101,10 +102,34 @@ func Main(ctx context.Context, args []string, env Env) int {
 	if cfg.File == "" {
 		fmt.Fprintf(env.Stderr, "note: no config file at %s; using the built-in defaults (pass --config)\n", DefaultConfigFile)
 	}
-
-	rc, err := kube.ToRESTConfig()
+	cl, namespace, mapper, err := connect(ctx, kube, cfg, env)
 	if err != nil {
 		return fail(exitFailed, "%v", err)
+	}
+	target, err := cfg.Resolve(mapper, fs.Args())
+	if err != nil {
+		return fail(exitInvalid, "%v", err)
+	}
+	if target.Workload != nil && *key != "" {
+		return fail(exitInvalid, "--key applies to a source (ConfigMap, Secret), not to a workload")
+	}
+	report, code, err := explainTarget(ctx, cl, cfg, target, namespace, *key)
+	if err != nil {
+		return fail(exitFailed, "%v", err)
+	}
+	if err := Render(env.Stdout, report, *output); err != nil {
+		return fail(exitFailed, "%v", err)
+	}
+	return code
+}
+
+// connect builds the clients from the kubeconfig flags, and reads the
+// checksum key if the caller may (without it, keyed checksums are reported
+// as not comparable, not as changed).
+func connect(ctx context.Context, kube *genericclioptions.ConfigFlags, cfg *Config, env Env) (*Cluster, string, meta.RESTMapper, error) {
+	rc, err := kube.ToRESTConfig()
+	if err != nil {
+		return nil, "", nil, err
 	}
 	rc.UserAgent = "restart-controller-explain/" + env.Version
 	if rc.Timeout == 0 {
@@ -114,45 +139,38 @@ func Main(ctx context.Context, args []string, env Env) int {
 	}
 	namespace, _, err := kube.ToRawKubeConfigLoader().Namespace()
 	if err != nil {
-		return fail(exitFailed, "%v", err)
+		return nil, "", nil, err
 	}
 	mapper, err := kube.ToRESTMapper()
 	if err != nil {
-		return fail(exitFailed, "%v", err)
+		return nil, "", nil, err
 	}
 	client, err := dynamic.NewForConfig(rc)
 	if err != nil {
-		return fail(exitFailed, "%v", err)
+		return nil, "", nil, err
 	}
-	cl := &Cluster{Dynamic: client}
 	if kc, err := kubernetes.NewForConfig(rc); err == nil {
-		// The caller's credentials may not read the controller's key; then
-		// keyed checksums are reported as not comparable, not as changed.
 		if key, err := checksumkey.Read(ctx, kc.CoreV1(), cfg.Settings.LeaseNamespace, cfg.Settings.ChecksumKeySecret); err != nil {
 			fmt.Fprintf(env.Stderr, "note: cannot read the checksum key (%v); keyed checksums are not compared\n", err)
 		} else if cfg.Sums, err = checksum.NewHasher(key); err != nil {
 			fmt.Fprintf(env.Stderr, "note: %v; keyed checksums are not compared\n", err)
 		}
 	}
+	return &Cluster{Dynamic: client}, namespace, mapper, nil
+}
 
-	target, err := cfg.Resolve(mapper, fs.Args())
-	if err != nil {
-		return fail(exitInvalid, "%v", err)
-	}
-	if target.Workload != nil && *key != "" {
-		return fail(exitInvalid, "--key applies to a source (ConfigMap, Secret), not to a workload")
-	}
-
-	var report interface{}
-	code := exitOK
+// explainTarget explains a workload, or a source and its readers, and says
+// with which exit code: a failure when a decision or a reader could not be
+// read.
+func explainTarget(ctx context.Context, cl *Cluster, cfg *Config, target Target, namespace, key string) (interface{}, int, error) {
 	if target.Workload != nil {
 		gvr := target.Workload.GVR
 		obj, err := cl.Get(ctx, gvr, namespace, target.Name)
 		if err != nil {
-			return fail(exitFailed, "%v", err)
+			return nil, 0, err
 		}
 		if obj == nil {
-			return fail(exitFailed, "%s %q not found in namespace %s", gvr.GroupResource(), target.Name, namespace)
+			return nil, 0, fmt.Errorf("%s %q not found in namespace %s", gvr.GroupResource(), target.Name, namespace)
 		}
 		// The workloads of its namespace, listed only if a decision needs
 		// the waves of a change (kinds the caller may not list are left out).
@@ -160,37 +178,34 @@ func Main(ctx context.Context, args []string, env Env) int {
 			workloads, _ := cl.Workloads(ctx, cfg, namespace)
 			return workloads
 		}
-		if report, err = cfg.ExplainWorkloadIn(*target.Workload, obj, cl.Fetcher(ctx, cfg.SourceAnnotations()), fleet, time.Now()); err != nil {
-			return fail(exitFailed, "%v", err)
-		}
-		if report.(*WorkloadReport).Decision.Action == ActionUnknown {
-			code = exitFailed
-		}
-	} else {
-		kind := *target.Source
-		obj, err := cl.Get(ctx, kind.GVR, namespace, target.Name)
+		r, err := cfg.ExplainWorkloadIn(*target.Workload, obj, cl.Fetcher(ctx, cfg.SourceAnnotations()), fleet, time.Now())
 		if err != nil {
-			return fail(exitFailed, "%v", err)
+			return nil, 0, err
 		}
-		var state *catalog.SourceState
-		if obj != nil {
-			if state, err = reduceSource(kind, obj); err != nil {
-				return fail(exitFailed, "%v", err)
-			}
+		if r.Decision.Action == ActionUnknown {
+			return r, exitFailed, nil
 		}
-		workloads, skipped := cl.Workloads(ctx, cfg, namespace)
-		r, err := cfg.ExplainSource(kind, namespace, target.Name, state, workloads, *key)
-		if err != nil {
-			return fail(exitFailed, "%v", err)
-		}
-		r.Skipped = skipped
-		if len(skipped) > 0 {
-			code = exitFailed
-		}
-		report = r
+		return r, exitOK, nil
 	}
-	if err := Render(env.Stdout, report, *output); err != nil {
-		return fail(exitFailed, "%v", err)
+	kind := *target.Source
+	obj, err := cl.Get(ctx, kind.GVR, namespace, target.Name)
+	if err != nil {
+		return nil, 0, err
 	}
-	return code
+	var state *catalog.SourceState
+	if obj != nil {
+		if state, err = reduceSource(kind, obj); err != nil {
+			return nil, 0, err
+		}
+	}
+	workloads, skipped := cl.Workloads(ctx, cfg, namespace)
+	r, err := cfg.ExplainSource(kind, namespace, target.Name, state, workloads, key)
+	if err != nil {
+		return nil, 0, err
+	}
+	r.Skipped = skipped
+	if len(skipped) > 0 {
+		return r, exitFailed, nil
+	}
+	return r, exitOK, nil
 }

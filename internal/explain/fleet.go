@@ -51,7 +51,7 @@ func (f *explainFleet) Wave(id catalog.SourceID, src *catalog.SourceState) pacin
 func (f *explainFleet) InFlight() int {
 	n := 0
 	for _, rd := range f.all() {
-		if rd.Record.InFlight() {
+		if rd.LastRestart.InFlight() {
 			n++
 		}
 	}
@@ -72,8 +72,8 @@ func (f *explainFleet) all() []decision.Reader {
 		return f.readers
 	}
 	f.listed = true
-	rec, _ := pacing.ParseRecord(f.state.Record)
-	f.readers = []decision.Reader{{Key: f.self, State: f.state, Record: rec, Self: true}}
+	rec, _ := pacing.ParseLastRestart(f.state.LastRestart)
+	f.readers = []decision.Reader{{Key: f.self, State: f.state, LastRestart: rec, Self: true}}
 	if f.list == nil {
 		return f.readers
 	}
@@ -90,8 +90,8 @@ func (f *explainFleet) all() []decision.Reader {
 		if !ok {
 			continue
 		}
-		rec, _ := pacing.ParseRecord(w.Record)
-		f.readers = append(f.readers, decision.Reader{Key: key, State: w, Record: rec})
+		rec, _ := pacing.ParseLastRestart(w.LastRestart)
+		f.readers = append(f.readers, decision.Reader{Key: key, State: w, LastRestart: rec})
 	}
 	return f.readers
 }

@@ -76,7 +76,7 @@ func (c *Config) holdReport(w *catalog.WorkloadState, sources decision.SourceLoo
 
 // rolloutReport reads the workload's rollout record.
 func (c *Config) rolloutReport(w *catalog.WorkloadState, deadline time.Duration) *RolloutReport {
-	rec, err := pacing.ParseRecord(w.Record)
+	rec, err := pacing.ParseLastRestart(w.LastRestart)
 	if err != nil || rec == nil {
 		return nil
 	}

@@ -186,27 +186,7 @@ func renderWorkload(w io.Writer, r *WorkloadReport) {
 		}
 	}
 
-	if h := r.Hold; h != nil {
-		fmt.Fprintln(w)
-		switch {
-		case h.Error != "":
-			fmt.Fprintf(w, "Hold: unreadable (%s); %s\n", h.Error, h.EndsWhen)
-		case h.InForce:
-			fmt.Fprintf(w, "Hold: %s, since %s: %s\n  ends when %s\n", h.Kind, h.Since.UTC().Format(time.RFC3339), h.Cause, h.EndsWhen)
-			if h.Release != "" {
-				fmt.Fprintf(w, "  to end it now: %s\n", h.Release)
-			}
-		default:
-			fmt.Fprintf(w, "Hold: %s, since %s, no longer in force: %s\n", h.Kind, h.Since.UTC().Format(time.RFC3339), h.EndsWhen)
-		}
-	}
-	if ro := r.Rollout; ro != nil && (ro.Result == "rolling out" || ro.Result == "failed") {
-		result := ro.Result
-		if ro.Reason != "" {
-			result += " (" + ro.Reason + ")"
-		}
-		fmt.Fprintf(w, "\nLast restart: %s, %s: %s\n", ro.At.UTC().Format(time.RFC3339), result, ro.Note)
-	}
+	renderFleet(w, r)
 
 	fmt.Fprintf(w, "\nThe controller would now: %s\n", r.Decision.Action)
 	for _, reason := range r.Decision.Reasons {
@@ -275,5 +255,31 @@ func renderSource(w io.Writer, r *SourceReport) {
 	}
 	for _, s := range r.Skipped {
 		fmt.Fprintf(w, "\nNot listed: %s\n", s)
+	}
+}
+
+// renderFleet says what the fleet's state on the workload is: its hold and
+// what ends it, and a last restart still rolling out or failed.
+func renderFleet(w io.Writer, r *WorkloadReport) {
+	if h := r.Hold; h != nil {
+		fmt.Fprintln(w)
+		switch {
+		case h.Error != "":
+			fmt.Fprintf(w, "Hold: unreadable (%s); %s\n", h.Error, h.EndsWhen)
+		case h.InForce:
+			fmt.Fprintf(w, "Hold: %s, since %s: %s\n  ends when %s\n", h.Kind, h.Since.UTC().Format(time.RFC3339), h.Cause, h.EndsWhen)
+			if h.Release != "" {
+				fmt.Fprintf(w, "  to end it now: %s\n", h.Release)
+			}
+		default:
+			fmt.Fprintf(w, "Hold: %s, since %s, no longer in force: %s\n", h.Kind, h.Since.UTC().Format(time.RFC3339), h.EndsWhen)
+		}
+	}
+	if ro := r.Rollout; ro != nil && (ro.Result == "rolling out" || ro.Result == "failed") {
+		result := ro.Result
+		if ro.Reason != "" {
+			result += " (" + ro.Reason + ")"
+		}
+		fmt.Fprintf(w, "\nLast restart: %s, %s: %s\n", ro.At.UTC().Format(time.RFC3339), result, ro.Note)
 	}
 }

@@ -146,17 +146,43 @@ func (c *Config) ExplainWorkloadIn(kind config.WorkloadKind, obj *unstructured.U
 	r.NotWatched = c.notWatched(w.Namespace, obj.GetLabels())
 	r.Watched = r.NotWatched == ""
 
-	applied := map[string]string{}
-	appliedErr := error(nil)
+	applied, appliedErr := map[string]string{}, error(nil)
 	if w.HasApplied {
 		if appliedErr = json.Unmarshal([]byte(w.Applied), &applied); appliedErr != nil {
 			applied = map[string]string{}
 			r.RecordError = appliedErr.Error()
 		}
 	}
-	// The decision records current checksums without restarting when it cannot
-	// trust what is recorded or the pod template changed since.
-	recordOnly := !r.TemplateRecorded || appliedErr != nil
+	lookup, unreadable := c.readSources(r, kind, obj, w, applied, fetch, !r.TemplateRecorded || appliedErr != nil)
+	r.Hold = c.holdReport(w, lookup)
+	r.Rollout = c.rolloutReport(w, kind.Rollout.Deadline)
+	switch {
+	case !w.OptedIn:
+		r.Decision = Decision{Action: ActionNothing, Reasons: []string{c.notOptedIn(obj)}}
+	case !r.Watched:
+		r.Decision = Decision{Action: ActionNothing, Reasons: []string{"the controller does not watch it: " + r.NotWatched}}
+	case w.Problem != "":
+		r.Decision = Decision{Action: ActionNothing, Reasons: []string{"its references cannot be read (" + w.Problem + "); the controller skips it"}}
+	case unreadable:
+		r.Decision = Decision{Action: ActionUnknown, Reasons: []string{"a source it reads could not be read with your credentials; see the sources"}}
+	default:
+		r.Decision = c.decision(c.snapshot(kind, w, lookup, fetch, fleet, now), r, appliedErr)
+	}
+	if h := r.Hold; h != nil && h.InForce && (r.Decision.Action == ActionRestart || r.Decision.Action == ActionRecord) {
+		// The decision lets it go (an unpaced change is never held, a
+		// released breaker restarts): the write it makes removes the hold.
+		h.InForce, h.EndsWhen, h.Release = false, "the write the controller would now make removes it", ""
+	}
+	return r, nil
+}
+
+// readSources reads every source the workload reads, with the caller's
+// credentials, into the report's table; it returns them for the decision,
+// and whether any could not be read. recordOnly: the decision records the
+// checksums afresh (it cannot trust what is recorded, or the pod template
+// changed since).
+func (c *Config) readSources(r *WorkloadReport, kind config.WorkloadKind, obj *unstructured.Unstructured, w *catalog.WorkloadState,
+	applied map[string]string, fetch SourceFetcher, recordOnly bool) (sourceLookup, bool) {
 	usesOf := c.usesByID(kind, obj, w.Namespace)
 	lookup := sourceLookup{}
 	unreadable := false
@@ -187,37 +213,24 @@ func (c *Config) ExplainWorkloadIn(kind config.WorkloadKind, obj *unstructured.U
 		}
 		r.Sources = append(r.Sources, ws)
 	}
+	return lookup, unreadable
+}
 
-	r.Hold = c.holdReport(w, lookup)
-	r.Rollout = c.rolloutReport(w, kind.Rollout.Deadline)
-	switch {
-	case !w.OptedIn:
-		r.Decision = Decision{Action: ActionNothing, Reasons: []string{c.notOptedIn(obj)}}
-	case !r.Watched:
-		r.Decision = Decision{Action: ActionNothing, Reasons: []string{"the controller does not watch it: " + r.NotWatched}}
-	case w.Problem != "":
-		r.Decision = Decision{Action: ActionNothing, Reasons: []string{"its references cannot be read (" + w.Problem + "); the controller skips it"}}
-	case unreadable:
-		r.Decision = Decision{Action: ActionUnknown, Reasons: []string{"a source it reads could not be read with your credentials; see the sources"}}
-	default:
-		key := catalog.WorkloadKey{Resource: kind.GVR, Namespace: w.Namespace, Name: w.Name}
-		fetchID := func(id catalog.SourceID) (*catalog.SourceState, bool) {
-			sk, ok := c.sourceKind(id.Kind)
-			if !ok {
-				return nil, false
-			}
-			state, err := fetch(sk, id.Namespace, id.Name)
-			return state, err == nil && state != nil
+// snapshot is what the decision reads, as explain sees it: the sources
+// read, no grace period known, and the fleet from the namespace's listing.
+func (c *Config) snapshot(kind config.WorkloadKind, w *catalog.WorkloadState, lookup sourceLookup, fetch SourceFetcher,
+	fleet FleetLister, now time.Time) decision.Snapshot {
+	key := catalog.WorkloadKey{Resource: kind.GVR, Namespace: w.Namespace, Name: w.Name}
+	fetchID := func(id catalog.SourceID) (*catalog.SourceState, bool) {
+		sk, ok := c.sourceKind(id.Kind)
+		if !ok {
+			return nil, false
 		}
-		f := &explainFleet{c: c, now: now, self: key, state: w, sources: lookup, fetch: fetchID, list: fleet}
-		r.Decision = c.decision(decision.Snapshot{Key: key, Workload: w, Sources: lookup, Windows: noWindows{}, Fleet: f, Now: now}, r, appliedErr)
+		state, err := fetch(sk, id.Namespace, id.Name)
+		return state, err == nil && state != nil
 	}
-	if h := r.Hold; h != nil && h.InForce && (r.Decision.Action == ActionRestart || r.Decision.Action == ActionRecord) {
-		// The decision lets it go (an unpaced change is never held, a
-		// released breaker restarts): the write it makes removes the hold.
-		h.InForce, h.EndsWhen, h.Release = false, "the write the controller would now make removes it", ""
-	}
-	return r, nil
+	f := &explainFleet{c: c, now: now, self: key, state: w, sources: lookup, fetch: fetchID, list: fleet}
+	return decision.Snapshot{Key: key, Workload: w, Sources: lookup, Windows: noWindows{}, Fleet: f, Now: now}
 }
 
 // decision runs the controller's decision (package decision) on the

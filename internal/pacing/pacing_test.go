@@ -236,14 +236,14 @@ func TestBreaker(t *testing.T) {
 
 func TestRecordHistory(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 1, 0, 0, time.UTC)
-	prev := &Record{At: now.Add(-time.Minute), Restarts: []time.Time{now.Add(-2 * time.Hour), now.Add(-time.Minute)}}
-	r := NewRecord(prev, map[string]string{"configmap/ns/a": "c1"}, now, time.Hour)
+	prev := &LastRestart{At: now.Add(-time.Minute), Restarts: []time.Time{now.Add(-2 * time.Hour), now.Add(-time.Minute)}}
+	r := NewLastRestart(prev, map[string]string{"configmap/ns/a": "c1"}, now, time.Hour)
 	if len(r.Restarts) != 2 || !r.Restarts[1].Equal(now) || !r.InFlight() || !r.Delivered("configmap/ns/a", "c1") || r.Delivered("configmap/ns/a", "c2") {
 		t.Fatalf("%+v", r)
 	}
-	var long *Record
+	var long *LastRestart
 	for i := 0; i < 3*maxHistory; i++ {
-		long = NewRecord(long, nil, now.Add(time.Duration(i)*time.Millisecond), time.Hour)
+		long = NewLastRestart(long, nil, now.Add(time.Duration(i)*time.Millisecond), time.Hour)
 	}
 	if len(long.Restarts) != maxHistory {
 		t.Fatalf("history of %d", len(long.Restarts))
@@ -252,7 +252,7 @@ func TestRecordHistory(t *testing.T) {
 	if done.InFlight() || !r.InFlight() {
 		t.Fatal("WithResult must copy")
 	}
-	back, err := ParseRecord(Encode(done))
+	back, err := ParseLastRestart(Encode(done))
 	if err != nil || back.Result != rollout.ResultComplete || !back.At.Equal(now) || back.Sources["configmap/ns/a"] != "c1" {
 		t.Fatalf("round trip: %+v %v", back, err)
 	}
@@ -260,7 +260,7 @@ func TestRecordHistory(t *testing.T) {
 
 func TestParseHostile(t *testing.T) {
 	for _, raw := range []string{"x", "[]", `{"at":"2026-01-01T00:00:00Z","result":"maybe"}`, `{"sources":{}}`} {
-		if _, err := ParseRecord(raw); err == nil {
+		if _, err := ParseLastRestart(raw); err == nil {
 			t.Errorf("record %q accepted", raw)
 		}
 	}
@@ -269,7 +269,7 @@ func TestParseHostile(t *testing.T) {
 			t.Errorf("hold %q accepted", raw)
 		}
 	}
-	if r, err := ParseRecord(""); r != nil || err != nil {
+	if r, err := ParseLastRestart(""); r != nil || err != nil {
 		t.Fatal("absent record")
 	}
 	h := &Hold{Kind: HoldWave, Source: "configmap/ns/a", Change: "c1", Cause: "x", Since: time.Unix(0, 0).UTC()}

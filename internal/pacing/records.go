@@ -15,10 +15,10 @@ import (
 	"github.com/restart-controller/restart-controller/internal/rollout"
 )
 
-// Record is the rollout annotation a restart writes on the workload, in the
+// LastRestart is the rollout annotation a restart writes on the workload, in the
 // same patch as the new pod template: what the restart delivered and, once the
 // workload's own controller has finished, how it ended.
-type Record struct {
+type LastRestart struct {
 	// At is when the restart was written; the rollout's deadline runs from it.
 	At time.Time `json:"at"`
 	// Sources maps each source whose new data the restart delivered
@@ -38,10 +38,10 @@ type Record struct {
 }
 
 // InFlight reports a restart whose rollout has no result yet.
-func (r *Record) InFlight() bool { return r != nil && r.Result == rollout.ResultPending }
+func (r *LastRestart) InFlight() bool { return r != nil && r.Result == rollout.ResultPending }
 
 // Delivered reports whether the restart delivered change of source.
-func (r *Record) Delivered(source, change string) bool {
+func (r *LastRestart) Delivered(source, change string) bool {
 	return r != nil && change != "" && r.Sources[source] == change
 }
 
@@ -76,11 +76,11 @@ func (h *Hold) HoldsChange(source, change string) bool {
 }
 
 // ParseRecord reads a rollout annotation; an absent one (raw "") is nil.
-func ParseRecord(raw string) (*Record, error) {
+func ParseLastRestart(raw string) (*LastRestart, error) {
 	if raw == "" {
 		return nil, nil
 	}
-	var r Record
+	var r LastRestart
 	if err := json.Unmarshal([]byte(raw), &r); err != nil {
 		return nil, fmt.Errorf("rollout annotation is not a rollout record: %w", err)
 	}
@@ -119,7 +119,7 @@ func ParseHold(raw string) (*Hold, error) {
 // Encode renders an annotation value; nil encodes as "".
 func Encode(v interface{}) string {
 	switch x := v.(type) {
-	case *Record:
+	case *LastRestart:
 		if x == nil {
 			return ""
 		}
@@ -142,8 +142,8 @@ const maxHistory = 100
 
 // NewRecord is the record of a restart at now delivering sources, with the
 // history of the previous record (if any) trimmed to the window and bound.
-func NewRecord(previous *Record, sources map[string]string, now time.Time, window time.Duration) *Record {
-	r := &Record{At: now, Sources: sources}
+func NewLastRestart(previous *LastRestart, sources map[string]string, now time.Time, window time.Duration) *LastRestart {
+	r := &LastRestart{At: now, Sources: sources}
 	if previous != nil {
 		for _, t := range previous.Restarts {
 			if now.Sub(t) < window && t.Before(now) {
@@ -159,7 +159,7 @@ func NewRecord(previous *Record, sources map[string]string, now time.Time, windo
 }
 
 // WithResult is the record with the rollout's verdict recorded at now.
-func (r Record) WithResult(v rollout.Verdict, now time.Time) *Record {
+func (r LastRestart) WithResult(v rollout.Verdict, now time.Time) *LastRestart {
 	r.Result, r.Reason, r.Message = v.Result, v.Reason, v.Message
 	r.Done = &now
 	return &r

@@ -29,7 +29,7 @@ type Member struct {
 	// Pending: its pods run older data of the source than the change, and a
 	// restart for it is due.
 	Pending bool
-	// Restarted: its last restart delivered this change (Record.Delivered);
+	// Restarted: its last restart delivered this change (LastRestart.Delivered);
 	// Result is that restart's outcome so far, Failure explains a failed one.
 	Restarted bool
 	Result    rollout.Result
@@ -65,6 +65,12 @@ type State struct {
 	// controller's cap on rollouts in flight still applies). Held lists the
 	// pending members that must wait while the change is halted.
 	Admit, Held []string
+	// Elsewhere lists the pending members held for another reason (the
+	// breaker, another source's halted change): they take a place only
+	// when they decide themselves, and their holds may have ended since
+	// (a breaker's quiet time passes without an event), so a rollout that
+	// ends wakes them too.
+	Elsewhere []string
 }
 
 // Evaluate decides, for one change of one source, which of its pending
@@ -98,6 +104,8 @@ func (w Waves) Evaluate(members []Member, released bool) State {
 			}
 			if m.HeldHere || !m.HeldElsewhere {
 				candidates = append(candidates, m.Key)
+			} else {
+				s.Elsewhere = append(s.Elsewhere, m.Key)
 			}
 		case m.Restarted:
 			s.Reach++

@@ -3,6 +3,7 @@ package restart
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -155,8 +156,20 @@ func (c *Controller) confirmAbsent(ctx context.Context, key catalog.WorkloadKey,
 // its garbage. The patch sent is the same.
 func (c *Controller) PatchWith(m metadata.Interface) { c.meta = m }
 
-// patch sends a decision's merge patch.
+// errLeaseStale refuses a write while the leader lease may have passed to
+// another replica (WriteOnlyWhile); the queue retries, and the elector
+// soon stops this replica's work altogether.
+var errLeaseStale = errors.New("the leader lease may have expired: not writing")
+
+// WriteOnlyWhile makes every write of the controller first ask fresh (the
+// leader lease is still this replica's, by the monotonic clock), before Run.
+func (c *Controller) WriteOnlyWhile(fresh func() bool) { c.fresh = fresh }
+
+// patch sends a decision's merge patch: every write to a workload.
 func (c *Controller) patch(ctx context.Context, key catalog.WorkloadKey, body []byte) error {
+	if c.fresh != nil && !c.fresh() {
+		return errLeaseStale
+	}
 	opts := metav1.PatchOptions{FieldManager: "restart-controller"}
 	if c.meta != nil {
 		_, err := c.meta.Resource(key.Resource).Namespace(key.Namespace).Patch(ctx, key.Name, types.MergePatchType, body, opts)

@@ -79,6 +79,9 @@ type Controller struct {
 	meta metadata.Interface
 	// backlog holds the start-up list until the queue has room (startup.go).
 	backlog backlog
+	// fresh, when set, says whether this replica may still write: its
+	// leader lease is certainly its own (WriteOnlyWhile).
+	fresh func() bool
 }
 
 // New builds a controller. The queue exists from the start so that events
@@ -238,6 +241,9 @@ func (c *Controller) processNext(runCtx, writeCtx context.Context) bool {
 	switch {
 	case err == nil:
 		c.queue.Forget(key)
+	case errors.Is(err, errLeaseStale):
+		c.log.Warn("not writing: the leader lease may have passed to another replica", "workload", key.String())
+		c.queue.AddRateLimited(key)
 	case errors.Is(err, errCacheBehind):
 		c.log.Debug("source cache behind; deciding again shortly", "workload", key.String())
 		c.queue.AddRateLimited(key)
@@ -327,7 +333,7 @@ func (c *Controller) Reconcile(ctx context.Context, key catalog.WorkloadKey) err
 		}
 	}
 	v := c.decide(key, *snap)
-	c.requeue(key, v)
+	c.requeue(key, v.Recheck)
 	if err := c.act(ctx, key, snap.Workload, v); err != nil {
 		return err
 	}
@@ -350,9 +356,10 @@ func (c *Controller) load(ctx context.Context, key catalog.WorkloadKey, w *catal
 	if dryRun {
 		return snap, nil // a dry run does not pace
 	}
-	if c.fleet.behind(key, w, snap.Now) {
+	if behind, expires := c.fleet.behind(key, w, snap.Now); behind {
 		// Our last write is not in the cache yet; its update event brings
-		// the workload back.
+		// the workload back, or the reservation's expiry does.
+		c.requeue(key, expires+10*time.Millisecond)
 		return nil, nil
 	}
 	snap.Fleet = &fleetView{f: c.fleet, clock: c.now, key: key}
@@ -366,7 +373,7 @@ func (c *Controller) decide(key catalog.WorkloadKey, snap decision.Snapshot) dec
 	v := c.rules().Decide(snap)
 	if view, ok := snap.Fleet.(*fleetView); ok {
 		if v.Action == decision.Restart {
-			view.reserve(v.Rollout, v.At)
+			view.reserve(v.LastRestart, v.At)
 		}
 		view.unlock()
 		c.fleet.setCapped(key, v.Capped)
@@ -377,11 +384,14 @@ func (c *Controller) decide(key catalog.WorkloadKey, snap decision.Snapshot) dec
 // rules are the decision's rules, with the checksum key loaded (UseChecksums).
 func (c *Controller) rules() decision.Rules { return decision.RulesOf(c.cfg, c.sums) }
 
-// requeue is the one place a verdict schedules the next decision of the
-// workload, besides events: the end of a grace period, of the breaker's
-// quiet time, a wave's recheck.
-func (c *Controller) requeue(key catalog.WorkloadKey, v decision.Verdict) {
-	if v.Recheck > 0 {
-		c.queue.AddAfter(key, v.Recheck)
+// requeue is the one place a reconcile schedules the next decision of the
+// workload without an event, after: the verdict's recheck (the end of a
+// grace period, of the breaker's quiet time, a wave's recheck), a
+// rollout's deadline, a reservation's expiry. (Errors are retried by the
+// queue's rate limiter, in processNext; source events schedule readers for
+// the end of the change's grace period, in sourceEvent.)
+func (c *Controller) requeue(key catalog.WorkloadKey, after time.Duration) {
+	if after > 0 {
+		c.queue.AddAfter(key, after)
 	}
 }

@@ -61,7 +61,7 @@ func (f *fleet) forget(key catalog.WorkloadKey) {
 }
 
 type reservation struct {
-	record *pacing.Record
+	record *pacing.LastRestart
 	expiry time.Time
 }
 
@@ -157,8 +157,8 @@ func (f *fleet) unreserve(key catalog.WorkloadKey) {
 // recordOf returns the workload's rollout record: a reservation made by this
 // process that the cache does not show yet, or the cached annotation. Called
 // with f.mu held.
-func (f *fleet) recordOf(key catalog.WorkloadKey, w *catalog.WorkloadState, now time.Time) (rec *pacing.Record, reserved bool) {
-	cached, _ := pacing.ParseRecord(w.Record)
+func (f *fleet) recordOf(key catalog.WorkloadKey, w *catalog.WorkloadState, now time.Time) (rec *pacing.LastRestart, reserved bool) {
+	cached, _ := pacing.ParseLastRestart(w.LastRestart)
 	if r, ok := f.reserved[key]; ok {
 		caughtUp := cached != nil && (cached.At.After(r.record.At) || cached.At.Equal(r.record.At) && cached.Result == r.record.Result)
 		if caughtUp || now.After(r.expiry) {
@@ -173,18 +173,23 @@ func (f *fleet) recordOf(key catalog.WorkloadKey, w *catalog.WorkloadState, now 
 
 // reserve remembers a record this process is writing, until the cache shows
 // it. Called with f.mu held.
-func (f *fleet) reserve(key catalog.WorkloadKey, rec *pacing.Record, now time.Time) {
+func (f *fleet) reserve(key catalog.WorkloadKey, rec *pacing.LastRestart, now time.Time) {
 	f.reserved[key] = reservation{record: rec, expiry: now.Add(reservationTTL)}
 	f.touch(key, nil)
 }
 
 // behind reports whether the cache does not show yet a record this process
 // wrote on the workload: deciding on it now would decide on a stale view.
-func (f *fleet) behind(key catalog.WorkloadKey, w *catalog.WorkloadState, now time.Time) bool {
+// It returns how long until the reservation expires: the update event
+// that the write causes ends the wait, and its expiry ends it if that event
+// never comes (the workload was replaced meanwhile, say).
+func (f *fleet) behind(key catalog.WorkloadKey, w *catalog.WorkloadState, now time.Time) (bool, time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	_, reserved := f.recordOf(key, w, now)
-	return reserved
+	if _, reserved := f.recordOf(key, w, now); reserved {
+		return true, f.reserved[key].expiry.Sub(now)
+	}
+	return false, 0
 }
 
 // inFlight counts the rollouts under way: records without a result in the
@@ -212,8 +217,10 @@ func (c *Controller) SourceAnnotated(id catalog.SourceID) {
 }
 
 // movable lists, for each source a rollout that ended had delivered, the
-// readers that may move now: those its waves admit, and when the change is
-// halted those to hold; and every workload waiting for the cap.
+// readers that may move now: those its waves admit, when the change is
+// halted those to hold, and those held for another reason (whose hold may
+// have ended: a breaker's quiet time passes without an event); and every
+// workload waiting for the cap.
 func (f *fleet) movable(sources map[string]string, now time.Time) []catalog.WorkloadKey {
 	var keys []catalog.WorkloadKey
 	f.mu.Lock()
@@ -227,7 +234,7 @@ func (f *fleet) movable(sources map[string]string, now time.Time) []catalog.Work
 			continue
 		}
 		byName, state := f.waveState(id, src, catalog.WorkloadKey{}, now)
-		for _, name := range append(state.Admit, state.Held...) {
+		for _, name := range slices.Concat(state.Admit, state.Held, state.Elsewhere) {
 			keys = append(keys, byName[name])
 		}
 	}
@@ -236,7 +243,7 @@ func (f *fleet) movable(sources map[string]string, now time.Time) []catalog.Work
 }
 
 // note reserves a record this process wrote (reserve), taking the lock.
-func (f *fleet) note(key catalog.WorkloadKey, rec *pacing.Record, now time.Time) {
+func (f *fleet) note(key catalog.WorkloadKey, rec *pacing.LastRestart, now time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reserve(key, rec, now)
@@ -278,7 +285,7 @@ func (f *fleet) waveMembers(id catalog.SourceID, src *catalog.SourceState, chang
 			continue
 		}
 		rec, reserved := f.recordOf(key, r, now)
-		m, ok := rules.Member(decision.Reader{Key: key, State: r, Record: rec, Reserved: reserved, Self: key == self}, id, src, change)
+		m, ok := rules.Member(decision.Reader{Key: key, State: r, LastRestart: rec, Reserved: reserved, Self: key == self}, id, src, change)
 		if !ok {
 			continue
 		}
@@ -315,7 +322,7 @@ func (v *fleetView) unlock() {
 }
 
 // reserve reserves the restart's record, under the lock the decision took.
-func (v *fleetView) reserve(rec *pacing.Record, at time.Time) {
+func (v *fleetView) reserve(rec *pacing.LastRestart, at time.Time) {
 	v.lock()
 	v.f.reserve(v.key, rec, at)
 }

@@ -104,9 +104,9 @@ func (f *fleetHarness) rollOut(names ...string) {
 	}
 }
 
-func (f *fleetHarness) record(name string) *pacing.Record {
+func (f *fleetHarness) record(name string) *pacing.LastRestart {
 	f.t.Helper()
-	r, err := pacing.ParseRecord(f.get(name).GetAnnotations()[rolloutKey])
+	r, err := pacing.ParseLastRestart(f.get(name).GetAnnotations()[rolloutKey])
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -293,7 +293,7 @@ func TestBreakerHoldsThenRestartsOnce(t *testing.T) {
 	for i := 5; i > 0; i-- {
 		restarts = append(restarts, reconcileNow.Add(-time.Duration(i)*time.Minute))
 	}
-	prev := &pacing.Record{At: restarts[4], Result: "complete", Restarts: restarts}
+	prev := &pacing.LastRestart{At: restarts[4], Result: "complete", Restarts: restarts}
 	u = withAnnotations(u, map[string]string{rolloutKey: pacing.Encode(prev)})
 	h := newHarness(t, []*unstructured.Unstructured{u}, []*unstructured.Unstructured{u}, dataV2)
 	rec := &fakeRecorder{}
@@ -433,7 +433,7 @@ func TestRideAlongWaitsForItsWave(t *testing.T) {
 	if applied[cmApp.String()] != sourceState(t, cmApp, dataV1).Checksum(testSums, nil) {
 		t.Fatalf("app rode along out of its wave: %v", applied)
 	}
-	r, err := pacing.ParseRecord(got.GetAnnotations()[rolloutKey])
+	r, err := pacing.ParseLastRestart(got.GetAnnotations()[rolloutKey])
 	if err != nil || len(r.Sources) != 1 || r.Sources[cmSolo.String()] == "" {
 		t.Fatalf("record %+v (%v), want only solo delivered", r, err)
 	}
@@ -537,7 +537,7 @@ func TestBreakerHoldsOverSharedSourceAllEnd(t *testing.T) {
 	for i := 5; i > 0; i-- {
 		restarts = append(restarts, reconcileNow.Add(-time.Duration(i)*time.Minute))
 	}
-	prev := pacing.Encode(&pacing.Record{At: restarts[4], Result: "complete", Restarts: restarts})
+	prev := pacing.Encode(&pacing.LastRestart{At: restarts[4], Result: "complete", Restarts: restarts})
 	hold := pacing.Encode(&pacing.Hold{Kind: pacing.HoldBreaker, Cause: "restarted 5 times", Since: reconcileNow.Add(-time.Minute)})
 	for _, k := range f.keys {
 		u := withAnnotations(f.get(k.Name), map[string]string{rolloutKey: prev, holdKey: hold})
@@ -624,6 +624,54 @@ func TestFailedRolloutThatRecoversEndsTheHold(t *testing.T) {
 	for _, name := range []string{"w01", "w02", "w03", "w09"} {
 		if h := f.hold(name); h != nil {
 			t.Fatalf("%s keeps the hold %+v after the recovery", name, h)
+		}
+	}
+}
+
+// A rollout that ends wakes the readers of its change held for another
+// reason, the breaker among them: the breaker's quiet time passes without
+// an event, so without the wake they would wait for the wave's periodic
+// recheck (30 s) each time a wave could open.
+func TestRolloutEndWakesBreakerHeldReaders(t *testing.T) {
+	f := newFleetHarness(t, 6)
+	var restarts []time.Time
+	for i := 5; i > 0; i-- {
+		restarts = append(restarts, reconcileNow.Add(-time.Duration(i)*time.Minute))
+	}
+	prev := pacing.Encode(&pacing.LastRestart{At: restarts[4], Result: "complete", Restarts: restarts})
+	hold := pacing.Encode(&pacing.Hold{Kind: pacing.HoldBreaker, Cause: "restarted 5 times", Since: reconcileNow.Add(-time.Minute)})
+	for _, k := range f.keys {
+		u := withAnnotations(f.get(k.Name), map[string]string{rolloutKey: prev, holdKey: hold})
+		if _, err := f.client.Resource(deploymentsGVR).Namespace("shop").Update(context.Background(), u, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.sync()
+	f.c.now = func() time.Time { return reconcileNow.Add(3 * time.Minute) } // past the quiet time
+	// Only the first to decide goes: the others still carry their holds.
+	first := f.keys[len(f.keys)-1]
+	if err := f.c.Reconcile(context.Background(), first); err != nil {
+		t.Fatal(err)
+	}
+	f.sync()
+	f.rollOut(first.Name)
+	f.cache(f.get(first.Name))
+	for f.c.queue.Len() > 0 { // what caching enqueued
+		key, _ := f.c.queue.Get()
+		f.c.queue.Done(key)
+	}
+	if err := f.c.Reconcile(context.Background(), first); err != nil { // records the completion, and wakes
+		t.Fatal(err)
+	}
+	woken := map[catalog.WorkloadKey]bool{}
+	for f.c.queue.Len() > 0 {
+		key, _ := f.c.queue.Get()
+		woken[key] = true
+		f.c.queue.Done(key)
+	}
+	for _, k := range f.keys[:len(f.keys)-1] {
+		if !woken[k] {
+			t.Errorf("%s, held by the breaker and pending, not woken when the rollout ended (woken: %v)", k.Name, woken)
 		}
 	}
 }

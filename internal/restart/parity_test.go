@@ -141,7 +141,7 @@ func TestExplainAgreesWithController(t *testing.T) {
 	for i := 5; i > 0; i-- {
 		restarts = append(restarts, f.c.now().Add(-time.Duration(i)*time.Minute))
 	}
-	prev := pacing.Encode(&pacing.Record{At: restarts[4], Result: "complete", Restarts: restarts})
+	prev := pacing.Encode(&pacing.LastRestart{At: restarts[4], Result: "complete", Restarts: restarts})
 	for _, k := range f.keys {
 		u := withAnnotations(f.get(k.Name), map[string]string{rolloutKey: prev})
 		if _, err := f.client.Resource(deploymentsGVR).Namespace("shop").Update(context.Background(), u, metav1.UpdateOptions{}); err != nil {

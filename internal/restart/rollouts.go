@@ -16,7 +16,7 @@ import (
 // reports whether it wrote: the decision then waits for the cache to show
 // the write (the update enqueues the workload again).
 func (c *Controller) follow(ctx context.Context, key catalog.WorkloadKey, w *catalog.WorkloadState, now time.Time) (bool, error) {
-	rec, err := pacing.ParseRecord(w.Record)
+	rec, err := pacing.ParseLastRestart(w.LastRestart)
 	if err != nil {
 		c.log.Warn("unreadable rollout record; the next restart replaces it", "workload", key.String(), "error", err)
 		return false, nil
@@ -34,7 +34,7 @@ func (c *Controller) follow(ctx context.Context, key catalog.WorkloadKey, w *cat
 	verdict := c.rolloutRules[key.Resource].Judge(status, rec.At, now)
 	if verdict.Result == rollout.ResultPending {
 		// The deadline: decide again then, if no status change comes first.
-		c.queue.AddAfter(key, verdict.Wait+10*time.Millisecond)
+		c.requeue(key, verdict.Wait+10*time.Millisecond)
 		return false, nil
 	}
 	done := rec.WithResult(verdict, now)
@@ -70,7 +70,7 @@ func (c *Controller) follow(ctx context.Context, key catalog.WorkloadKey, w *cat
 // record's result becomes complete, which ends the halt of the changes it
 // delivered, so the readers those halts held go on in their waves without
 // anyone releasing them.
-func (c *Controller) recovered(ctx context.Context, key catalog.WorkloadKey, w *catalog.WorkloadState, rec *pacing.Record, now time.Time) error {
+func (c *Controller) recovered(ctx context.Context, key catalog.WorkloadKey, w *catalog.WorkloadState, rec *pacing.LastRestart, now time.Time) error {
 	done := rec.WithResult(rollout.Verdict{Result: rollout.ResultComplete, Reason: "Recovered",
 		Message: "complete after it was judged failed (" + rec.Reason + ")"}, now)
 	if err := c.patchAnnotations(ctx, key, w.ResourceVersion, map[string]interface{}{c.cfg.Annotations.Rollout: pacing.Encode(done)}); err != nil {

@@ -91,7 +91,7 @@ func (f *fleet) memoizedWaves(id catalog.SourceID, src *catalog.SourceState, cha
 		e.state = e.waves.Evaluate(e.members, released)
 		// Callers get the memo's own state: clipped, an append to Admit
 		// copies instead of writing into the memo's candidates.
-		e.state.Admit, e.state.Held = slices.Clip(e.state.Admit), slices.Clip(e.state.Held)
+		e.state.Admit, e.state.Held, e.state.Elsewhere = slices.Clip(e.state.Admit), slices.Clip(e.state.Held), slices.Clip(e.state.Elsewhere)
 		e.evaluated = true
 	}
 	if self == (catalog.WorkloadKey{}) {

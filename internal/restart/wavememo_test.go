@@ -132,7 +132,7 @@ func TestWaveMemoMatchesScan(t *testing.T) {
 	// cache never shows them.
 	f.c.fleet.mu.Lock()
 	for _, k := range f.keys[8:] {
-		f.c.fleet.reserve(k, &pacing.Record{At: reconcileNow.Add(11 * time.Minute), Sources: map[string]string{cmApp.String(): "other"}},
+		f.c.fleet.reserve(k, &pacing.LastRestart{At: reconcileNow.Add(11 * time.Minute), Sources: map[string]string{cmApp.String(): "other"}},
 			reconcileNow.Add(11*time.Minute))
 	}
 	f.c.fleet.mu.Unlock()

@@ -105,6 +105,56 @@ type Cluster struct {
 // If it fails, it stops whatever it started.
 func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	began := time.Now()
+	c, err := newCluster(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = c.Stop()
+		}
+	}()
+	ports, err := FreePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	etcdPort, etcdPeerPort := ports[0], ports[1]
+	c.apiPort = ports[2]
+	c.ports = map[string]int{"etcd-client": etcdPort, "etcd-peer": etcdPeerPort, "kube-apiserver": c.apiPort}
+	if err := c.writeSecrets(); err != nil {
+		return nil, err
+	}
+	etcdURL, err := c.startEtcd(ctx, etcdPort, etcdPeerPort, opts.EtcdArgs)
+	if err != nil {
+		return nil, err
+	}
+	c.logf("testcluster: etcd ready on %s (%s)", etcdURL, since(began))
+	if err := c.startAPIServer(ctx, etcdURL, opts.APIServerArgs); err != nil {
+		return nil, err
+	}
+	c.logf("testcluster: kube-apiserver ready on %s (%s)", c.RESTConfig.Host, since(began))
+	if err := c.startNodeSide(); err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(c.RESTConfig)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.createNode(ctx, cs); err != nil {
+		return nil, err
+	}
+	c.logf("testcluster: node %s ready (%s)", NodeName, since(began))
+	if err := c.waitDefaultServiceAccount(ctx, cs); err != nil {
+		return nil, err
+	}
+	c.logf("testcluster: cluster ready in %s; kubeconfig %s", since(began), c.Kubeconfig)
+	return c, nil
+}
+
+// newCluster prepares the cluster's directory: fresh state every time (old
+// etcd data would hold objects signed with an old key), and no cluster of
+// this directory still running.
+func newCluster(ctx context.Context, opts Options) (*Cluster, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("testcluster: Options.Dir is empty")
 	}
@@ -137,7 +187,6 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			}
 		}
 	}
-	// Fresh state every time: old etcd data would hold objects signed with an old key.
 	for _, sub := range []string{"etcd", "certs", "logs"} {
 		if err := os.RemoveAll(filepath.Join(dir, sub)); err != nil {
 			return nil, err
@@ -147,31 +196,16 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		}
 	}
 	_ = os.Remove(c.pidsPath())
+	return c, nil
+}
 
-	defer func() {
-		if err != nil {
-			_ = c.Stop()
-		}
-	}()
-
-	ports, err := FreePorts(3)
-	if err != nil {
-		return nil, err
-	}
-	etcdPort, etcdPeerPort := ports[0], ports[1]
-	c.apiPort = ports[2]
-	c.ports = map[string]int{"etcd-client": etcdPort, "etcd-peer": etcdPeerPort, "kube-apiserver": c.apiPort}
-
-	if err := c.writeSecrets(); err != nil {
-		return nil, err
-	}
-
-	// etcd
-	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
-	peerURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPeerPort)
-	etcdArgs := []string{
+// startEtcd starts etcd and waits until it is healthy; it returns its URL.
+func (c *Cluster) startEtcd(ctx context.Context, port, peerPort int, extra []string) (string, error) {
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", port)
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
+	args := []string{
 		"--name=testcluster",
-		"--data-dir=" + filepath.Join(dir, "etcd"),
+		"--data-dir=" + filepath.Join(c.Dir, "etcd"),
 		"--listen-client-urls=" + etcdURL,
 		"--advertise-client-urls=" + etcdURL,
 		"--listen-peer-urls=" + peerURL,
@@ -180,25 +214,24 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		"--unsafe-no-fsync=true", // throwaway data; fsync dominates on slow disks
 		"--log-level=warn",
 	}
-	if err := c.startProc(etcdName, append(etcdArgs, opts.EtcdArgs...)...); err != nil {
-		return nil, err
+	if err := c.startProc(etcdName, append(args, extra...)...); err != nil {
+		return "", err
 	}
-	if err := c.waitHTTP(ctx, etcdName, etcdTimeout, etcdURL+"/health", ""); err != nil {
-		return nil, err
-	}
-	logf("testcluster: etcd ready on %s (%s)", etcdURL, since(began))
+	return etcdURL, c.waitHTTP(ctx, etcdName, etcdTimeout, etcdURL+"/health", "")
+}
 
-	// kube-apiserver
+// startAPIServer starts kube-apiserver on etcd and waits until it is ready.
+func (c *Cluster) startAPIServer(ctx context.Context, etcdURL string, extra []string) error {
 	c.apiserverArgs = []string{
 		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(c.apiPort),
-		"--cert-dir=" + filepath.Join(dir, "certs"),
+		"--cert-dir=" + filepath.Join(c.Dir, "certs"),
 		"--service-account-key-file=" + c.saKeyPath(),
 		"--service-account-signing-key-file=" + c.saKeyPath(),
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--token-auth-file=" + filepath.Join(dir, "certs", "tokens.csv"),
+		"--token-auth-file=" + filepath.Join(c.Dir, "certs", "tokens.csv"),
 		"--authorization-mode=RBAC",
 		"--service-cluster-ip-range=10.96.0.0/16",
 		"--enable-priority-and-fairness=false",
@@ -210,16 +243,15 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		// open watches for --request-timeout (60s) before it exits.
 		"--shutdown-watch-termination-grace-period=2s",
 	}
-	c.apiserverArgs = append(c.apiserverArgs, opts.APIServerArgs...)
+	c.apiserverArgs = append(c.apiserverArgs, extra...)
 	if err := c.startProc(apiserverName, c.apiserverArgs...); err != nil {
-		return nil, err
+		return err
 	}
-	if err := c.waitAPIServer(ctx); err != nil {
-		return nil, err
-	}
-	logf("testcluster: kube-apiserver ready on %s (%s)", c.RESTConfig.Host, since(began))
+	return c.waitAPIServer(ctx)
+}
 
-	// Controllers, scheduler, fake kubelet.
+// startNodeSide starts the controllers, the scheduler and the fake kubelet.
+func (c *Cluster) startNodeSide() error {
 	if err := c.startProc(kcmName,
 		"--kubeconfig="+c.Kubeconfig,
 		"--service-account-private-key-file="+c.saKeyPath(),
@@ -229,40 +261,24 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		"--kube-api-qps=100",
 		"--kube-api-burst=200",
 	); err != nil {
-		return nil, err
+		return err
 	}
 	if err := c.startProc(schedulerName,
 		"--kubeconfig="+c.Kubeconfig,
 		"--leader-elect=false",
 		"--secure-port=0",
 	); err != nil {
-		return nil, err
+		return err
 	}
-	if err := c.startProc(kwokName,
+	return c.startProc(kwokName,
 		"--kubeconfig="+c.Kubeconfig,
-		"--config="+filepath.Join(dir, "kwok.yaml"), // not ~/.kwok/kwok.yaml
+		"--config="+filepath.Join(c.Dir, "kwok.yaml"), // not ~/.kwok/kwok.yaml
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
 		"--manage-nodes-with-label-selector=",
 		"--cidr=10.0.0.1/16",
 		"--node-ip=10.0.0.1",
-	); err != nil {
-		return nil, err
-	}
-
-	cs, err := kubernetes.NewForConfig(c.RESTConfig)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.createNode(ctx, cs); err != nil {
-		return nil, err
-	}
-	logf("testcluster: node %s ready (%s)", NodeName, since(began))
-	if err := c.waitDefaultServiceAccount(ctx, cs); err != nil {
-		return nil, err
-	}
-	logf("testcluster: cluster ready in %s; kubeconfig %s", since(began), c.Kubeconfig)
-	return c, nil
+	)
 }
 
 // Attach reopens a detached cluster from its Dir (reads the pid file and

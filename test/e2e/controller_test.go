@@ -38,6 +38,7 @@ type controllerRun struct {
 	configFile string
 	env        []string // KEY=value, on top of this process' environment
 	args       []string
+	binary     string // empty: the suite's build
 }
 
 // startControllerAs runs the controller with its own identity (kubeconfig)
@@ -58,7 +59,11 @@ func (s *suite) startControllerAs(ctx context.Context, r controllerRun) (*contro
 		return nil, err
 	}
 	args := append([]string{"--kubeconfig", r.kubeconfig, "--config", r.configFile, "--metrics-address", p.metrics, "--verbose"}, r.args...)
-	p.cmd = exec.Command(s.binary, args...)
+	binary := s.binary
+	if r.binary != "" {
+		binary = r.binary
+	}
+	p.cmd = exec.Command(binary, args...)
 	p.cmd.Env = append(os.Environ(), r.env...)
 	p.cmd.Stdout = logFile
 	p.cmd.Stderr = logFile

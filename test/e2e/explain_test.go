@@ -42,11 +42,12 @@ type cliResult struct {
 	code           int
 }
 
-// runCLI runs the controller binary with args, with discovery's cache in a
-// folder of the test's own and no config file in the environment.
+// runCLI runs the operator CLI (kubectl-restart_controller) with args, with
+// discovery's cache in a folder of the test's own and no config file in the
+// environment.
 func runCLI(t *testing.T, args ...string) cliResult {
 	t.Helper()
-	return runCommand(t, env.binary, nil, args...)
+	return runCommand(t, env.plugin, nil, args...)
 }
 
 func runCommand(t *testing.T, binary string, extraEnv []string, args ...string) cliResult {
@@ -264,7 +265,7 @@ containers:
 
 	t.Run("as a kubectl plugin", func(t *testing.T) {
 		dir := t.TempDir()
-		if err := os.Symlink(env.binary, filepath.Join(dir, "kubectl-restart_controller")); err != nil {
+		if err := os.Symlink(env.plugin, filepath.Join(dir, "kubectl-restart_controller")); err != nil {
 			t.Fatal(err)
 		}
 		kubectl := filepath.Join(env.cluster.BinDir, "kubectl")
@@ -280,6 +281,11 @@ containers:
 		r = runCommand(t, kubectl, []string{"PATH=" + dir + string(os.PathListSeparator) + os.Getenv("PATH")}, "restart-controller")
 		if r.code != 2 || !strings.Contains(r.stderr, "kubectl restart-controller explain KIND/NAME") {
 			t.Errorf("kubectl restart-controller without a subcommand: exit %d\n%s", r.code, r.stderr)
+		}
+		// The controller binary no longer explains: it points at the plugin.
+		r = runCommand(t, env.binary, nil, "explain", "deploy/web", "--kubeconfig", env.cluster.Kubeconfig, "-n", ns)
+		if r.code != 2 || !strings.Contains(r.stderr, "kubectl restart-controller explain") || r.stdout != "" {
+			t.Errorf("restart-controller explain: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 		}
 	})
 
@@ -453,7 +459,7 @@ func TestCheck(t *testing.T) {
 		}
 		for _, file := range []string{filepath.Join(env.repoRoot, "cmd", "restart-controller", "testdata", "bad.yaml"), notYAML, filepath.Join(dir, "missing.yaml")} {
 			r := runCLI(t, "check", "--offline", "--config", file)
-			controller := runCLI(t, "--config", file)
+			controller := runCommand(t, env.binary, nil, "--config", file)
 			if r.code != 2 || controller.code != 2 || r.stderr != controller.stderr || r.stdout != "" {
 				t.Errorf("%s: check exit %d, controller exit %d\ncheck:\n%s\ncontroller:\n%s", file, r.code, controller.code, r.stderr, controller.stderr)
 			}

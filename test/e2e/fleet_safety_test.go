@@ -682,6 +682,10 @@ containers: [{name: app, image: example/app:1, envFrom: [{configMapRef: {name: a
 	}
 	waitRecorded(t, deploymentsGVR, ns, "web")
 	waitRecorded(t, deploymentsGVR, ns, "worker")
+	// Their first ReplicaSets exist before "before" is taken: the deployment
+	// controller may create them after the checksums are recorded.
+	waitDeploymentRestarts(t, ns, "web", 0)
+	waitDeploymentRestarts(t, ns, "worker", 0)
 	before := map[string]workloadState{"web": getWorkload(t, deploymentsGVR, ns, "web"), "worker": getWorkload(t, deploymentsGVR, ns, "worker")}
 
 	// The ignored source changes: recorded on both, restarted on neither.

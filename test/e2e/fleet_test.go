@@ -30,6 +30,12 @@ type fleet struct {
 	keys    isolatedKeys
 	sources []string
 	readers map[string][]string // workload -> the distinct sources it reads
+	// holdKey, when set, is the fleet controller's hold annotation: check
+	// then wants none left, and names the holds of stale workloads.
+	holdKey string
+	// within, when set, bounds check's wait from the last change instead
+	// of waitLong from the call.
+	within time.Duration
 
 	mu       sync.Mutex
 	last     map[string]time.Time // source -> when its last successful update returned
@@ -191,7 +197,17 @@ func (f *fleet) check(t *testing.T) fleetReport {
 	f.mu.Unlock()
 
 	ctx := ctxFor(t)
-	converged := poll(func() (bool, error) {
+	bound, deadline := waitLong, time.Now().Add(waitLong)
+	if f.within > 0 {
+		var lastChange time.Time
+		for _, at := range last {
+			if at.After(lastChange) {
+				lastChange = at
+			}
+		}
+		bound, deadline = f.within, lastChange.Add(f.within)
+	}
+	converged := pollUntil(deadline, func() (bool, error) {
 		current := map[string]string{} // "configmap/NS/NAME" -> checksum of its data now
 		currentVersion := map[string]string{}
 		cms, err := env.kube.CoreV1().ConfigMaps(f.ns).List(ctx, metav1.ListOptions{})
@@ -227,6 +243,9 @@ func (f *fleet) check(t *testing.T) fleetReport {
 		}
 		var wrong []string
 		for _, d := range list.Items {
+			if f.holdKey != "" && d.Annotations[f.holdKey] != "" {
+				wrong = append(wrong, fmt.Sprintf("%s: held: %s", d.Name, d.Annotations[f.holdKey]))
+			}
 			want := map[string]string{}
 			for _, src := range f.readers[d.Name] {
 				id := sourceID("configmap", f.ns, src)
@@ -293,9 +312,9 @@ func (f *fleet) check(t *testing.T) fleetReport {
 	switch {
 	case converged != nil && len(wrong) > 0:
 		t.Fatalf("timed out after %s waiting for every workload's applied checksums and template to match its sources' current data: %v\n"+
-			"and restarts were not each for new data (%s):\n\t%s", waitLong, converged, report, bulleted(wrong))
+			"and restarts were not each for new data (%s):\n\t%s", bound, converged, report, bulleted(wrong))
 	case converged != nil:
-		t.Fatalf("timed out after %s waiting for every workload's applied checksums and template to match its sources' current data: %v", waitLong, converged)
+		t.Fatalf("timed out after %s waiting for every workload's applied checksums and template to match its sources' current data: %v", bound, converged)
 	case len(wrong) > 0:
 		t.Fatalf("restarts not each for new data (%s):\n\t%s", report, bulleted(wrong))
 	}

@@ -54,7 +54,12 @@ func waitFor(t *testing.T, what string, cond func() (bool, error)) {
 // poll calls cond until it holds, or returns its last error once waitLong
 // has passed.
 func poll(cond func() (bool, error)) error {
-	deadline := time.Now().Add(waitLong)
+	return pollUntil(time.Now().Add(waitLong), cond)
+}
+
+// pollUntil calls cond until it holds, or returns its last error once the
+// deadline has passed.
+func pollUntil(deadline time.Time, cond func() (bool, error)) error {
 	var lastErr error
 	for time.Now().Before(deadline) {
 		ok, err := cond()

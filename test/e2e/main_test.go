@@ -26,6 +26,7 @@ type suite struct {
 	kube       kubernetes.Interface
 	dynamic    dynamic.Interface
 	binary     string
+	plugin     string // kubectl-restart_controller, the operator CLI
 	repoRoot   string
 	workDir    string
 	controller *controllerProcess
@@ -103,11 +104,14 @@ func setUp(ctx context.Context) (*suite, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &suite{repoRoot: root, workDir: work, binary: filepath.Join(work, "restart-controller")}
-	build := exec.CommandContext(ctx, "go", "build", "-o", s.binary, "./cmd/restart-controller")
+	s := &suite{repoRoot: root, workDir: work, binary: filepath.Join(work, "restart-controller"),
+		plugin: filepath.Join(work, "kubectl-restart_controller")}
+	// One go build for both: they share most packages.
+	build := exec.CommandContext(ctx, "go", "build", "-o", work+string(filepath.Separator),
+		"./cmd/restart-controller", "./cmd/kubectl-restart_controller")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
-		return s, fmt.Errorf("building controller: %w\n%s", err, out)
+		return s, fmt.Errorf("building the controller and its plugin: %w\n%s", err, out)
 	}
 	s.cluster, err = testcluster.Start(ctx, testcluster.Options{
 		Dir: filepath.Join(work, "cluster"),
