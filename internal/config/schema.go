@@ -75,8 +75,9 @@ type File struct {
 	ExcludeAnnotations []FileExcludeAnnotation `json:"excludeAnnotations"`
 	// OptInAll opts every watched workload in (within namespaces and
 	// workloadSelector), for each source kind, unless an opt-in annotation
-	// with optOut: true that covers the kind is set to a value that does not
-	// opt in, or annotations.optIn is set to anything but "enabled".
+	// with optOut: true that covers the kind is set to a non-empty value
+	// that does not opt in, or annotations.optIn is set to a non-empty value
+	// other than "enabled".
 	OptInAll bool `json:"optInAll"`
 }
 
