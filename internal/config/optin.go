@@ -236,12 +236,6 @@ type ListedSource struct {
 	Annotation string
 }
 
-// ListedSources is ListedSourcesOf with the workload's metadata annotations
-// alone: lists read on pod templates are not seen.
-func (c *Config) ListedSources(workload map[string]string, namespace string, optedIn bool) ([]ListedSource, bool) {
-	return c.ListedSourcesOf(WorkloadAnnotations{Workload: workload}, namespace, optedIn)
-}
-
 // ListedSourcesOf returns the sources the source-list annotations of a
 // workload in namespace name, and whether one of them opts it in. Lists
 // that do not opt in count only when optedIn (the workload is opted in

@@ -361,11 +361,16 @@ func sourceStatus(s WorkloadSource, fetchErr error) (status, note string) {
 // annotations, that name each source.
 func (c *Config) usesByID(kind config.WorkloadKind, obj *unstructured.Unstructured, namespace string) map[catalog.SourceID][]Use {
 	out := map[catalog.SourceID][]Use{}
-	listed, _ := c.ListedSources(obj.GetAnnotations(), namespace, true)
+	// Lists read where the controller reads them: the workload's own
+	// annotations, its pod template's, or both (readFrom).
+	listed, _ := c.ListedSourcesOf(c.WorkloadAnnotationsOf(kind, obj.Object, obj.GetAnnotations()), namespace, true)
 	for _, l := range listed {
 		id := catalog.SourceID{Kind: l.Kind, Namespace: l.Namespace, Name: l.Name}
-		out[id] = append(out[id], Use{Reference: "annotation " + l.Annotation, Path: "metadata.annotations[" + l.Annotation + "]",
-			AllKeys: true, Optional: true})
+		path := "metadata.annotations[" + l.Annotation + "]"
+		if _, onWorkload := obj.GetAnnotations()[l.Annotation]; !onWorkload {
+			path = kind.PodTemplatePath.String() + "." + path
+		}
+		out[id] = append(out[id], Use{Reference: "annotation " + l.Annotation, Path: path, AllKeys: true, Optional: true})
 	}
 	template, ok := kind.PodTemplatePath.Object(obj.Object)
 	if !ok {
