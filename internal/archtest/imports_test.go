@@ -27,7 +27,7 @@ type rule struct {
 	tests []string
 }
 
-// importRules is the one table of the import rules; docs/architecture.md
+// importRules is the one table of the import rules; docs/design.md
 // shows the same (TestDocumentedRules). Lower rooms never import higher ones: the leaves import
 // nothing of the module, the caches do not know the controller, and only
 // the binaries (cmd) and test harnesses see everything.
@@ -159,7 +159,7 @@ func violations(rules []rule, pkgs map[string]imports) []string {
 	for pkg, imp := range pkgs {
 		r, ok := ruleOf(rules, pkg)
 		if !ok {
-			out = append(out, fmt.Sprintf("%s has no import rule: add one to importRules and docs/architecture.md", pkg))
+			out = append(out, fmt.Sprintf("%s has no import rule: add one to importRules and docs/design.md", pkg))
 			continue
 		}
 		allowed := func(list []string, path string) bool {
@@ -185,12 +185,12 @@ func violations(rules []rule, pkgs map[string]imports) []string {
 	return out
 }
 
-// docRules reads the table of docs/architecture.md: a row per package or
+// docRules reads the table of docs/design.md: a row per package or
 // packages, and in its last column what they may import ("—" for nothing,
 // "any `internal/`", a `path` of the module, or a bare name in internal/).
 func docRules(t *testing.T) map[string][]string {
 	t.Helper()
-	doc, err := os.ReadFile("../../docs/architecture.md")
+	doc, err := os.ReadFile("../../docs/design.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +224,7 @@ func docRules(t *testing.T) map[string][]string {
 	return rules
 }
 
-// The table in docs/architecture.md is this one.
+// The table in docs/design.md is this one.
 func TestDocumentedRules(t *testing.T) {
 	doc := docRules(t)
 	code := map[string][]string{}
@@ -237,16 +237,16 @@ func TestDocumentedRules(t *testing.T) {
 		code[r.pkg] = may
 	}
 	if len(doc) < len(code)/2 {
-		t.Fatalf("read %d rules from docs/architecture.md: the table's form changed", len(doc))
+		t.Fatalf("read %d rules from docs/design.md: the table's form changed", len(doc))
 	}
 	for pkg, may := range code {
 		if got, ok := doc[pkg]; !ok || !slices.Equal(got, may) {
-			t.Errorf("docs/architecture.md: %s may import %v, want %v as importRules says", pkg, got, may)
+			t.Errorf("docs/design.md: %s may import %v, want %v as importRules says", pkg, got, may)
 		}
 	}
 	for pkg := range doc {
 		if _, ok := code[pkg]; !ok {
-			t.Errorf("docs/architecture.md has a rule for %s, importRules none", pkg)
+			t.Errorf("docs/design.md has a rule for %s, importRules none", pkg)
 		}
 	}
 }
@@ -284,7 +284,7 @@ func TestViolations(t *testing.T) {
 	want := []string{
 		"cmd/special imports internal/room, which its rule (cmd/special) does not allow",
 		"internal/leaf imports internal/room, which its rule (internal/leaf) does not allow",
-		"internal/new has no import rule: add one to importRules and docs/architecture.md",
+		"internal/new has no import rule: add one to importRules and docs/design.md",
 		"internal/tested's tests import internal/room, which its rule (internal/tested) does not allow",
 		"the rule of internal/gone covers no package",
 	}
