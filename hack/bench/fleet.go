@@ -23,7 +23,7 @@ import (
 	"github.com/restart-controller/restart-controller/internal/testcluster"
 )
 
-// The fleet step (issue 10, --fleet N): N Deployments of one replica, whose
+// The fleet step (--fleet N): N Deployments of one replica, whose
 // pods kwok makes ready, all reading ConfigMap "shared"; one change of it,
 // once with the default health-gated waves (1, 2, 4, ... each started when
 // every rollout of the change so far has completed) and once unpaced. Each

@@ -10,7 +10,7 @@ import (
 	"github.com/restart-controller/restart-controller/internal/promtext"
 )
 
-// largeFigures measure issue 9's attack: ConfigMaps of many empty keys in a
+// largeFigures measure an attack on memory: ConfigMaps of many empty keys in a
 // namespace no workload uses, created after the scenario's objects. Two
 // fresh controller processes, started the same way on the same cluster, one
 // before they exist and one after, give the start-up cost; the first one

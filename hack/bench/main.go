@@ -7,7 +7,7 @@
 //
 //	make bench BENCH_ARGS="[--scales 1,4] [--out FILE]"   # or: go -C hack/bench build -o ../../bin/bench . && bin/bench --controller bin/restart-controller ...
 //
-// With --scale-workloads N it runs the scale scenario of issue 13 instead
+// With --scale-workloads N it runs the scale scenario instead
 // (scale.go): N workloads over --scale-sources small sources, beside a
 // memory floor and a zero-logic patcher (floor.go, zerologic.go).
 //
@@ -130,9 +130,9 @@ func defineFlags(o *options, l *listFlags) {
 	flag.IntVar(&o.secrets, "secrets", 2000, "Secrets")
 	flag.IntVar(&o.secretKB, "secret-kb", 10, "kB of data per Secret at scale 1, over 10 keys")
 	flag.IntVar(&o.deployments, "deployments", 500, "Deployments; each reads 2 ConfigMaps and 2 Secrets")
-	flag.IntVar(&o.largeSources, "large-sources", 10, "ConfigMaps of --large-source-keys empty keys created in a namespace no workload uses, after the scenario, to measure what they cost (issue 9); 0 skips that step")
+	flag.IntVar(&o.largeSources, "large-sources", 10, "ConfigMaps of --large-source-keys empty keys created in a namespace no workload uses, after the scenario, to measure what they cost; 0 skips that step")
 	flag.IntVar(&o.largeKeys, "large-source-keys", 80000, "keys of each large source (80,000 empty keys make a 1 MB ConfigMap)")
-	flag.IntVar(&o.fleet, "fleet", 60, "Deployments of 1 replica on one ConfigMap, changed once with waves and once unpaced on a cluster of their own after the scales (issue 10); 0 skips that step")
+	flag.IntVar(&o.fleet, "fleet", 60, "Deployments of 1 replica on one ConfigMap, changed once with waves and once unpaced on a cluster of their own after the scales; 0 skips that step")
 	flag.BoolVar(&o.fleetOnly, "fleet-only", false, "run only the --fleet step")
 	flag.StringVar(&l.changes, "changes", "200,1000", "sizes N of the simultaneous-change phases (N ≤ 2 × deployments)")
 	flag.IntVar(&o.singles, "singles", 10, "sequential single changes per single-change phase")
@@ -142,7 +142,7 @@ func defineFlags(o *options, l *listFlags) {
 	flag.StringVar(&o.workDir, "workdir", "", "folder for clusters, controller logs and profiles (default: a new temp folder)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the etcd data of each cluster (otherwise removed after each scale)")
 	flag.StringVar(&o.out, "out", "", "also write the Markdown report to this file")
-	flag.IntVar(&o.scaleWorkloads, "scale-workloads", 0, "run the scale scenario (issue 13, scale.go) instead of --scales: this many opted-in workloads (Deployments, StatefulSets, DaemonSets)")
+	flag.IntVar(&o.scaleWorkloads, "scale-workloads", 0, "run the scale scenario (scale.go) instead of --scales: this many opted-in workloads (Deployments, StatefulSets, DaemonSets)")
 	flag.IntVar(&o.scaleSources, "scale-sources", 30000, "scale scenario: small ConfigMaps and Secrets, half each (at least 2 per workload)")
 	flag.IntVar(&o.scaleChanges, "scale-changes", 1000, "scale scenario: simultaneous changes, one per workload")
 	flag.IntVar(&o.scaleCreators, "scale-creators", 64, "scale scenario: concurrent object creations")

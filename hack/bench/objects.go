@@ -344,7 +344,7 @@ const unrelatedNamespace = "bench-unrelated"
 func largeName(i int) string { return fmt.Sprintf("large-%02d", i) }
 
 // largeConfigMap has keys empty keys: a tenant's cheapest way to make many
-// keys (issue 9: 80,000 fit in a valid 1 MB ConfigMap). Names are as short
+// keys (80,000 fit in a valid 1 MB ConfigMap). Names are as short
 // as base 36 allows, so that the object, with the managedFields entry the
 // API server adds for each key, stays within etcd's request limit.
 func largeConfigMap(i, keys int) *corev1.ConfigMap {

@@ -16,7 +16,7 @@ const (
 	targetSingleExtra = 100 * time.Millisecond // one change: grace + 100 ms
 	targetP99Small    = 2 * time.Second        // N=200
 	targetP99Large    = 6 * time.Second        // N=1000
-	targetLargeKB     = 5 << 10                // issue 9: large sources in an unrelated namespace add ≤ 5 MiB
+	targetLargeKB     = 5 << 10                // large sources in an unrelated namespace add ≤ 5 MiB
 	smallN, largeN    = 200, 1000
 )
 
@@ -116,7 +116,7 @@ func writeRunNotes(b *strings.Builder, o options, results []*scaleResult, began 
 	fmt.Fprintf(b, "- Scenario: %d ConfigMaps × %d kB and %d Secrets × %d kB (10 keys each, random data) at scale ×1; %d Deployments (replicas 0) each reading 2 ConfigMaps (volume; env configMapKeyRef) and 2 Secrets (envFrom; projected items)\n",
 		o.configMaps, o.configMapKB, o.secrets, o.secretKB, o.deployments)
 	if o.largeSources > 0 {
-		fmt.Fprintf(b, "- Large sources (issue 9), last: %d ConfigMaps of %d empty keys in namespace %s, read by nothing; a fresh controller started before and one after they are created (the first also while they are created), each measured once ready and quiet\n",
+		fmt.Fprintf(b, "- Large sources, last: %d ConfigMaps of %d empty keys in namespace %s, read by nothing; a fresh controller started before and one after they are created (the first also while they are created), each measured once ready and quiet\n",
 			o.largeSources, o.largeKeys, unrelatedNamespace)
 	}
 	fmt.Fprintf(b, "- Config changes: %s\n", map[string]string{
@@ -160,7 +160,7 @@ func largeRows(c column, f *largeFigures) {
 		return
 	}
 	mib := func(kb int64) string { return fmt.Sprintf("%+.1f MiB", float64(kb)/1024) }
-	c.set("Large sources (issue 9): ConfigMaps of empty keys in an unrelated namespace, created after the scenario", "%d × %d keys, %.1f MB",
+	c.set("Large sources: ConfigMaps of empty keys in an unrelated namespace, created after the scenario", "%d × %d keys, %.1f MB",
 		f.sources, f.keys, float64(f.bytes)/1e6)
 	c.set("Large sources, fresh start: peak RSS without / with them (growth)", "%s / %s (**%s**)",
 		kbString(f.without.hwm), kbString(f.with.hwm), mib(f.with.hwm-f.without.hwm))

@@ -25,7 +25,7 @@ import (
 // testcluster, so these two limits are what applies).
 var scaleAPIServerArgs = []string{"--max-requests-inflight=800", "--max-mutating-requests-inflight=400"}
 
-// scaleFigures are every figure of the scale scenario (issue 13).
+// scaleFigures are every figure of the scale scenario.
 type scaleFigures struct {
 	spec      scaleSpec
 	createDur time.Duration

@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// The scale scenario (issue 13): W opted-in workloads of three kinds over S
+// The scale scenario: W opted-in workloads of three kinds over S
 // small ConfigMaps and Secrets, spread over scaleNamespaces namespaces.
 //
 //	workload i             w-NNNNN in namespace scale-(i mod 10); i mod 20 < 12 a

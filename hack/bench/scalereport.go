@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Targets of issue 13.
+// Targets of the scale scenario.
 const (
 	targetFloorRatio = 1.3 // peak RSS within 1.3× the floor
 	targetZeroRatio  = 1.5 // 1,000 changes p99 within 1.5× the zero-logic patcher
@@ -52,7 +52,7 @@ func renderScaleReport(o options, r *scaleFigures, began time.Time) string {
 	set("CPU seconds, whole process", fmt.Sprintf("%.2f s", c.total.cpu), fmt.Sprintf("%.2f s", fl.total.cpu), fmt.Sprintf("%.2f s", z.total.cpu), "–")
 	t.write(&b, "Figure", []string{"restart-controller", "floor (stripped informers)", "zero-logic patcher", "ratio"})
 
-	b.WriteString("\n| Target (issue 13) | result |\n|---|---|\n")
+	b.WriteString("\n| Target | result |\n|---|---|\n")
 	peak := float64(c.total.hwm) / float64(max(fl.hwm, 1))
 	fmt.Fprintf(&b, "| Peak RSS ≤ %.1f× the floor | %s (%.2f×: %s / %s) |\n", targetFloorRatio, mark(peak <= targetFloorRatio), peak, kbString(c.total.hwm), kbString(fl.hwm))
 	if r.ctrlFanOut != nil && r.zeroFanOut != nil {

@@ -12,7 +12,7 @@ import (
 // workload reads of it from the API server when it decides.
 const largeSourceKeys = 5000
 
-// A source with too many keys to cache a digest each (issue 9) still
+// A source with too many keys to cache a digest each still
 // restarts exactly the workloads whose data changed: a Deployment reading one
 // key by configMapKeyRef restarts once when that key changes and not when
 // another one does, and one reading the whole object restarts on any data

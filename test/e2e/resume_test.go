@@ -17,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// The resume matrix (issue 18): for each state the controller leaves on the
+// The resume matrix: for each state the controller leaves on the
 // objects, workloads sharing their sources (each reads two ConfigMaps, each
 // ConfigMap is read by six workloads, so every change goes out in paced
 // waves) are driven into that state, and then the controller goes through
