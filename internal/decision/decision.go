@@ -207,7 +207,7 @@ func (r Rules) admit(s Snapshot, v Verdict, hold *pacing.Hold, prev *pacing.Last
 	}
 	if inFlight := s.Fleet.InFlight(); paced && r.MaxInFlight > 0 && inFlight+rank >= r.MaxInFlight {
 		v.Action, v.Recheck, v.Capped = Queue, queueRecheck, true
-		v.Unhold = r.staleHold(s, hold)
+		v.Unhold = r.staleHold(s, hold) || unreadableHold(s, hold)
 		v.Reasons = append(v.Reasons, fmt.Sprintf("waits for the cap on rollouts in flight (%d in flight, at most %d)", inFlight, r.MaxInFlight))
 		return v
 	}
@@ -275,7 +275,7 @@ func (r Rules) places(s Snapshot, v *Verdict, hold *pacing.Hold, now time.Time) 
 			v.Action, v.Recheck = Queue, queueRecheck
 			// A wave hold for this change that no longer halts it (the
 			// failed rollout recovered) goes: the workload now only waits.
-			v.Unhold = hold.HoldsChange(sid, change) || r.staleHold(s, hold)
+			v.Unhold = hold.HoldsChange(sid, change) || r.staleHold(s, hold) || unreadableHold(s, hold)
 			v.Reasons = append(v.Reasons, fmt.Sprintf("waits for its place in wave %d of the change of %s (%d of %d settled, %d in flight)",
 				state.Wave, sid, state.Settled, state.Reach, state.InFlight))
 			return nil, 0, false, true
@@ -302,6 +302,10 @@ func (r Rules) carryOver(s Snapshot, prev *pacing.LastRestart, delivered map[str
 		}
 	}
 }
+
+// unreadableHold reports a hold annotation that is not a hold: it holds
+// nothing, and goes.
+func unreadableHold(s Snapshot, hold *pacing.Hold) bool { return hold == nil && s.Workload.Hold != "" }
 
 // staleHold reports a wave hold whose change is over (HoldOver).
 func (r Rules) staleHold(s Snapshot, hold *pacing.Hold) bool {

@@ -148,3 +148,19 @@ func TestDecideNoRestartDropsHold(t *testing.T) {
 		t.Fatalf("dry run: %s extra %v", v.Action, v.Plan.Extra)
 	}
 }
+
+// An unreadable hold annotation holds nothing: a restart that must wait for
+// its wave removes it meanwhile.
+func TestDecideQueuedDropsUnreadableHold(t *testing.T) {
+	v1 := sourceState(t, cmApp, map[string]string{"a": "1"})
+	v2 := sourceState(t, cmApp, map[string]string{"a": "2"})
+	key := catalog.WorkloadKey{Namespace: "shop", Name: "web"}
+	w := &catalog.WorkloadState{OptedIn: true, HasApplied: true, TemplateHash: tmplNow, AppliedTemplateHash: tmplNow, Hold: "not a hold",
+		Applied: annotation(t, map[string]string{cmApp.String(): v1.Checksum(testSums, nil)}), References: []catalog.Reference{{ID: cmApp}}}
+	fleet := stubFleet{now: decideNow, sources: sourceMap{cmApp: v2},
+		waves: map[catalog.SourceID]pacing.State{cmApp: {Paced: true, Wave: 1, Admit: []string{"other"}}}}
+	v := testRules.Decide(Snapshot{Key: key, Workload: w, Sources: sourceMap{cmApp: v2}, Windows: dueAt{}, Fleet: fleet, Now: decideNow})
+	if v.Action != Queue || !v.Unhold {
+		t.Fatalf("verdict %s, unhold %v: want queue, removing the unreadable hold", v.Action, v.Unhold)
+	}
+}
