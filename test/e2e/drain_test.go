@@ -170,12 +170,10 @@ containers:
   image: app
   envFrom: [{configMapRef: {name: app}}]
 `), workloadOptions{})
-	u, err := env.kube.AppsV1().Deployments(ns).Get(ctxFor(t), "web", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Annotations = map[string]string{keys.optIn: "enabled"}
-	if _, err := env.kube.AppsV1().Deployments(ns).Update(ctxFor(t), u, metav1.UpdateOptions{}); err != nil {
+	// A merge patch, not a read and an update: kube-controller-manager
+	// writes the Deployment's status meanwhile, and an update would conflict.
+	optIn := []byte(`{"metadata":{"annotations":{"` + keys.optIn + `":"enabled"}}}`)
+	if _, err := env.kube.AppsV1().Deployments(ns).Patch(ctxFor(t), "web", types.MergePatchType, optIn, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	p, err := env.startController(ctxFor(t), "drain", isolatedConfig(t, "drain", ns, keys, withoutBreaker),
