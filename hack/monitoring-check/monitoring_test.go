@@ -111,7 +111,7 @@ func TestRules(t *testing.T) {
 		}
 		// The alerts whose metrics exist.
 		for _, want := range []string{"RestartControllerDown", "RestartControllerNotReady",
-			"RestartControllerNoLeader", "RestartControllerPersistentErrors"} {
+			"RestartControllerNoLeader", "RestartControllerPersistentErrors", "RestartControllerRestartsHeld"} {
 			if !slices.Contains(alerts, want) {
 				t.Errorf("%s: no alert %s (have %v)", name, want, alerts)
 			}
