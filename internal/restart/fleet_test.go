@@ -533,18 +533,7 @@ func TestLastChangeIsPruned(t *testing.T) {
 // workload saw itself "held elsewhere" and none ever took a place.
 func TestBreakerHoldsOverSharedSourceAllEnd(t *testing.T) {
 	f := newFleetHarness(t, 10)
-	var restarts []time.Time
-	for i := 5; i > 0; i-- {
-		restarts = append(restarts, reconcileNow.Add(-time.Duration(i)*time.Minute))
-	}
-	prev := pacing.Encode(&pacing.LastRestart{At: restarts[4], Result: "complete", Restarts: restarts})
-	hold := pacing.Encode(&pacing.Hold{Kind: pacing.HoldBreaker, Cause: "restarted 5 times", Since: reconcileNow.Add(-time.Minute)})
-	for _, k := range f.keys {
-		u := withAnnotations(f.get(k.Name), map[string]string{rolloutKey: prev, holdKey: hold})
-		if _, err := f.client.Resource(deploymentsGVR).Namespace("shop").Update(context.Background(), u, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f.usedBudget(reconcileNow, true)
 	f.c.SourceChanged(cmApp, nil)
 	// Inside the quiet time (2m): every one stays held.
 	f.c.now = func() time.Time { return reconcileNow.Add(time.Minute) }
@@ -634,18 +623,7 @@ func TestFailedRolloutThatRecoversEndsTheHold(t *testing.T) {
 // recheck (30 s) each time a wave could open.
 func TestRolloutEndWakesBreakerHeldReaders(t *testing.T) {
 	f := newFleetHarness(t, 6)
-	var restarts []time.Time
-	for i := 5; i > 0; i-- {
-		restarts = append(restarts, reconcileNow.Add(-time.Duration(i)*time.Minute))
-	}
-	prev := pacing.Encode(&pacing.LastRestart{At: restarts[4], Result: "complete", Restarts: restarts})
-	hold := pacing.Encode(&pacing.Hold{Kind: pacing.HoldBreaker, Cause: "restarted 5 times", Since: reconcileNow.Add(-time.Minute)})
-	for _, k := range f.keys {
-		u := withAnnotations(f.get(k.Name), map[string]string{rolloutKey: prev, holdKey: hold})
-		if _, err := f.client.Resource(deploymentsGVR).Namespace("shop").Update(context.Background(), u, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f.usedBudget(reconcileNow, true)
 	f.sync()
 	f.c.now = func() time.Time { return reconcileNow.Add(3 * time.Minute) } // past the quiet time
 	// Only the first to decide goes: the others still carry their holds.
@@ -672,6 +650,27 @@ func TestRolloutEndWakesBreakerHeldReaders(t *testing.T) {
 	for _, k := range f.keys[:len(f.keys)-1] {
 		if !woken[k] {
 			t.Errorf("%s, held by the breaker and pending, not woken when the rollout ended (woken: %v)", k.Name, woken)
+		}
+	}
+}
+
+// usedBudget gives every workload of the harness, in the API server, a
+// record of five restarts in the five minutes before now (the example
+// config's breaker budget) and, when held, a breaker hold.
+func (f *fleetHarness) usedBudget(now time.Time, held bool) {
+	f.t.Helper()
+	var restarts []time.Time
+	for i := 5; i > 0; i-- {
+		restarts = append(restarts, now.Add(-time.Duration(i)*time.Minute))
+	}
+	ann := map[string]string{rolloutKey: pacing.Encode(&pacing.LastRestart{At: restarts[4], Result: "complete", Restarts: restarts})}
+	if held {
+		ann[holdKey] = pacing.Encode(&pacing.Hold{Kind: pacing.HoldBreaker, Cause: "restarted 5 times", Since: now.Add(-time.Minute)})
+	}
+	for _, k := range f.keys {
+		u := withAnnotations(f.get(k.Name), ann)
+		if _, err := f.client.Resource(deploymentsGVR).Namespace("shop").Update(context.Background(), u, metav1.UpdateOptions{}); err != nil {
+			f.t.Fatal(err)
 		}
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/explain"
-	"github.com/restart-controller/restart-controller/internal/pacing"
 )
 
 // explainer is explain over the fleet harness's fake cluster, with the
@@ -137,17 +136,7 @@ func TestExplainAgreesWithController(t *testing.T) {
 	// The breaker: past its budget, a new change holds every one; the
 	// controller saw the change now, and explain, which cannot know when
 	// sources last changed, assumes the same.
-	var restarts []time.Time
-	for i := 5; i > 0; i-- {
-		restarts = append(restarts, f.c.now().Add(-time.Duration(i)*time.Minute))
-	}
-	prev := pacing.Encode(&pacing.LastRestart{At: restarts[4], Result: "complete", Restarts: restarts})
-	for _, k := range f.keys {
-		u := withAnnotations(f.get(k.Name), map[string]string{rolloutKey: prev})
-		if _, err := f.client.Resource(deploymentsGVR).Namespace("shop").Update(context.Background(), u, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f.usedBudget(f.c.now(), false)
 	f.setSource(dataV1)
 	f.c.SourceChanged(cmApp, nil)
 	f.c.now = func() time.Time { return reconcileNow.Add(11*time.Minute + 20*time.Second) } // past the grace period
