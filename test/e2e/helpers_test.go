@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
@@ -252,11 +253,18 @@ func getWorkload(t *testing.T, gvr schema.GroupVersionResource, ns, name string,
 	ts, _, _ := unstructuredString(u.Object, path...)
 	state := workloadState{generation: u.GetGeneration(), annotations: u.GetAnnotations(), restartedAt: ts}
 	if gvr == deploymentsGVR {
-		rss, err := env.kube.AppsV1().ReplicaSets(ns).List(ctxFor(t), metav1.ListOptions{LabelSelector: "app=" + name})
-		if err != nil {
-			t.Fatalf("listing replicasets of %s/%s: %v", ns, name, err)
-		}
-		state.replicaSets = len(rss.Items)
+		// Every Deployment not created paused gets a first ReplicaSet from
+		// its controller, a moment after it is created: a state read before
+		// that would count it as a restart later.
+		paused, _, _ := unstructured.NestedBool(u.Object, "spec", "paused")
+		waitFor(t, fmt.Sprintf("deployment %s/%s's first ReplicaSet", ns, name), func() (bool, error) {
+			rss, err := env.kube.AppsV1().ReplicaSets(ns).List(ctxFor(t), metav1.ListOptions{LabelSelector: "app=" + name})
+			if err != nil {
+				return false, fmt.Errorf("listing replicasets of %s/%s: %w", ns, name, err)
+			}
+			state.replicaSets = len(rss.Items)
+			return state.replicaSets > 0 || paused, nil
+		})
 	}
 	return state
 }

@@ -15,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // The resume matrix: for each state the controller leaves on the
@@ -819,12 +820,10 @@ func TestResumeRecordedWithoutRestart(t *testing.T) {
 		c := newCell(t, mode, "roptout", "1m", "1s", nil)
 		f := newSharedFleet(t, c.ns, c.keys, c.node, 12, 4, sharedOptions{})
 		annotateConfigMap(t, c.ns, "src-3", map[string]string{c.keys.ignore: "true"})
-		d, err := env.kube.AppsV1().Deployments(c.ns).Get(ctxFor(t), "app-00", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		d.Annotations[c.keys.ignoreSources] = "configmap/src-0"
-		if _, err := env.kube.AppsV1().Deployments(c.ns).Update(ctxFor(t), d, metav1.UpdateOptions{}); err != nil {
+		// A merge patch: a read and an update would conflict with
+		// kube-controller-manager's status writes.
+		ignore := []byte(`{"metadata":{"annotations":{"` + c.keys.ignoreSources + `":"configmap/src-0"}}}`)
+		if _, err := env.kube.AppsV1().Deployments(c.ns).Patch(ctxFor(t), "app-00", types.MergePatchType, ignore, metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		c.start()
