@@ -63,12 +63,14 @@ func importRules() []rule {
 			tests: []string{"internal/decision/decisiontest", "internal/explain"}},
 		{pkg: "internal/explain", may: append([]string{"internal/decision", "internal/catalog", "internal/checksum", "internal/checksumkey", "internal/explain/explaintest"}, policy...)},
 		{pkg: "internal/check", may: []string{"internal/cli", "internal/config", "internal/explain", "internal/explain/explaintest"}},
+		{pkg: "internal/migrate", may: []string{"internal/config", "examples"}},
 		// Binaries, tools and whole-system tests put the rooms together.
 		{pkg: "cmd/...", may: []string{"internal/..."}, tests: []string{"test/budgets"}},
 		{pkg: "hack/...", may: []string{"internal/..."}},
 		{pkg: "test/...", may: []string{"internal/...", "charts", "test/budgets"}},
 		{pkg: "charts", may: []string{"internal/config", "internal/testcluster"}},
 		{pkg: "manifests", tests: []string{"internal/config"}},
+		{pkg: "examples"},
 	}
 }
 
