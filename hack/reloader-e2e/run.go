@@ -233,4 +233,3 @@ func stopAll(shimDir string) {
 		stopController(p)
 	}
 }
-

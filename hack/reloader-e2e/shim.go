@@ -219,7 +219,7 @@ func createStandIn(ctx context.Context, cs *kubernetes.Clientset, h helmArgs) er
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "stand-in", Image: "restart-controller.invalid/stand-in"}}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "stand-in", Image: "restart-controller.invalid/stand-in"}}},
 			},
 		},
 	}

@@ -34,7 +34,9 @@ type Result struct {
 }
 
 // Lost reports whether any behaviour is lost.
-func (r Result) Lost() bool { return slices.ContainsFunc(r.Findings, func(f Finding) bool { return f.Lost }) }
+func (r Result) Lost() bool {
+	return slices.ContainsFunc(r.Findings, func(f Finding) bool { return f.Lost })
+}
 
 // Config writes the config file that gives Options' behaviour: the Reloader
 // preset (examples/presets/reloader.yaml) with each setting mapped, and a
