@@ -18,8 +18,9 @@
 // The differences the shim makes, each for a reason stated in
 // docs/switching-from-reloader.md: the restart annotation is the one the
 // suites wait for (reloader.stakater.com/last-reloaded-from), and the
-// grace period is 0, as Reloader has none (with a grace period, a suite's
-// "no reload within 3 s" checks would pass without deciding anything).
+// config is migrated with Reloader's pace (migrate --reloader-pace: no
+// grace period, waves or breaker; with a grace period, a suite's "no
+// reload within 3 s" checks would pass without deciding anything).
 package main
 
 import (

@@ -143,7 +143,7 @@ func writeConfig(path string, h helmArgs) error {
 	if err != nil {
 		return err
 	}
-	res, err := migrate.Config(o)
+	res, err := migrate.Config(o, true)
 	if err != nil {
 		return err
 	}
@@ -175,7 +175,7 @@ func startController(dir string, h helmArgs, cfgPath, pidPath string, port int) 
 	}
 	defer logf.Close()
 	cmd := exec.Command(os.Getenv(envController), "--kubeconfig", os.Getenv("KUBECONFIG"), "--config", cfgPath,
-		"--metrics-address", "127.0.0.1:"+strconv.Itoa(port), "--restart-grace-period", "0")
+		"--metrics-address", "127.0.0.1:"+strconv.Itoa(port))
 	cmd.Env = append(os.Environ(), "POD_NAMESPACE="+h.namespace)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own session: it outlives this helm process, as a release does.

@@ -11,8 +11,8 @@ import (
 
 // Usage is the subcommand's help; %[1]s is how the CLI is invoked.
 const Usage = `Usage:
-  %[1]s migrate [--values FILE]... [--set KEY=VALUE]... [--namespace NS] [-o FILE] [--strict]
-  %[1]s migrate [--env NAME=VALUE]... [-o FILE] [--strict] -- RELOADER-FLAGS...
+  %[1]s migrate [--values FILE]... [--set KEY=VALUE]... [--namespace NS] [--reloader-pace] [-o FILE] [--strict]
+  %[1]s migrate [--env NAME=VALUE]... [--reloader-pace] [-o FILE] [--strict] -- RELOADER-FLAGS...
 
 Writes the restart-controller config file that gives a stakater/Reloader
 installation's behaviour, from its Helm values (as "helm install" takes
@@ -25,6 +25,8 @@ Flags:
   --set KEY=VALUE    a Helm --set value, e.g. reloader.autoReloadAll=true (repeatable)
   --namespace NS     the namespace the Helm release is installed in (watchGlobally: false watches it)
   --env NAME=VALUE   an environment variable Reloader reads, with flags after "--" (repeatable)
+  --reloader-pace    restart on every change at once, as Reloader does: no grace period,
+                     waves or breaker (by default the controller's pacing stays)
   -o FILE            write the config file here instead of standard output
   --strict           exit 1 when any of Reloader's behaviour is lost
 
@@ -49,6 +51,7 @@ func Main(name string, args []string, stdout, stderr io.Writer) int {
 	namespace := fs.String("namespace", "", "")
 	output := fs.String("o", "", "")
 	strict := fs.Bool("strict", false, "")
+	reloaderPace := fs.Bool("reloader-pace", false, "")
 	usage := func(err error) int {
 		if err != nil && !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintf(stderr, "migrate: %v\n\n", err)
@@ -69,7 +72,7 @@ func Main(name string, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usage(err)
 	}
-	res, err := Config(o)
+	res, err := Config(o, *reloaderPace)
 	if err != nil {
 		fmt.Fprintf(stderr, "migrate: %v\n", err)
 		return 2

@@ -40,8 +40,11 @@ func (r Result) Lost() bool {
 
 // Config writes the config file that gives Options' behaviour: the Reloader
 // preset (examples/presets/reloader.yaml) with each setting mapped, and a
-// Finding for each that does not map exactly.
-func Config(o Options) (Result, error) {
+// Finding for each that does not map exactly. With reloaderPace, restarts
+// follow every change at once, as Reloader's do: no grace period, no
+// waves, no breaker; without it the controller's pacing stays, as a
+// deliberate difference.
+func Config(o Options, reloaderPace bool) (Result, error) {
 	preset, err := examples.Preset("reloader")
 	if err != nil {
 		return Result{}, fmt.Errorf("reading the Reloader preset: %w", err)
@@ -60,6 +63,7 @@ func Config(o Options) (Result, error) {
 	m.kinds(o)
 	m.behaviour(o)
 	m.process(o)
+	m.pace(reloaderPace)
 	out, err := yaml.Marshal(tree)
 	if err != nil {
 		return Result{}, fmt.Errorf("writing the config file: %w", err)
@@ -219,6 +223,17 @@ func sinkName(s string) string {
 		return "a raw webhook"
 	}
 	return s
+}
+
+// pace sets Reloader's pace, or names the controller's as a difference.
+func (m *mapping) pace(reloader bool) {
+	if !reloader {
+		m.differs("pace", "changes are merged over a 5s grace period, a change reaching more than 3 workloads restarts them in health-gated waves, and a workload restarted 5 times in 30m is held (Reloader: every change at once; migrate --reloader-pace writes that)")
+		return
+	}
+	m.tree["restartGracePeriod"] = 0
+	m.tree["waves"] = map[string]any{"unpacedUpTo": 100000}
+	m.tree["breaker"] = map[string]any{"budget": 0}
 }
 
 // process maps how the controller's own process runs.

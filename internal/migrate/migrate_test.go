@@ -130,9 +130,9 @@ func TestFromHelmValues(t *testing.T) {
 
 // migrated runs Config and returns the file as a tree, having checked that
 // it parses as a config file.
-func migrated(t *testing.T, o Options) (map[string]any, Result) {
+func migrated(t *testing.T, o Options, pace bool) (map[string]any, Result) {
 	t.Helper()
-	res, err := Config(o)
+	res, err := Config(o, pace)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func TestConfig(t *testing.T) {
 	o.Annotations.ConfigMap = "my/configmaps"
 	o.EnableHA = true
 	o.WebhookURLSet = true
-	tree, res := migrated(t, o)
+	tree, res := migrated(t, o, false)
 	if tree["optInAll"] != true || !reflect.DeepEqual(tree["namespaces"], []any{"a", "b"}) {
 		t.Errorf("optInAll %v, namespaces %v", tree["optInAll"], tree["namespaces"])
 	}
@@ -194,7 +194,10 @@ func TestConfig(t *testing.T) {
 	o.IsArgoRollouts = true
 	o.WorkloadTypesToIgnore = []string{"jobs", "cronjobs"}
 	o.ReloadOnCreate, o.SyncAfterRestart, o.ReloadStrategy = true, true, "annotations"
-	tree, res = migrated(t, o)
+	tree, res = migrated(t, o, true)
+	if tree["restartGracePeriod"] != 0.0 || tree["breaker"].(map[string]any)["budget"] != 0.0 {
+		t.Errorf("--reloader-pace: grace %v, breaker %v", tree["restartGracePeriod"], tree["breaker"])
+	}
 	if tree["workloads"] != nil { // absent: the defaults, which watch Rollouts
 		t.Errorf("workloads written though the defaults apply: %v", tree["workloads"])
 	}
