@@ -22,8 +22,9 @@ type series struct {
 }
 
 type point struct {
-	x int // index into the panel's x labels
-	y float64
+	x     int // index into the panel's x labels
+	y     float64
+	group string // points of one group are joined by a line (one scenario's scales, or every run)
 }
 
 // panel is one chart.
@@ -67,7 +68,7 @@ var historyColors = []string{"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564
 func Plot(tf File) ([]byte, error) {
 	panels := latestPanels(tf)
 	panels = append(panels, historyPanels(tf)...)
-	doc := svgDoc{Xmlns: "http://www.w3.org/2000/svg", Width: 2 * panelW, Height: panelH * ((len(panels) + 1) / 2), FontFamily: "sans-serif", FontSize: 11}
+	doc := svgDoc{Xmlns: "http://www.w3.org/2000/svg", Width: 2 * panelW, Height: max(panelH*((len(panels)+1)/2), 50), FontFamily: "sans-serif", FontSize: 11}
 	doc.Items = append(doc.Items, svgRect{X: 0, Y: 0, W: doc.Width, H: doc.Height, Fill: "white"})
 	if len(tf.Runs) == 0 {
 		doc.Items = append(doc.Items, svgText{X: 20, Y: 30, Text: "no runs yet: `make bench` appends to BENCHMARKS.json"})
@@ -89,14 +90,14 @@ func latestPanels(tf File) []panel {
 		return nil
 	}
 	run := tf.Runs[len(tf.Runs)-1]
-	rss := panel{title: "Peak RSS, run of " + run.Date + " (" + run.Commit + ")", unit: "MiB"}
+	rss := panel{title: "Peak RSS, latest run (" + shortDate(run.Date) + ", " + run.Commit + ")", unit: "MiB"}
 	p99 := panel{title: "p99, largest simultaneous change", unit: "s"}
 	for _, r := range run.Results {
 		x := xIndex(&rss.xLabels, fmt.Sprintf("%s ×%d", r.Scenario, r.Scale))
 		xIndex(&p99.xLabels, fmt.Sprintf("%s ×%d", r.Scenario, r.Scale))
-		add(&rss.series, r.Program, programColors[r.Program], point{x, r.PeakRSSMiB})
+		add(&rss.series, r.Program, programColors[r.Program], point{x, r.PeakRSSMiB, r.Scenario})
 		if l, ok := largestFanOut(r); ok {
-			add(&p99.series, r.Program, programColors[r.Program], point{x, l.P99Seconds})
+			add(&p99.series, r.Program, programColors[r.Program], point{x, l.P99Seconds, r.Scenario})
 		}
 	}
 	return []panel{rss, p99}
@@ -108,14 +109,11 @@ func historyPanels(tf File) []panel {
 	if len(tf.Runs) == 0 {
 		return nil
 	}
-	rss := panel{title: "Controller's peak RSS, every run", unit: "MiB"}
+	rss := panel{title: "Controller's peak RSS, every run (by commit)", unit: "MiB"}
 	p99 := panel{title: "Controller's p99, largest simultaneous change, every run", unit: "s"}
 	var names []string
 	for i, run := range tf.Runs {
-		label := run.Commit
-		if len(run.Date) >= 10 {
-			label = run.Date[:10] + " " + run.Commit
-		}
+		label := run.Commit // the date would not fit under the axis
 		rss.xLabels = append(rss.xLabels, label)
 		p99.xLabels = append(p99.xLabels, label)
 		for _, r := range run.Results {
@@ -124,13 +122,21 @@ func historyPanels(tf File) []panel {
 			}
 			name := fmt.Sprintf("%s ×%d", r.Scenario, r.Scale)
 			color := historyColors[xIndex(&names, name)%len(historyColors)]
-			add(&rss.series, name, color, point{i, r.PeakRSSMiB})
+			add(&rss.series, name, color, point{i, r.PeakRSSMiB, ""})
 			if l, ok := largestFanOut(r); ok {
-				add(&p99.series, name, color, point{i, l.P99Seconds})
+				add(&p99.series, name, color, point{i, l.P99Seconds, ""})
 			}
 		}
 	}
 	return []panel{rss, p99}
+}
+
+// shortDate is an RFC 3339 date as "2006-01-02 15:04"; anything else as it is.
+func shortDate(d string) string {
+	if len(d) >= 16 && d[10] == 'T' {
+		return d[:10] + " " + d[11:16]
+	}
+	return d
 }
 
 func largestFanOut(r Result) (Latency, bool) {
@@ -177,7 +183,7 @@ func (p panel) draw(ox, oy float64) svgGroup {
 		if len(p.xLabels) <= 1 {
 			return (left + right) / 2
 		}
-		return left + 10 + float64(i)*(right-left-20)/float64(len(p.xLabels)-1)
+		return left + 50 + float64(i)*(right-left-100)/float64(len(p.xLabels)-1)
 	}
 	yOf := func(v float64) float64 { return bottom - (v-lo)/(hi-lo)*(bottom-top) }
 	g.Items = append(g.Items,
@@ -190,18 +196,31 @@ func (p panel) draw(ox, oy float64) svgGroup {
 			svgLine{X1: left, Y1: yOf(v), X2: right, Y2: yOf(v), Stroke: "#e0e0e0"},
 			svgText{X: left - 5, Y: yOf(v) + 4, Anchor: "end", Text: fmt.Sprintf("%g %s", v, p.unit)})
 	}
+	// At most 4 labels under the axis (the history grows); every point
+	// names its own in its tooltip.
+	step := (len(p.xLabels) + 3) / 4
 	for i, l := range p.xLabels {
-		g.Items = append(g.Items, svgText{X: xOf(i), Y: bottom + 14, Anchor: "middle", Text: l})
+		if i%step == 0 || i == len(p.xLabels)-1 && len(p.xLabels) <= 4 {
+			g.Items = append(g.Items, svgText{X: xOf(i), Y: bottom + 14, Anchor: "middle", Text: l})
+		}
 	}
 	for k, s := range p.series {
 		sg := svgGroup{Class: "series", Series: s.name}
-		var pts []string
+		lines := map[string][]string{}
+		var groups []string
 		for _, pt := range s.points {
-			pts = append(pts, fmt.Sprintf("%.1f,%.1f", xOf(pt.x), yOf(pt.y)))
+			if lines[pt.group] == nil {
+				groups = append(groups, pt.group)
+			}
+			lines[pt.group] = append(lines[pt.group], fmt.Sprintf("%.1f,%.1f", xOf(pt.x), yOf(pt.y)))
+		}
+		for _, gr := range groups {
+			sg.Items = append(sg.Items, svgPolyline{Points: strings.Join(lines[gr], " "), Stroke: s.color, Fill: "none", Width: 2})
+		}
+		for _, pt := range s.points {
 			sg.Items = append(sg.Items, svgCircle{CX: xOf(pt.x), CY: yOf(pt.y), R: 3.5, Fill: s.color,
 				Title: &svgTitle{Text: fmt.Sprintf("%s, %s: %g %s", s.name, p.xLabels[pt.x], pt.y, p.unit)}})
 		}
-		sg.Items = append([]any{svgPolyline{Points: strings.Join(pts, " "), Stroke: s.color, Fill: "none", Width: 2}}, sg.Items...)
 		ly := bottom + 32 + float64(k/3)*14
 		lx := left + float64(k%3)*140
 		sg.Items = append(sg.Items, svgRect{X: lx, Y: ly - 8, W: 10, H: 10, Fill: s.color}, svgText{X: lx + 14, Y: ly, Text: s.name})

@@ -180,14 +180,14 @@ func TestPlotOfNoRunsIsStillADocument(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if panels := parseSVG(t, b); len(panels) != 0 || !bytes.Contains(b, []byte("no runs yet")) {
+	if panels := parseSVG(t, b); len(panels) != 0 || !bytes.Contains(b, []byte("no runs yet")) || bytes.Contains(b, []byte(`height="0"`)) {
 		t.Errorf("empty plot: %d panels\n%s", len(panels), b)
 	}
 }
 
 func TestYRangeContainsEveryPoint(t *testing.T) {
 	for _, top := range []float64{0.004, 0.9, 1, 3.2, 54.1, 108.8, 999, 1001} {
-		p := panel{series: []series{{points: []point{{0, top / 2}, {1, top}}}}}
+		p := panel{series: []series{{points: []point{{0, top / 2, ""}, {1, top, ""}}}}}
 		lo, hi := p.yRange()
 		if lo != 0 || hi < top || hi > 2.5*top {
 			t.Errorf("yRange with top %g = [%g, %g], want [0, a round number ≥ %g and close to it]", top, lo, hi, top)
