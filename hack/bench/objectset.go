@@ -32,8 +32,6 @@ type objectSet interface {
 	fanOut(n int) []sourceRef
 	// maxFanOut is the largest n fanOut supports.
 	maxFanOut() int
-	// readers maps every source to its reader: the zero-logic patcher's map.
-	readers() []sourceRef
 	// newChange prepares the update of ref, so that generating data does
 	// not delay the phase that sends it.
 	newChange(r *rand.ChaCha8, ref sourceRef) func(context.Context, kubernetes.Interface) error
@@ -140,15 +138,6 @@ func (d *defaultSet) fanOut(n int) []sourceRef {
 		} else {
 			out = append(out, readBy(k / 2)[k%2])
 		}
-	}
-	return out
-}
-
-func (d *defaultSet) readers() []sourceRef {
-	var out []sourceRef
-	for i := range d.deployments {
-		r := readBy(i)
-		out = append(out, r[:]...)
 	}
 	return out
 }

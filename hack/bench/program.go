@@ -140,7 +140,7 @@ func (e *env) startReference(ctx context.Context, p *programRun) error {
 	role, extra := floorRole, []string(nil)
 	if p.prog == progPatcher {
 		mapFile := filepath.Join(e.dir, "zerologic-map.txt")
-		if err := writeZeroMap(mapFile, e.objs.readers()); err != nil {
+		if err := writeZeroMap(mapFile, e.changedSources()); err != nil {
 			return err
 		}
 		role, extra = zeroLogicRole, []string{"--map", mapFile}
@@ -159,8 +159,17 @@ func (e *env) startReference(ctx context.Context, p *programRun) error {
 	return nil
 }
 
-// writeZeroMap writes the zero-logic patcher's map of every source to its
-// reader.
+// changedSources are the sources the phases change, each with its reader.
+func (e *env) changedSources() []sourceRef {
+	refs := e.objs.singles(0, e.o.singles)
+	for _, n := range e.res.sc.changes {
+		refs = append(refs, e.objs.fanOut(n)...)
+	}
+	return refs
+}
+
+// writeZeroMap writes the zero-logic patcher's map of the changed sources to
+// their readers.
 func writeZeroMap(file string, refs []sourceRef) error {
 	var b strings.Builder
 	for _, r := range refs {

@@ -213,14 +213,6 @@ func (s scaleSpec) fanOut(n int) []sourceRef {
 	return out
 }
 
-func (s scaleSpec) readers() []sourceRef {
-	var out []sourceRef
-	for i := range s.workloads {
-		out = append(out, s.reads(i)...)
-	}
-	return out
-}
-
 // create creates the namespaces, the sources, then the workloads.
 func (s scaleSpec) create(ctx context.Context, cs kubernetes.Interface, creators int) error {
 	var names []string

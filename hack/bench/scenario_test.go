@@ -76,30 +76,29 @@ func TestSelectScenariosKeepsOrderAndRejectsUnknown(t *testing.T) {
 	}
 }
 
-func TestObjectSetsChangeWhatTheirWorkloadsRead(t *testing.T) {
+func TestObjectSetsGiveEachSingleChangeAWorkloadOfItsOwn(t *testing.T) {
 	o := testOptions()
 	for _, name := range []string{"default", "10k"} {
-		sc := scenarioNamed(o, name)
-		objs := sc.objects(o, 1)
-		read := map[string]string{}
-		for _, r := range objs.readers() {
-			read[r.id()] = r.wl.key()
-		}
+		objs := scenarioNamed(o, name).objects(o, 1)
 		used := map[string]bool{}
 		for round := range 2 {
 			for _, r := range objs.singles(round, o.singles) {
-				if read[r.id()] != r.wl.key() {
-					t.Errorf("%s: single change %s is not read by %s", name, r.id(), r.wl.key())
-				}
 				if used[r.wl.key()] {
 					t.Errorf("%s: %s takes two single changes", name, r.wl.key())
 				}
 				used[r.wl.key()] = true
 			}
 		}
-		for _, r := range objs.fanOut(objs.maxFanOut()) {
-			if read[r.id()] != r.wl.key() {
-				t.Errorf("%s: fan-out change %s is not read by %s", name, r.id(), r.wl.key())
+		for _, n := range []int{1, objs.maxFanOut()} {
+			seen := map[string]bool{}
+			for _, r := range objs.fanOut(n) {
+				if seen[r.id()] {
+					t.Errorf("%s: fan-out of %d changes %s twice", name, n, r.id())
+				}
+				seen[r.id()] = true
+			}
+			if len(seen) != n {
+				t.Errorf("%s: fan-out of %d has %d changes", name, n, len(seen))
 			}
 		}
 	}
