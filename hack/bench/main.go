@@ -77,16 +77,16 @@ func main() {
 		return
 	}
 	o := parseOptions()
+	scs, err := selectScenarios(o, o.scenarios)
+	if err != nil {
+		fail("%v", err)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	prepareWorkDir(&o)
 
 	began := time.Now()
 	logf("work folder %s; load average %s; controller %s (%s)", o.workDir, loadAverage(), o.controllerPath, o.version)
-	scs, err := selectScenarios(o, o.scenarios)
-	if err != nil {
-		fail("%v", err)
-	}
 	var report strings.Builder
 	var runs []*scaleRun
 	for _, sc := range scs {

@@ -119,7 +119,7 @@ func renderScenario(o options, sc *scenario, runs []*scaleRun, began time.Time) 
 
 // writeRunNotes says what ran where, and warns of anything that slowed it.
 func writeRunNotes(b *strings.Builder, o options, sc *scenario, runs []*scaleRun, began time.Time) {
-	fmt.Fprintf(b, "## Scenario %s: run of %s\n\n", sc.name, began.UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(b, "\n## Scenario %s: run of %s\n\n", sc.name, began.UTC().Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(b, "- %s\n", sc.about)
 	fmt.Fprintf(b, "- Machine: %s\n", machine())
 	fmt.Fprintf(b, "- Controller: `%s` (%s), config `%s`, extra flags: `%s`, extra env: `%s`; extra kube-apiserver flags: `%s`\n",

@@ -83,24 +83,56 @@ func Plot(tf File) ([]byte, error) {
 	return append([]byte(xml.Header), append(b, '\n')...), nil
 }
 
-// latestPanels are peak RSS and the largest fan-out's p99 of the latest run,
-// per scenario and scale, one series per program.
+// latestPanels are peak RSS and the largest fan-out's p99 of each
+// scenario's latest run, per scale, one series per program: a run of one
+// scenario leaves the others' points as they were.
 func latestPanels(tf File) []panel {
 	if len(tf.Runs) == 0 {
 		return nil
 	}
-	run := tf.Runs[len(tf.Runs)-1]
-	rss := panel{title: "Peak RSS, latest run (" + shortDate(run.Date) + ", " + run.Commit + ")", unit: "MiB"}
-	p99 := panel{title: "p99, largest simultaneous change", unit: "s"}
-	for _, r := range run.Results {
-		x := xIndex(&rss.xLabels, fmt.Sprintf("%s ×%d", r.Scenario, r.Scale))
-		xIndex(&p99.xLabels, fmt.Sprintf("%s ×%d", r.Scenario, r.Scale))
-		add(&rss.series, r.Program, programColors[r.Program], point{x, r.PeakRSSMiB, r.Scenario})
-		if l, ok := largestFanOut(r); ok {
-			add(&p99.series, r.Program, programColors[r.Program], point{x, l.P99Seconds, r.Scenario})
+	latest := map[string]Run{} // per scenario
+	var order []string         // scenario ×scale, in order of first appearance
+	for _, run := range tf.Runs {
+		for _, r := range run.Results {
+			latest[r.Scenario] = run
+			xIndex(&order, fmt.Sprintf("%s ×%d", r.Scenario, r.Scale))
 		}
 	}
+	rss := panel{title: "Peak RSS, latest run of each scenario", unit: "MiB", xLabels: order}
+	p99 := panel{title: "p99, largest simultaneous change, latest run of each scenario", unit: "s", xLabels: order}
+	for _, sc := range scenarioOrder(tf) {
+		run := latest[sc]
+		for _, r := range run.Results {
+			if r.Scenario != sc {
+				continue
+			}
+			x := xIndex(&order, fmt.Sprintf("%s ×%d", r.Scenario, r.Scale))
+			add(&rss.series, r.Program, programColors[r.Program], point{x, r.PeakRSSMiB, r.Scenario})
+			if l, ok := largestFanOut(r); ok {
+				add(&p99.series, r.Program, programColors[r.Program], point{x, l.P99Seconds, r.Scenario})
+			}
+		}
+	}
+	for _, p := range []*panel{&rss, &p99} {
+		slices.SortStableFunc(p.series, func(a, b series) int { return programRank(a.name) - programRank(b.name) })
+	}
 	return []panel{rss, p99}
+}
+
+// programRank puts the controller first, then the floor, then the patcher.
+func programRank(name string) int {
+	return slices.Index([]string{Controller, Floor, Patcher}, name)
+}
+
+// scenarioOrder lists the scenarios in order of first appearance.
+func scenarioOrder(tf File) []string {
+	var out []string
+	for _, run := range tf.Runs {
+		for _, r := range run.Results {
+			xIndex(&out, r.Scenario)
+		}
+	}
+	return out
 }
 
 // historyPanels are the controller's peak RSS and largest fan-out p99 over
@@ -129,14 +161,6 @@ func historyPanels(tf File) []panel {
 		}
 	}
 	return []panel{rss, p99}
-}
-
-// shortDate is an RFC 3339 date as "2006-01-02 15:04"; anything else as it is.
-func shortDate(d string) string {
-	if len(d) >= 16 && d[10] == 'T' {
-		return d[:10] + " " + d[11:16]
-	}
-	return d
 }
 
 func largestFanOut(r Result) (Latency, bool) {

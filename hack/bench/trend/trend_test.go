@@ -154,6 +154,16 @@ func TestPlotDrawsEveryProgramWithinItsAxes(t *testing.T) {
 	if got := p99.values[Patcher]; len(got) != 3 || got[1] != 4.1 {
 		t.Errorf("p99 points %v: want the largest fan-out's p99", got)
 	}
+	// A later run of one scenario replaces that scenario's points only.
+	only10k := fixtureRun("newest", 2)
+	only10k.Results = only10k.Results[6:]
+	b, err = Plot(File{Runs: append(tf.Runs, only10k)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := parseSVG(t, b)[0].values[Controller]; len(got) != 3 || got[0] != 55 || got[2] != 217.6 {
+		t.Errorf("after a run of 10k alone, controller peak RSS points %v, want 55, 54 (default, earlier run), 217.6 (10k, newest)", got)
+	}
 	if len(hist.series) != 3 || len(hist.series["default ×1"]) != 2 {
 		t.Errorf("history: series %v, want one per scenario and scale, a point per run", keys(hist.series))
 	}
