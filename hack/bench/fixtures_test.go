@@ -37,7 +37,7 @@ func fixtureRun(o options, sc *scenario) *scaleRun {
 	r.runs = []*programRun{
 		{prog: progFloor, ready: time.Second, cpuReady: 1, hwmReady: 20 << 10, steady: 19 << 10, heapInuse: 5 << 20,
 			total: procFigures{hwm: 20 << 10, cpu: 1.5}},
-		{prog: progController, ready: 2 * time.Second, readyz: 2 * time.Second, cpuReady: 1.2, hwmReady: 30 << 10,
+		{prog: progController, ready: 2 * time.Second, readyz: 2 * time.Second, cpuReady: 1.2, hwmReady: 30 << 10, steady: 38 << 10,
 			recorded: 4, recordDur: time.Second, heapInuse: 10 << 20,
 			singles: &phaseResult{changes: 1, deps: 1, restarts: 1, once: 1, latencies: ms(15), returned: ms(5)},
 			fanOut:  []*phaseResult{fixturePhase(2, ms(100, 500)), fixturePhase(4, ms(100, 200, 250, 300))},

@@ -172,6 +172,7 @@ func figureTable(o options, sc *scenario, runs []*scaleRun) (*table, []string) {
 				programRows(c, p, o.updaters)
 			}
 			if prog == progController {
+				floorRatioRows(c, r)
 				graceStartRows(c, o.grace, r.second)
 				largeRows(c, r.large)
 			}
@@ -224,6 +225,25 @@ func programRows(c column, p *programRun, updaters int) {
 	c.set("Max sampled RSS (200 ms) / RSS at end", "%s / %s", kbString(p.total.sampled), kbString(p.total.rss))
 	c.set("RSS at end: anonymous (Go heap, stacks) / file-backed (mapped binary)", "%s / %s", kbString(p.total.anon), kbString(p.total.file))
 	c.set("CPU seconds, whole run", "%.2f s", p.total.cpu)
+}
+
+// floorRatioRows are the controller's figures over the floor's, measured in
+// the same run on the same cluster.
+func floorRatioRows(c column, r *scaleRun) {
+	ctl, fl := r.program(progController), r.program(progFloor)
+	if ctl == nil || fl == nil {
+		return
+	}
+	x := func(a, b float64) string {
+		if b <= 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%.2f×", a/b)
+	}
+	c.set("Controller ÷ floor: time to ready / CPU seconds to ready", "%s / %s", x(ctl.ready.Seconds(), fl.ready.Seconds()), x(ctl.cpuReady, fl.cpuReady))
+	c.set("Controller ÷ floor: peak RSS at ready / whole run (against the floor's peak) / steady RSS", "%s / %s / %s",
+		x(float64(ctl.hwmReady), float64(fl.hwmReady)), x(float64(ctl.total.hwm), float64(fl.hwmReady)), x(float64(ctl.steady), float64(fl.steady)))
+	c.set("Controller ÷ floor: Go heap in use after sync", "%s", x(ctl.heapInuse, fl.heapInuse))
 }
 
 func phaseRows(c column, short string, p *phaseResult, updaters int) {

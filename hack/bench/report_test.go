@@ -46,6 +46,9 @@ func TestReportHasEveryProgramBesideTheController(t *testing.T) {
 		"N=4 simultaneous changes: restarts / changes":  {"4 / 4 (4)", "–", "4 / 4 (4)"},
 		"N=2 simultaneous changes: p99 ≤ 1.3× the zero": {"met (p99 1.25×: 0.500 s / 0.400 s; p50 1.11×: 0.100 s / 0.090 s)"},
 		"N=4 simultaneous changes: p99 ≤ 1.3× the zero": {"**not met** (p99 3.00×: 0.300 s / 0.100 s; p50 3.33×: 0.200 s / 0.060 s)"},
+		"Controller ÷ floor: time to ready / CPU":       {"2.00× / 1.20×", "–", "–"},
+		"Controller ÷ floor: peak RSS at ready":         {"1.50× / 1.80× / 2.00×", "–", "–"},
+		"Controller ÷ floor: Go heap":                   {"2.00×", "–", "–"},
 		"One change: patched within grace + 100 ms":     {"met (worst 0.020 s over grace)"},
 	} {
 		if got := cells(report, label); strings.Join(got, "|") != strings.Join(want, "|") {
