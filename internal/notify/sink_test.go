@@ -485,10 +485,22 @@ func TestHangingSinkHoldsNothing(t *testing.T) {
 	defer good.Close()
 	h := newHarness(t, []config.Sink{webhookSink("hang", nil), webhookSink("good", nil)},
 		map[string]string{"notify/hang": hanging.URL, "notify/good": good.URL},
-		func(o *Options) { o.Drain = 200 * time.Millisecond }) // the client's own timeout is 10s
+		func(o *Options) {
+			o.Drain = 200 * time.Millisecond
+			o.Client = &http.Client{} // no timeout: the request hangs until the drain ends
+		})
 	h.start()
-	for i := 0; i < 20; i++ {
-		h.n.Notify(message("web")) // the hanging sink's queue of 10 fills: never blocks
+	notified := make(chan struct{})
+	go func() {
+		defer close(notified)
+		for i := 0; i < 20; i++ {
+			h.n.Notify(message("web")) // the hanging sink's queue of 10 fills
+		}
+	}()
+	select {
+	case <-notified:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Notify blocked on a sink that hangs")
 	}
 	h.waitCounted(t, "good", 20)
 	if sent, _, _ := h.counts("good"); sent < 10 {
