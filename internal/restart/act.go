@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/decision"
+	"github.com/restart-controller/restart-controller/internal/notify"
 	"github.com/restart-controller/restart-controller/internal/pacing"
 )
 
@@ -52,6 +52,8 @@ func (c *Controller) holdRestart(ctx context.Context, key catalog.WorkloadKey, w
 			"Restart held: %s; it restarts once the sources it reads have been still for %s",
 			hold.Cause, c.cfg.Breaker.Quiet)
 	}
+	reason, sources := c.holdReason(hold)
+	c.tell(notify.Hold, key, sources, "held", reason, c.now())
 	return nil
 }
 
@@ -201,8 +203,10 @@ func (c *Controller) report(w *catalog.WorkloadState, key catalog.WorkloadKey, p
 	}
 	c.metrics.Restarts.Inc()
 	changed := make([]string, len(plan.Changed))
+	sources := make([]notify.Source, len(plan.Changed))
 	for i, id := range plan.Changed {
-		changed[i] = c.describeRead(id, w.References)
+		sources[i] = c.changedRead(id, w.References)
+		changed[i] = describeRead(sources[i])
 		if opened, ok := c.windows.Opened(id); ok {
 			c.metrics.ChangeToRestart.Observe(now.Sub(opened).Seconds())
 		}
@@ -213,30 +217,25 @@ func (c *Controller) report(w *catalog.WorkloadState, key catalog.WorkloadKey, p
 	if plan.NotRolled != "" {
 		c.reportNotRolled(log, w, plan.NotRolled, changed, dryRun)
 	}
+	if !dryRun {
+		reason := ""
+		if plan.NotRolled != "" {
+			reason = "the pod template was updated but replaces no pods now: " + plan.NotRolled
+		}
+		c.tell(notify.Restart, key, sources, "restarted", reason, now)
+	}
 }
 
-// describeRead names a changed source and the keys that changed among those
-// the workload reads, when the grace window of the change knows them; else
-// the keys the workload reads from it.
-func (c *Controller) describeRead(id catalog.SourceID, refs []catalog.Reference) string {
-	var read []string // nil: every key
-	for _, r := range refs {
-		if r.ID == id {
-			read = r.Keys
-		}
+// describeRead names a changed source and its keys (changedRead), for
+// logs and Events.
+func describeRead(s notify.Source) string {
+	switch s.KeysAre {
+	case notify.KeysChanged:
+		return fmt.Sprintf("%s (changed keys: %s)", s.ID, strings.Join(s.Keys, ", "))
+	case notify.KeysRead:
+		return fmt.Sprintf("%s (keys %s)", s.ID, strings.Join(s.Keys, ", "))
 	}
-	if changed, known := c.windows.ChangedKeys(id); known {
-		if read != nil {
-			changed = slices.DeleteFunc(changed, func(k string) bool { return !slices.Contains(read, k) })
-		}
-		if len(changed) > 0 {
-			return fmt.Sprintf("%s (changed keys: %s)", id, strings.Join(changed, ", "))
-		}
-	}
-	if read != nil {
-		return fmt.Sprintf("%s (keys %s)", id, strings.Join(read, ", "))
-	}
-	return fmt.Sprintf("%s (all keys)", id)
+	return fmt.Sprintf("%s (all keys)", s.ID)
 }
 
 // Event reasons and log words, as done and as a dry run says them.
