@@ -24,7 +24,7 @@ func (c *Controller) NotifyWith(n Notifier) { c.notifier = n }
 
 // tell hands a notification about the workload to the notifier, if any.
 func (c *Controller) tell(kind notify.Kind, key catalog.WorkloadKey, sources []notify.Source, outcome, reason string, at time.Time) {
-	if c.notifier == nil {
+	if c.notifier == nil || c.cfg.Settings.DryRun {
 		return
 	}
 	c.notifier.Notify(notify.Message{
