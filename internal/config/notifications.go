@@ -27,9 +27,9 @@ type FileSink struct {
 	// (leaderElection.namespace) holding the sink's URL: webhook URLs are
 	// credentials.
 	URLSecret FileSecretKey `json:"urlSecret"`
-	// On lists the notifications sent: restart, hold, rolloutFailed,
+	// Send lists the notifications sent: restart, hold, rolloutFailed,
 	// rolloutRecovered; empty means all of them.
-	On []string `json:"on"`
+	Send []string `json:"send"`
 	// RatePerSecond and Burst limit the requests sent to the sink; 0 means
 	// 1 per second and a burst of 5.
 	RatePerSecond float64 `json:"ratePerSecond"`
@@ -66,15 +66,15 @@ type Sink struct {
 	Type string
 	// URLSecret and URLKey locate the URL in the controller's namespace.
 	URLSecret, URLKey string
-	// On holds the notifications it is sent.
-	On            []string
+	// Send holds the notifications it is sent.
+	Send          []string
 	RatePerSecond float64
 	Burst         int
 	QueueSize     int
 }
 
 // Wants reports whether the sink is sent notifications of this kind.
-func (s Sink) Wants(kind string) bool { return slices.Contains(s.On, kind) }
+func (s Sink) Wants(kind string) bool { return slices.Contains(s.Send, kind) }
 
 const (
 	defaultSinkRate  = 1
@@ -91,7 +91,7 @@ func compileNotifications(f FileNotifications, p *problems) []Sink {
 	for i, fs := range f.Sinks {
 		path := fmt.Sprintf("notifications.sinks[%d]", i)
 		s := Sink{Name: fs.Name, Type: fs.Type, URLSecret: fs.URLSecret.Name, URLKey: fs.URLSecret.Key,
-			RatePerSecond: fs.RatePerSecond, Burst: fs.Burst, QueueSize: fs.QueueSize, On: fs.On}
+			RatePerSecond: fs.RatePerSecond, Burst: fs.Burst, QueueSize: fs.QueueSize, Send: fs.Send}
 		if s.Name == "" {
 			p.add(path+".name", errRequired)
 		}
@@ -104,14 +104,14 @@ func compileNotifications(f FileNotifications, p *problems) []Sink {
 			p.addf(path+".type", "must be one of %s, got %q", strings.Join(SinkTypes(), ", "), s.Type)
 		}
 		checkSecretKey(p, path+".urlSecret", fs.URLSecret)
-		if len(s.On) == 0 {
-			s.On = NotificationKinds()
+		if len(s.Send) == 0 {
+			s.Send = NotificationKinds()
 		}
-		for j, kind := range fs.On {
+		for j, kind := range fs.Send {
 			if !slices.Contains(NotificationKinds(), kind) {
-				p.addf(fmt.Sprintf("%s.on[%d]", path, j), "must be one of %s, got %q", strings.Join(NotificationKinds(), ", "), kind)
-			} else if slices.Contains(fs.On[:j], kind) {
-				p.addf(fmt.Sprintf("%s.on[%d]", path, j), "duplicate %q", kind)
+				p.addf(fmt.Sprintf("%s.send[%d]", path, j), "must be one of %s, got %q", strings.Join(NotificationKinds(), ", "), kind)
+			} else if slices.Contains(fs.Send[:j], kind) {
+				p.addf(fmt.Sprintf("%s.send[%d]", path, j), "duplicate %q", kind)
 			}
 		}
 		if s.RatePerSecond == 0 {

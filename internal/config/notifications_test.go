@@ -14,7 +14,7 @@ func TestNotificationErrors(t *testing.T) {
 notifications:
   sinks:
     - {name: chat, type: slack, urlSecret: {name: notify, key: slack}}
-    - {name: chat, type: msteams, urlSecret: {name: Not_A_Name}, on: [restart, reload, restart]}
+    - {name: chat, type: msteams, urlSecret: {name: Not_A_Name}, send: [restart, reload, restart]}
     - {type: webhook, urlSecret: {key: "a/b"}, ratePerSecond: -1, burst: 5000, queueSize: 100000, colour: red}
 `))
 	if err == nil {
@@ -22,8 +22,8 @@ notifications:
 	}
 	want := []string{
 		`notifications.sinks[1].name: duplicate sink "chat" (also notifications.sinks[0])`,
-		`notifications.sinks[1].on[1]: must be one of restart, hold, rolloutFailed, rolloutRecovered, got "reload"`,
-		`notifications.sinks[1].on[2]: duplicate "restart"`,
+		`notifications.sinks[1].send[1]: must be one of restart, hold, rolloutFailed, rolloutRecovered, got "reload"`,
+		`notifications.sinks[1].send[2]: duplicate "restart"`,
 		`notifications.sinks[1].type: must be one of slack, teams, googleChat, webhook, got "msteams"`,
 		`notifications.sinks[1].urlSecret.key: required`,
 		`notifications.sinks[1].urlSecret.name: invalid "Not_A_Name": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`,
@@ -46,7 +46,7 @@ func TestNotificationSinks(t *testing.T) {
 	c, err := Parse([]byte(`
 notifications:
   sinks:
-    - {name: chat, type: slack, urlSecret: {name: notify, key: slack}, on: [hold]}
+    - {name: chat, type: slack, urlSecret: {name: notify, key: slack}, send: [hold]}
     - {name: audit, type: webhook, urlSecret: {name: notify, key: audit}, ratePerSecond: 0.5, burst: 2, queueSize: 10}
 `))
 	if err != nil {
@@ -54,8 +54,8 @@ notifications:
 	}
 	c.Settings.LeaseNamespace = "ops"
 	want := []Sink{
-		{Name: "chat", Type: "slack", URLSecret: "notify", URLKey: "slack", On: []string{"hold"}, RatePerSecond: 1, Burst: 5, QueueSize: 100},
-		{Name: "audit", Type: "webhook", URLSecret: "notify", URLKey: "audit", On: NotificationKinds(), RatePerSecond: 0.5, Burst: 2, QueueSize: 10},
+		{Name: "chat", Type: "slack", URLSecret: "notify", URLKey: "slack", Send: []string{"hold"}, RatePerSecond: 1, Burst: 5, QueueSize: 100},
+		{Name: "audit", Type: "webhook", URLSecret: "notify", URLKey: "audit", Send: NotificationKinds(), RatePerSecond: 0.5, Burst: 2, QueueSize: 10},
 	}
 	if !reflect.DeepEqual(c.Sinks, want) {
 		t.Errorf("sinks:\n%+v\nwant\n%+v", c.Sinks, want)

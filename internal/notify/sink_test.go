@@ -146,7 +146,7 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 }
 
 func webhookSink(name string, tune func(*config.Sink)) config.Sink {
-	s := config.Sink{Name: name, Type: "webhook", URLSecret: "notify", URLKey: name, On: config.NotificationKinds(),
+	s := config.Sink{Name: name, Type: "webhook", URLSecret: "notify", URLKey: name, Send: config.NotificationKinds(),
 		RatePerSecond: 100, Burst: 100, QueueSize: 10}
 	if tune != nil {
 		tune(&s)
@@ -187,7 +187,7 @@ func TestQueueDropsNewestWhenFull(t *testing.T) {
 
 // A sink is sent only the notifications it is configured for.
 func TestSinkGetsOnlyItsKinds(t *testing.T) {
-	h := newHarness(t, []config.Sink{webhookSink("a", func(s *config.Sink) { s.On = []string{config.NotifyHold} })}, nil, nil)
+	h := newHarness(t, []config.Sink{webhookSink("a", func(s *config.Sink) { s.Send = []string{config.NotifyHold} })}, nil, nil)
 	h.n.Notify(message("restarted"))
 	if len(h.n.sinks[0].queue) != 0 {
 		t.Error("a restart was queued for a sink configured for holds only")

@@ -61,12 +61,12 @@ func (c *Controller) changedRead(id catalog.SourceID, refs []catalog.Reference) 
 
 // holdReason says why a restart is held and what ends the hold.
 func (c *Controller) holdReason(hold *pacing.Hold) (string, []notify.Source) {
-	if hold.Kind == pacing.HoldWave {
-		return fmt.Sprintf("the change %s of %s is halted, a rollout of it failed: %s; it goes on when that rollout completes, "+
-			"when %s changes again, or when the change is released", hold.Change, hold.Source, hold.Cause, hold.Source),
-			[]notify.Source{{ID: hold.Source}}
+	if hold.Kind != pacing.HoldWave {
+		return fmt.Sprintf("%s; it restarts once the sources it reads have been still for %s", hold.Cause, c.cfg.Breaker.Quiet), nil
 	}
-	return fmt.Sprintf("%s; it restarts once the sources it reads have been still for %s", hold.Cause, c.cfg.Breaker.Quiet), nil
+	reason := fmt.Sprintf("the change %s of %s is halted, a rollout of it failed: %s; it goes on when that rollout completes, "+
+		"when %s changes again, or when the change is released", hold.Change, hold.Source, hold.Cause, hold.Source)
+	return reason, []notify.Source{{ID: hold.Source}}
 }
 
 // deliveredSources are the sources a restart delivered, for the
