@@ -3,6 +3,7 @@ package notify
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -103,16 +104,7 @@ func headline(m Message) string {
 func details(m Message, instance string) []string {
 	var out []string
 	for _, s := range m.Sources {
-		switch s.KeysAre {
-		case KeysChanged:
-			out = append(out, fmt.Sprintf("%s (changed keys: %s)", s.ID, strings.Join(s.Keys, ", ")))
-		case KeysRead:
-			out = append(out, fmt.Sprintf("%s (keys %s)", s.ID, strings.Join(s.Keys, ", ")))
-		case KeysAll:
-			out = append(out, s.ID+" (all keys)")
-		default:
-			out = append(out, s.ID)
-		}
+		out = append(out, s.String())
 	}
 	if m.Reason != "" {
 		out = append(out, m.Reason)
@@ -125,4 +117,47 @@ func resourceName(w Workload) string {
 		return w.Resource
 	}
 	return w.Resource + "." + w.Group
+}
+
+// String names the source and its keys as the Restarted Event does, e.g.
+// "configmap/shop/app (changed keys: level)".
+func (s Source) String() string {
+	switch s.KeysAre {
+	case KeysChanged:
+		return fmt.Sprintf("%s (changed keys: %s)", s.ID, strings.Join(s.Keys, ", "))
+	case KeysRead:
+		return fmt.Sprintf("%s (keys %s)", s.ID, strings.Join(s.Keys, ", "))
+	case KeysAll:
+		return s.ID + " (all keys)"
+	}
+	return s.ID
+}
+
+// IDs lists the sources of a rollout record ("kind/namespace/name" to
+// their change), sorted.
+func IDs(sources map[string]string) []Source {
+	out := make([]Source, 0, len(sources))
+	for id := range sources {
+		out = append(out, Source{ID: id})
+	}
+	slices.SortFunc(out, func(a, b Source) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// Changed is a source whose change causes a restart, with the keys that
+// changed among those the workload reads (read; nil: every key) when the
+// change's keys are known, else the keys it reads.
+func Changed(id string, read, changed []string, known bool) Source {
+	if known {
+		if read != nil {
+			changed = slices.DeleteFunc(slices.Clone(changed), func(k string) bool { return !slices.Contains(read, k) })
+		}
+		if len(changed) > 0 {
+			return Source{ID: id, Keys: changed, KeysAre: KeysChanged}
+		}
+	}
+	if read != nil {
+		return Source{ID: id, Keys: read, KeysAre: KeysRead}
+	}
+	return Source{ID: id, KeysAre: KeysAll}
 }

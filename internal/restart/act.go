@@ -38,22 +38,22 @@ func (c *Controller) holdRestart(ctx context.Context, key catalog.WorkloadKey, w
 	// not carry.
 	c.metrics.SetHeld(c.fleet.setHeld(key, hold.Kind))
 	log := c.log.With("workload", key.String())
+	var note string
+	var sources []notify.Source // what the notification names: the halted change's source
 	switch hold.Kind {
 	case pacing.HoldWave:
 		id, _ := decision.ParseSourceID(hold.Source)
+		sources = []notify.Source{{ID: hold.Source}}
 		log.Warn("restart held: a rollout of the same change failed", "source", hold.Source, "change", hold.Change, "failed", hold.Cause)
-		c.event(w, corev1.EventTypeWarning, "RestartHeld", "Hold",
-			"Restart held: the change %s of %s is halted, a rollout of it failed: %s. It goes on by itself when that rollout "+
-				"completes after all, or when %s changes again; to let this change go on now: kubectl annotate %s %s -n %s %s=%s --overwrite",
+		note = fmt.Sprintf("Restart held: the change %s of %s is halted, a rollout of it failed: %s. It goes on by itself when that rollout "+
+			"completes after all, or when %s changes again; to let this change go on now: kubectl annotate %s %s -n %s %s=%s --overwrite",
 			hold.Change, hold.Source, hold.Cause, hold.Source, id.Kind, id.Name, id.Namespace, c.cfg.Annotations.Release, hold.Change)
 	default:
 		log.Warn("restart held by the breaker", "cause", hold.Cause, "quiet", c.cfg.Breaker.Quiet)
-		c.event(w, corev1.EventTypeWarning, "RestartHeld", "Hold",
-			"Restart held: %s; it restarts once the sources it reads have been still for %s",
-			hold.Cause, c.cfg.Breaker.Quiet)
+		note = fmt.Sprintf("Restart held: %s; it restarts once the sources it reads have been still for %s", hold.Cause, c.cfg.Breaker.Quiet)
 	}
-	reason, sources := c.holdReason(hold)
-	c.tell(notify.Hold, key, sources, "held", reason, c.now())
+	c.event(w, corev1.EventTypeWarning, "RestartHeld", "Hold", "%s", note)
+	c.tell(notify.Hold, key, sources, "held", note, c.now())
 	return nil
 }
 
@@ -206,7 +206,7 @@ func (c *Controller) report(w *catalog.WorkloadState, key catalog.WorkloadKey, p
 	sources := make([]notify.Source, len(plan.Changed))
 	for i, id := range plan.Changed {
 		sources[i] = c.changedRead(id, w.References)
-		changed[i] = describeRead(sources[i])
+		changed[i] = sources[i].String()
 		if opened, ok := c.windows.Opened(id); ok {
 			c.metrics.ChangeToRestart.Observe(now.Sub(opened).Seconds())
 		}
@@ -217,25 +217,7 @@ func (c *Controller) report(w *catalog.WorkloadState, key catalog.WorkloadKey, p
 	if plan.NotRolled != "" {
 		c.reportNotRolled(log, w, plan.NotRolled, changed, dryRun)
 	}
-	if !dryRun {
-		reason := ""
-		if plan.NotRolled != "" {
-			reason = "the pod template was updated but replaces no pods now: " + plan.NotRolled
-		}
-		c.tell(notify.Restart, key, sources, "restarted", reason, now)
-	}
-}
-
-// describeRead names a changed source and its keys (changedRead), for
-// logs and Events.
-func describeRead(s notify.Source) string {
-	switch s.KeysAre {
-	case notify.KeysChanged:
-		return fmt.Sprintf("%s (changed keys: %s)", s.ID, strings.Join(s.Keys, ", "))
-	case notify.KeysRead:
-		return fmt.Sprintf("%s (keys %s)", s.ID, strings.Join(s.Keys, ", "))
-	}
-	return fmt.Sprintf("%s (all keys)", s.ID)
+	c.tell(notify.Restart, key, sources, "restarted", plan.NotRolled, now) // a reason: why it replaces no pods now
 }
 
 // Event reasons and log words, as done and as a dry run says them.

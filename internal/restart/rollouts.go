@@ -59,7 +59,7 @@ func (c *Controller) follow(ctx context.Context, key catalog.WorkloadKey, w *cat
 		log.Warn("rollout failed", "reason", verdict.Reason, "message", verdict.Message)
 		c.event(w, corev1.EventTypeWarning, "RolloutFailed", "Rollout",
 			"Rollout of the restart at %s failed after %s: %s: %s", restarted, took.Round(time.Second), verdict.Reason, verdict.Message)
-		c.tell(notify.RolloutFailed, key, deliveredSources(rec), "failed", rolloutReason(verdict), now)
+		c.tell(notify.RolloutFailed, key, notify.IDs(rec.Sources), "failed", verdict.Reason+": "+verdict.Message, now)
 	default:
 		log.Info("rollout not followed: the workload does not roll its pods by itself", "reason", verdict.Reason)
 	}
@@ -84,7 +84,7 @@ func (c *Controller) recovered(ctx context.Context, key catalog.WorkloadKey, w *
 		"failed", rec.Reason)
 	c.event(w, corev1.EventTypeNormal, "RolloutRecovered", "Rollout",
 		"Rollout of the restart at %s, judged failed (%s), is complete after all; the restarts it held go on", restarted, rec.Reason)
-	c.tell(notify.RolloutRecovered, key, deliveredSources(rec), "recovered",
+	c.tell(notify.RolloutRecovered, key, notify.IDs(rec.Sources), "recovered",
 		"complete after it was judged failed ("+rec.Reason+"); the restarts it held go on", now)
 	c.wake(rec.Sources, now)
 	return nil

@@ -162,7 +162,7 @@ func TestNotifications(t *testing.T) {
 		t.Fatal(err)
 	}
 	if sent != 0 || failed != 0 {
-		t.Fatalf("the hanging sink was done with its first notification (sent %v, failed %v) before second's restart: the test proves nothing", sent, failed)
+		t.Fatalf("second was restarted only after the hanging sink was done with its first notification (sent %v, failed %v): a sink delayed a restart", sent, failed)
 	}
 	waitFor(t, "the webhook sink notified of second's restart", func() (bool, error) {
 		return len(restartsOf(t, webhook.received(), "second")) > 0, nil
