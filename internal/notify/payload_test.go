@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 )
@@ -81,5 +82,32 @@ func TestWebhookBodyIsDocumented(t *testing.T) {
 	empty, _ := webhookPayload(Message{Kind: RolloutFailed, Time: at}, "me")
 	if !bytes.Contains(empty, []byte(`"sources":[]`)) {
 		t.Errorf("a message without sources has %s, want an empty list", empty)
+	}
+}
+
+// Changed names the keys that changed among those read, when known; else
+// the keys read, or all of them.
+func TestChanged(t *testing.T) {
+	for _, tt := range []struct {
+		name          string
+		read, changed []string
+		known         bool
+		want          string
+	}{
+		{"changed among read", []string{"a", "b"}, []string{"b", "c"}, true, "cm/n/x (changed keys: b)"},
+		{"reads every key", nil, []string{"b", "c"}, true, "cm/n/x (changed keys: b, c)"},
+		{"none of the read keys known to change", []string{"a"}, []string{"c"}, true, "cm/n/x (keys a)"},
+		{"not known", []string{"a"}, nil, false, "cm/n/x (keys a)"},
+		{"not known, every key", nil, nil, false, "cm/n/x (all keys)"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			changed := append([]string(nil), tt.changed...)
+			if got := Changed("cm/n/x", tt.read, changed, tt.known).String(); got != tt.want {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+			if !slices.Equal(changed, tt.changed) {
+				t.Errorf("Changed modified its argument: %v", changed)
+			}
+		})
 	}
 }
