@@ -519,3 +519,15 @@ func TestHangingSinkHoldsNothing(t *testing.T) {
 		t.Errorf("a notification after shutdown was not counted dropped")
 	}
 }
+
+// BenchmarkNotify is the cost on the reconcile path: a queued message, and
+// one dropped from a full queue.
+func BenchmarkNotify(b *testing.B) {
+	m := metrics.New(func() (int, int) { return 0, 0 })
+	n := New([]config.Sink{webhookSink("a", func(s *config.Sink) { s.QueueSize = 1 })}, Options{Counters: m.Notifications})
+	msg := message("web")
+	b.ReportAllocs()
+	for b.Loop() {
+		n.Notify(msg)
+	}
+}
