@@ -1,5 +1,5 @@
 // Package watch runs an informer for every configured source and workload
-// kind (protobuf for source kinds client-go knows, the dynamic client for the
+// kind (protobuf for core/v1 source kinds, the dynamic client for the
 // rest), reduces objects as they enter the caches, watches for workload kinds
 // whose CRD appears later, and turns events into keys for the restart
 // controller. It never decides anything itself.
