@@ -13,8 +13,7 @@ import (
 
 // The controller binary contains the controller: none of the packages
 // test/budgets/budgets.yaml forbids (the operator CLI's libraries, client-go's
-// typed scheme and clientset) is
-// linked. It runs in `make unit`, so every change is checked.
+// typed scheme and clientset) is linked. It runs in `make unit`, so every change is checked.
 func TestControllerLinksNoForbiddenPackage(t *testing.T) {
 	b, err := budgets.Load()
 	if err != nil {
