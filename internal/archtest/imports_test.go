@@ -43,7 +43,7 @@ func importRules() []rule {
 		{pkg: "internal/logging"},
 		{pkg: "internal/memlimit"},
 		{pkg: "internal/server"},
-		{pkg: "internal/kube"},
+		{pkg: "internal/kube", tests: []string{"internal/testcluster"}},
 		{pkg: "internal/promtext"},
 		{pkg: "internal/testcluster"},
 		{pkg: "internal/explain/explaintest"},
