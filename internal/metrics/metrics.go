@@ -42,6 +42,7 @@ type Metrics struct {
 	reloadTime       prometheus.Gauge
 	configInfo       *prometheus.GaugeVec
 	KindDegraded     *prometheus.GaugeVec
+	Notifications    NotifyCounters
 
 	docs []Doc
 }
@@ -124,6 +125,7 @@ func New(counts func() (sources, workloads int)) *Metrics {
 	// as 0 rather than as a missing series.
 	m.Held.WithLabelValues("wave")
 	m.Held.WithLabelValues("breaker")
+	m.Notifications = f.notifyCounters()
 	return m
 }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/util/workqueue"
 )
 
@@ -66,6 +67,9 @@ func TestDocsCoverTheRegistry(t *testing.T) {
 	m.Rollouts.WithLabelValues("complete").Inc()
 	m.RolloutDuration.WithLabelValues("complete").Observe(1)
 	m.KindDegraded.WithLabelValues("daemonsets.apps", "", "forbidden").Set(1)
+	for _, c := range []*prometheus.CounterVec{m.Notifications.Sent, m.Notifications.Failed, m.Notifications.Dropped} {
+		c.WithLabelValues("chat")
+	}
 	documented := map[string]bool{}
 	for _, d := range m.Docs() {
 		documented[d.Name] = true

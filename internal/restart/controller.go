@@ -82,6 +82,8 @@ type Controller struct {
 	// fresh, when set, says whether this replica may still write: its
 	// leader lease is certainly its own (WriteOnlyWhile).
 	fresh func() bool
+	// notifier, when set, is told of restarts, holds and rollout outcomes (notify.go).
+	notifier Notifier
 }
 
 // New builds a controller. The queue exists from the start so that events
