@@ -68,8 +68,9 @@ demo-down:
 ## built into bin/ and run from the root, so its default paths are the root's: each run
 ## appends its headline figures to BENCHMARKS.json and redraws BENCHMARKS.svg (commit both).
 bench: build cluster-bins
+	CGO_ENABLED=0 $(GO) build $(RELEASE_FLAGS) -o bin/floor ./test/floor
 	$(GO) -C hack/bench build -o $(CURDIR)/bin/bench .
-	bin/bench --controller $(BIN) $(BENCH_ARGS)
+	bin/bench --controller $(BIN) --floor bin/floor $(BENCH_ARGS)
 
 ## image: OCI image without a Docker engine (bin/image, bin/restart-controller-image.tar); prints the digest.
 image:

@@ -34,6 +34,7 @@ const defaultScenarios = "default,fleet"
 
 type options struct {
 	controller     string // the copy that runs
+	floor          string // the floor program (test/floor), built by make bench
 	controllerPath string // as given
 	version        string
 	configFile     string
@@ -138,6 +139,7 @@ func parseOptions() options {
 
 func defineFlags(o *options, l *listFlags) {
 	flag.StringVar(&o.controller, "controller", "bin/restart-controller", "controller binary to measure")
+	flag.StringVar(&o.floor, "floor", "bin/floor", "the floor program (test/floor; the memory guard's floor, built by make bench)")
 	flag.StringVar(&o.configFile, "config", "examples/config.yaml", "controller config file")
 	flag.StringVar(&l.controllerArgs, "controller-args", "", "extra controller flags, space separated (e.g. \"--workers 16 --kube-api-qps 200 --kube-api-burst 400\")")
 	flag.StringVar(&l.controllerEnv, "controller-env", "", "extra controller environment, space separated NAME=VALUE")
@@ -215,7 +217,7 @@ func (o *options) validate() {
 // in other folders.
 func (o *options) resolvePaths() {
 	var err error
-	for _, p := range []*string{&o.controller, &o.configFile} {
+	for _, p := range []*string{&o.controller, &o.floor, &o.configFile} {
 		if *p, err = filepath.Abs(*p); err != nil {
 			fail("%v", err)
 		}
@@ -233,8 +235,8 @@ func (o *options) resolvePaths() {
 	}
 }
 
-// prepareWorkDir creates the work folder and points o.controller at a
-// snapshot of the binary in it: the binary under bin/ may be rebuilt while
+// prepareWorkDir creates the work folder and points o.controller (and
+// o.floor) at a snapshot of the binary in it: the binary under bin/ may be rebuilt while
 // this runs (go build replaces the file, so a hard link keeps the old one).
 func prepareWorkDir(o *options) {
 	if err := os.MkdirAll(o.workDir, 0o755); err != nil {
@@ -245,6 +247,11 @@ func prepareWorkDir(o *options) {
 		fail("copying the controller: %v", err)
 	}
 	o.controllerPath, o.controller = o.controller, snapshot
+	floor := filepath.Join(o.workDir, "floor")
+	if err := snapshotBinary(o.floor, floor); err != nil {
+		fail("copying the floor program: %v", err)
+	}
+	o.floor = floor
 	o.version = controllerVersion(snapshot)
 }
 

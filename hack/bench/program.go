@@ -146,7 +146,7 @@ func (e *env) startReference(ctx context.Context, p *programRun) error {
 		role, extra = zeroLogicRole, []string{"--map", mapFile}
 	}
 	var err error
-	if p.ready, p.heapInuse, err = e.startHelper(ctx, role, extra, role[2:]+".log"); err != nil {
+	if p.ready, p.heapInuse, err = e.startHelper(ctx, p.prog, role, extra, role[2:]+".log"); err != nil {
 		return err
 	}
 	p.cpuReady, _ = e.proc.cpuSeconds()
@@ -178,15 +178,21 @@ func writeZeroMap(file string, refs []sourceRef) error {
 	return os.WriteFile(file, []byte(b.String()), 0o644)
 }
 
-// startHelper starts the bench binary in a helper role (floor.go) and waits
-// for its READY and HEAP lines.
-func (e *env) startHelper(ctx context.Context, role string, extra []string, logName string) (ready time.Duration, heap float64, err error) {
-	self, err := os.Executable()
-	if err != nil {
-		return 0, 0, err
+// startHelper starts a reference program and waits for its READY and HEAP
+// lines: the floor is test/floor's program, the one the memory guard
+// measures against (a binary of its own, so its pages are those of a small
+// client-go program); the patcher is this binary in its helper role
+// (floor.go).
+func (e *env) startHelper(ctx context.Context, prog, role string, extra []string, logName string) (ready time.Duration, heap float64, err error) {
+	bin, args := e.o.floor, []string{"--kubeconfig", e.kubeconfig}
+	if prog != progFloor {
+		if bin, err = os.Executable(); err != nil {
+			return 0, 0, err
+		}
+		args = append([]string{role}, append(args, extra...)...)
 	}
 	logPath := filepath.Join(e.dir, logName)
-	cmd := exec.Command(self, append([]string{role, "--kubeconfig", e.kubeconfig}, extra...)...)
+	cmd := exec.Command(bin, args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return 0, 0, err

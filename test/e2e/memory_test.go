@@ -159,7 +159,7 @@ func startFloor(t *testing.T, binary, ns string) *exec.Cmd {
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
-			if sc.Text() == "READY" {
+			if strings.HasPrefix(sc.Text(), "READY") {
 				done <- nil
 				return
 			}

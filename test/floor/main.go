@@ -14,7 +14,9 @@
 // (BENCHMARKS.md, "Binary and idle memory"). Its core/v1 client is
 // internal/kube's, the controller's.
 //
-// It prints "READY" once its caches have synced and runs until SIGTERM.
+// Once its caches have synced it prints "READY <seconds since it started>"
+// and, after a garbage collection, "HEAP <bytes of heap in use>" (the
+// memory guard reads the first, hack/bench both), then runs until SIGTERM.
 package main
 
 import (
@@ -23,8 +25,10 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	goruntime "runtime"
 	"strings"
 	"syscall"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,11 +45,12 @@ import (
 )
 
 func main() {
+	began := time.Now()
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the cluster")
 	namespaces := flag.String("namespaces", "", "comma-separated namespaces to watch (empty: all)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, *kubeconfig, strings.FieldsFunc(*namespaces, func(r rune) bool { return r == ',' }))
+	err := run(ctx, began, *kubeconfig, strings.FieldsFunc(*namespaces, func(r rune) bool { return r == ',' }))
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "floor:", err)
@@ -60,7 +65,7 @@ var workloadGVRs = []schema.GroupVersionResource{
 	{Group: "apps", Version: "v1", Resource: "daemonsets"},
 }
 
-func run(ctx context.Context, kubeconfig string, namespaces []string) error {
+func run(ctx context.Context, began time.Time, kubeconfig string, namespaces []string) error {
 	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
@@ -97,7 +102,11 @@ func run(ctx context.Context, kubeconfig string, namespaces []string) error {
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return fmt.Errorf("caches did not sync: %w", ctx.Err())
 	}
-	fmt.Println("READY")
+	fmt.Printf("READY %.6f\n", time.Since(began).Seconds())
+	goruntime.GC()
+	var ms goruntime.MemStats
+	goruntime.ReadMemStats(&ms)
+	fmt.Printf("HEAP %d\n", ms.HeapInuse)
 	<-ctx.Done()
 	return nil
 }
