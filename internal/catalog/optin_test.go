@@ -51,7 +51,7 @@ func runReloaderCases(t *testing.T, optInAll bool, cases []reloaderCase) {
 		t.Run(fmt.Sprintf("workload{%s} template{%s}", tt.workload, tt.template), func(t *testing.T) {
 			cfg := presetConfig(t, "reloader")
 			cfg.OptInAll = optInAll
-			w := reduceWorkloadOf(t, cfg, fromYAML(t, fmt.Sprintf(templatePodSpec, tt.workload, tt.template)))
+			w := withFixtureSources(reduceWorkloadOf(t, cfg, fromYAML(t, fmt.Sprintf(templatePodSpec, tt.workload, tt.template))))
 			if w.OptedIn != tt.optedIn {
 				t.Errorf("opted in %v, want %v", w.OptedIn, tt.optedIn)
 			}

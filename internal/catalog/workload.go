@@ -88,6 +88,15 @@ type WorkloadState struct {
 	// IgnoreSources are the entries of the ignore-sources annotation:
 	// "KIND/NAME" or "NAME".
 	IgnoreSources []string `json:"ignoreSources,omitempty"`
+	// Patterns are the entries of its regex source lists: the sources in
+	// its namespace whose names they match are read too. They depend on
+	// which sources exist, so they are kept as patterns and matched when
+	// the workload is read from the catalog (Catalog.Workload, WithMatches),
+	// never resolved into References here.
+	Patterns []config.ListPattern `json:"patterns,omitempty"`
+	// ListProblems describe entries of its source lists that were skipped
+	// (not a regular expression), naming the annotation and the entry.
+	ListProblems []string `json:"listProblems,omitempty"`
 }
 
 // Ignores reports whether the workload's ignore-sources annotation names the
@@ -110,6 +119,13 @@ func (w *WorkloadState) DeepCopyObject() runtime.Object {
 	if w.IgnoreSources != nil {
 		out.IgnoreSources = append([]string(nil), w.IgnoreSources...)
 	}
+	// A compiled expression is safe to share; the slices are copied.
+	if w.Patterns != nil {
+		out.Patterns = append([]config.ListPattern(nil), w.Patterns...)
+	}
+	if w.ListProblems != nil {
+		out.ListProblems = append([]string(nil), w.ListProblems...)
+	}
 	if w.References != nil {
 		out.References = make([]Reference, len(w.References))
 		for i, r := range w.References {
@@ -130,7 +146,8 @@ func (w *WorkloadState) SameDecisionInputs(other *WorkloadState) bool {
 		w.TemplateRV != other.TemplateRV || w.NotRolled != other.NotRolled ||
 		w.Problem != other.Problem || len(w.References) != len(other.References) ||
 		w.Rollout.Phase != other.Rollout.Phase || w.LastRestart != other.LastRestart || w.Hold != other.Hold ||
-		!slices.Equal(w.IgnoreSources, other.IgnoreSources) {
+		!slices.Equal(w.IgnoreSources, other.IgnoreSources) || !samePatterns(w.Patterns, other.Patterns) ||
+		!slices.Equal(w.ListProblems, other.ListProblems) {
 		return false
 	}
 	for i := range w.References {
@@ -196,6 +213,9 @@ func reduceWorkload(u *unstructured.Unstructured, kind config.WorkloadKind, cfg 
 	optIns := cfg.WorkloadAnnotationsOf(kind, u.Object, annotations)
 	coverage := cfg.Coverage(optIns)
 	listed, listOptsIn := cfg.ListedSourcesOf(optIns, u.GetNamespace(), coverage.OptedIn)
+	patterns, problems, patternsOptIn := cfg.ListPatternsOf(optIns, coverage.OptedIn)
+	listOptsIn = listOptsIn || patternsOptIn
+	state.Patterns, state.ListProblems = patterns, problems
 	state.OptedIn = coverage.OptedIn || listOptsIn
 	template, ok := kind.PodTemplatePath.Object(u.Object)
 	if !ok {

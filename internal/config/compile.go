@@ -132,6 +132,13 @@ func compileOptIns(f *File, p *problems) ([]OptIn, []SourceList, []Exclude) {
 		checkKey(path+".annotation", l.Annotation)
 		checkKnown(path+".source", l.Source)
 		lists[i] = SourceList{Annotation: l.Annotation, Kind: l.Source, OptIn: l.OptIn, ReadFrom: compilePlace(path+".readFrom", l.ReadFrom, p)}
+		switch l.Match {
+		case "", MatchExact:
+		case MatchRegex:
+			lists[i].Regex = true
+		default:
+			p.addf(path+".match", "must be %s or %s, got %q", MatchExact, MatchRegex, l.Match)
+		}
 	}
 	excludes := make([]Exclude, len(f.ExcludeAnnotations))
 	for i, e := range f.ExcludeAnnotations {

@@ -394,7 +394,10 @@ optInAnnotations:
 - {annotation: "", sourceAnnotation: "bad key!", valu: "true"}
 sourceListAnnotations:
 - {annotation: example.com/reload, source: configmap}
-- {annotation: example.com/reload}`,
+- {annotation: example.com/reload}
+- {annotation: example.com/regex, source: secret, match: regexp}
+- {annotation: example.com/exact, source: secret, match: exact}
+- {annotation: example.com/pattern, source: secret, match: regex}`,
 			want: []string{
 				`optInAnnotations[1].annotation: must differ from annotations.ignore (both "com.xing.deployment-restart.ignore")`,
 				`optInAnnotations[1].sources[1]: unknown source kind "cm" (known: configmap, secret)`,
@@ -405,6 +408,7 @@ sourceListAnnotations:
 				`optInAnnotations[3].valu: unknown field`,
 				`sourceListAnnotations[1].annotation: must differ from sourceListAnnotations[0].annotation (both "example.com/reload")`,
 				`sourceListAnnotations[1].source: required`,
+				`sourceListAnnotations[2].match: must be exact or regex, got "regexp"`,
 			},
 		},
 		{

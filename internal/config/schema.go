@@ -121,6 +121,13 @@ type FileSourceListAnnotation struct {
 	OptIn bool `json:"optIn"`
 	// ReadFrom says where the annotation is read, as for optInAnnotations[].readFrom.
 	ReadFrom string `json:"readFrom"`
+	// Match says how an entry names sources: exact (the default), a NAME or
+	// NAMESPACE/NAME; or regex, the anchored regular expression
+	// ^(?:ENTRY)$ (Go's RE2 syntax) matched against the names of the
+	// sources of its kind in the workload's namespace, as Reloader matches
+	// its reload lists. An entry that is no regular expression is skipped,
+	// and reported in a Warning Event on the workload.
+	Match string `json:"match"`
 }
 
 // FileExcludeAnnotation is a workload annotation listing, separated by

@@ -322,7 +322,7 @@ func TestUsesAgreeWithCatalog(t *testing.T) {
 	f := loadFixture(t, defaultConfig(t, ""))
 	for _, w := range f.workloads {
 		state := reduceWorkload(t, f.cfg, w)
-		uses := f.cfg.usesByID(w.Kind, w.Object, w.Object.GetNamespace())
+		uses := f.cfg.usesByID(w.Kind, w.Object, state)
 		if len(uses) != len(state.References) {
 			t.Errorf("%s: %d sources by place, %d in the catalog", w.Object.GetName(), len(uses), len(state.References))
 		}
@@ -455,4 +455,66 @@ func (f *fixture) explainInFleet(t *testing.T, name, as string, annotations, oth
 		t.Fatal(err)
 	}
 	return r
+}
+
+// A regex source list reads, for explain as for the controller, the sources
+// of its kind in the workload's namespace whose whole names an entry
+// matches; explain names the annotation and the entry as the place, lists
+// the entries it skips, and decides nothing when it cannot list sources.
+func TestExplainRegexSourceLists(t *testing.T) {
+	cfg := defaultConfig(t, `
+sourceListAnnotations:
+- {annotation: example.com/reload, source: configmap, match: regex}`)
+	f := loadFixture(t, cfg)
+	cfg.SourceNames = func(kind config.SourceKind, namespace string) ([]string, error) {
+		var names []string
+		for id := range f.sources {
+			if k, name, _ := strings.Cut(id, "/"); k == kind.Name && namespace == "shop" {
+				names = append(names, name)
+			}
+		}
+		return names, nil
+	}
+	r := f.explainAnnotated(t, "worker", map[string]string{"example.com/reload": "[a-z]+-config, x["})
+	var got []string
+	for _, s := range r.Sources {
+		for _, u := range s.Uses {
+			if strings.HasPrefix(u.Reference, "annotation ") {
+				got = append(got, s.Source+" "+u.Reference)
+			}
+		}
+	}
+	slices.Sort(got)
+	want := []string{}
+	for _, name := range []string{"app-config", "eph-config", "init-config", "late-config"} {
+		want = append(want, "configmap/shop/"+name+" annotation example.com/reload, regex [a-z]+-config")
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("sources by list\n%q\nwant\n%q", got, want)
+	}
+	if len(r.ListProblems) != 1 || !strings.Contains(r.ListProblems[0], `"x["`) {
+		t.Errorf("list problems %q", r.ListProblems)
+	}
+	if !strings.Contains(render(t, r, FormatTable), "List entry skipped") {
+		t.Error("the table does not show the skipped entry")
+	}
+	// The source's view names the same reader, by the same place.
+	state, err := f.fetch(t)(config.SourceKind{Name: "configmap", DataFields: []string{"data", "binaryData"}}, "shop", "eph-config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := f.workload(t, "worker").Object.DeepCopy()
+	obj.SetAnnotations(map[string]string{"com.xing.deployment-restart": "enabled", "example.com/reload": "eph-.*"})
+	kind, _ := cfg.sourceKind("configmap")
+	sr, err := cfg.ExplainSource(kind, "shop", "eph-config", state, []Workload{{Kind: f.workload(t, "worker").Kind, Object: obj}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sr.Readers) != 1 || len(sr.Readers[0].Uses) != 1 || sr.Readers[0].Uses[0].Reference != "annotation example.com/reload, regex eph-.*" {
+		t.Errorf("readers %+v", sr.Readers)
+	}
+	cfg.SourceNames = nil
+	if r := f.explainAnnotated(t, "worker", map[string]string{"example.com/reload": "a.*"}); r.Decision.Action != ActionUnknown {
+		t.Errorf("decided %s without a way to list sources", r.Decision.Action)
+	}
 }

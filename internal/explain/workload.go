@@ -2,6 +2,7 @@ package explain
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -59,6 +60,9 @@ type WorkloadReport struct {
 	NotWatched string `json:"notWatched,omitempty"`
 	// Problem says why its references cannot be read, e.g. no pod template.
 	Problem string `json:"problem,omitempty"`
+	// ListProblems are entries of its source lists that are skipped (not a
+	// regular expression), as the controller's Warning Events say.
+	ListProblems []string `json:"listProblems,omitempty"`
 	// Recorded is true when the workload has an applied-checksums annotation.
 	Recorded bool `json:"recorded"`
 	// TemplateRecorded is true when the checksums were recorded against the
@@ -132,6 +136,9 @@ func (c *Config) ExplainWorkloadIn(kind config.WorkloadKind, obj *unstructured.U
 	if !ok {
 		return nil, fmt.Errorf("reducing %s: got %T", obj.GetName(), reduced)
 	}
+	// Regex source lists are matched against the sources that exist now, as
+	// the controller matches them against its cache (Catalog.Workload).
+	w, unlisted := c.withMatches(w)
 	recordedHash := decision.RecordedTemplateHash(w.AppliedTemplateHash)
 	r := &WorkloadReport{
 		Workload:         workloadName(obj),
@@ -139,6 +146,7 @@ func (c *Config) ExplainWorkloadIn(kind config.WorkloadKind, obj *unstructured.U
 		Resource:         resourceString(kind),
 		OptedIn:          w.OptedIn,
 		Problem:          w.Problem,
+		ListProblems:     w.ListProblems,
 		Recorded:         w.HasApplied,
 		TemplateRecorded: w.HasApplied && recordedHash != "" && recordedHash == w.TemplateHash,
 		Sources:          []WorkloadSource{},
@@ -163,6 +171,8 @@ func (c *Config) ExplainWorkloadIn(kind config.WorkloadKind, obj *unstructured.U
 		r.Decision = Decision{Action: ActionNothing, Reasons: []string{"the controller does not watch it: " + r.NotWatched}}
 	case w.Problem != "":
 		r.Decision = Decision{Action: ActionNothing, Reasons: []string{"its references cannot be read (" + w.Problem + "); the controller skips it"}}
+	case unlisted != nil:
+		r.Decision = Decision{Action: ActionUnknown, Reasons: []string{"the sources its regex source lists match could not be listed: " + unlisted.Error()}}
 	case unreadable:
 		r.Decision = Decision{Action: ActionUnknown, Reasons: []string{"a source it reads could not be read with your credentials; see the sources"}}
 	default:
@@ -176,6 +186,27 @@ func (c *Config) ExplainWorkloadIn(kind config.WorkloadKind, obj *unstructured.U
 	return r, nil
 }
 
+// withMatches returns the workload with the sources its regex source lists
+// match (catalog.WorkloadState.WithMatches), listed through SourceNames.
+func (c *Config) withMatches(w *catalog.WorkloadState) (*catalog.WorkloadState, error) {
+	if len(w.Patterns) == 0 {
+		return w, nil
+	}
+	if c.SourceNames == nil {
+		return w, errors.New("no way to list sources was given")
+	}
+	var failed error
+	resolved := w.WithMatches(func(kind string) []string {
+		sk, _ := c.sourceKind(kind) // list patterns name configured kinds only
+		names, err := c.SourceNames(sk, w.Namespace)
+		if err != nil && failed == nil {
+			failed = err
+		}
+		return names
+	})
+	return resolved, failed
+}
+
 // readSources reads every source the workload reads, with the caller's
 // credentials, into the report's table; it returns them for the decision,
 // and whether any could not be read. recordOnly: the decision records the
@@ -183,7 +214,7 @@ func (c *Config) ExplainWorkloadIn(kind config.WorkloadKind, obj *unstructured.U
 // changed since).
 func (c *Config) readSources(r *WorkloadReport, kind config.WorkloadKind, obj *unstructured.Unstructured, w *catalog.WorkloadState,
 	applied map[string]string, fetch SourceFetcher, recordOnly bool) (sourceLookup, bool) {
-	usesOf := c.usesByID(kind, obj, w.Namespace)
+	usesOf := c.usesByID(kind, obj, w)
 	lookup := sourceLookup{}
 	unreadable := false
 	for _, ref := range w.References {
@@ -359,18 +390,30 @@ func sourceStatus(s WorkloadSource, fetchErr error) (status, note string) {
 
 // usesByID groups the places of the workload's pod spec, and its source-list
 // annotations, that name each source.
-func (c *Config) usesByID(kind config.WorkloadKind, obj *unstructured.Unstructured, namespace string) map[catalog.SourceID][]Use {
+func (c *Config) usesByID(kind config.WorkloadKind, obj *unstructured.Unstructured, w *catalog.WorkloadState) map[catalog.SourceID][]Use {
+	namespace := w.Namespace
 	out := map[catalog.SourceID][]Use{}
+	listPath := func(annotation string) string {
+		path := "metadata.annotations[" + annotation + "]"
+		if _, onWorkload := obj.GetAnnotations()[annotation]; !onWorkload {
+			path = kind.PodTemplatePath.String() + "." + path
+		}
+		return path
+	}
 	// Lists read where the controller reads them: the workload's own
 	// annotations, its pod template's, or both (readFrom).
 	listed, _ := c.ListedSourcesOf(c.WorkloadAnnotationsOf(kind, obj.Object, obj.GetAnnotations()), namespace, true)
 	for _, l := range listed {
 		id := catalog.SourceID{Kind: l.Kind, Namespace: l.Namespace, Name: l.Name}
-		path := "metadata.annotations[" + l.Annotation + "]"
-		if _, onWorkload := obj.GetAnnotations()[l.Annotation]; !onWorkload {
-			path = kind.PodTemplatePath.String() + "." + path
+		out[id] = append(out[id], Use{Reference: "annotation " + l.Annotation, Path: listPath(l.Annotation), AllKeys: true, Optional: true})
+	}
+	for _, p := range w.Patterns {
+		for _, ref := range w.References {
+			if ref.ID.Kind == p.Kind && p.Re.MatchString(ref.ID.Name) {
+				out[ref.ID] = append(out[ref.ID], Use{Reference: "annotation " + p.Annotation + ", regex " + p.Entry,
+					Path: listPath(p.Annotation), AllKeys: true, Optional: true})
+			}
 		}
-		out[id] = append(out[id], Use{Reference: "annotation " + l.Annotation, Path: path, AllKeys: true, Optional: true})
 	}
 	template, ok := kind.PodTemplatePath.Object(obj.Object)
 	if !ok {

@@ -82,6 +82,9 @@ type Controller struct {
 	// fresh, when set, says whether this replica may still write: its
 	// leader lease is certainly its own (WriteOnlyWhile).
 	fresh func() bool
+	// warned are the Warning Events about workloads' own state recorded
+	// (warnings.go).
+	warned warnings
 }
 
 // New builds a controller. The queue exists from the start so that events
@@ -311,6 +314,12 @@ func isTransient(err error) bool {
 // report it. The only requeue is the verdict's, in requeue.
 func (c *Controller) Reconcile(ctx context.Context, key catalog.WorkloadKey) error {
 	w, ok := c.catalog.Workload(key)
+	if ok {
+		// Before the opt-in: a list whose every entry is bad opts nothing in.
+		c.warnOnce(key, w, "InvalidSourceList", "Read", w.ListProblems)
+	} else {
+		c.warned.forget(key)
+	}
 	if !ok || !w.OptedIn {
 		c.dryRun.forget(key)
 		c.fleet.forget(key)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -1028,5 +1029,52 @@ func TestPatchWithSendsDecisionsThroughTheMetadataClient(t *testing.T) {
 	want := patchBody(u.GetResourceVersion(), applied, w.TemplateHash, strings.Join(h.c.templateFields[gvr], "."), true)
 	if got := withoutRecord(t, p.GetPatch()); got != want {
 		t.Errorf("patch body:\n got %s\nwant %s", got, want)
+	}
+}
+
+// A regex source list reads the sources its entries match; an entry that is
+// no regular expression is reported once as a Warning Event naming the
+// annotation and the entry (not at every reconcile), and again when the
+// annotation changes to another bad entry.
+func TestReconcileRegexListWarnsOnceAboutBadEntries(t *testing.T) {
+	h := newHarness(t, nil, nil, dataV1)
+	h.cfg.SourceLists = []config.SourceList{{Annotation: "example.com/reload", Kind: "configmap", OptIn: true, Regex: true}}
+	rec := &fakeRecorder{}
+	h.c.events = rec
+	u := fromYAML(t, `
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: lister, namespace: shop, resourceVersion: "5", annotations: {example.com/reload: "ap+, a["}}
+spec: {template: {spec: {containers: [{name: c, image: x}]}}}
+`)
+	h.client = fake.NewSimpleDynamicClient(runtime.NewScheme(), u.DeepCopy())
+	h.c.client = h.client
+	h.cache(u)
+	key := keyOf(deploymentsGVR, u)
+	for range 2 {
+		if err := h.c.Reconcile(context.Background(), key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var warnings []string
+	for _, e := range rec.events {
+		if e.eventtype == corev1.EventTypeWarning {
+			warnings = append(warnings, e.reason+": "+e.note)
+		}
+	}
+	want := []string{"InvalidSourceList: example.com/reload: entry \"a[\" is not a regular expression, skipped: error parsing regexp: missing closing ]: `[)$`"}
+	if !reflect.DeepEqual(warnings, want) {
+		t.Fatalf("warnings\n%q\nwant\n%q", warnings, want)
+	}
+	patches := h.patches()
+	if len(patches) == 0 || !strings.Contains(string(patches[0].GetPatch()), cmApp.String()) {
+		t.Fatalf("patches %v: want the checksums of %s, which ap+ matches, recorded", patches, cmApp)
+	}
+	h.cache(withAnnotations(u, map[string]string{"example.com/reload": "b("}))
+	if err := h.c.Reconcile(context.Background(), key); err != nil {
+		t.Fatal(err)
+	}
+	if last := rec.events[len(rec.events)-1]; last.reason != "InvalidSourceList" || !strings.Contains(last.note, `"b("`) {
+		t.Errorf("last event %+v, want a warning about b(", last)
 	}
 }
