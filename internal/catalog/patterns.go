@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 
@@ -23,6 +24,10 @@ const sourceNamespaceIndex = "namespace"
 // with a reference of the pod spec, the whole object and the pod spec's
 // requirement win. Without patterns, or with no match, it is w itself; the
 // cached object is never changed.
+//
+// Sources the applied checksums name that a pattern matches but that no
+// longer exist are read too (Matched, absent): that is how a decision sees
+// their deletion, from the record alone, after a controller restart too.
 func (w *WorkloadState) WithMatches(names func(kind string) []string) *WorkloadState {
 	if len(w.Patterns) == 0 {
 		return w
@@ -42,6 +47,7 @@ func (w *WorkloadState) WithMatches(names func(kind string) []string) *WorkloadS
 			}
 		}
 	}
+	matched = append(matched, w.recordedMatches(matched)...)
 	if len(matched) == 0 {
 		return w
 	}
@@ -51,7 +57,7 @@ func (w *WorkloadState) WithMatches(names func(kind string) []string) *WorkloadS
 			refs[i].Keys, refs[i].SourceAnnotation = nil, ""
 			continue
 		}
-		refs = append(refs, Reference{ID: id, Optional: true})
+		refs = append(refs, Reference{ID: id, Optional: true, Matched: true})
 	}
 	slices.SortFunc(refs, func(a, b Reference) int { return strings.Compare(a.ID.String(), b.ID.String()) })
 	view := *w
@@ -59,9 +65,28 @@ func (w *WorkloadState) WithMatches(names func(kind string) []string) *WorkloadS
 	return &view
 }
 
-// Matches reports whether one of the workload's patterns matches the source.
-func (w *WorkloadState) Matches(id SourceID) bool {
-	return id.Namespace == w.Namespace && matchesAny(w.Patterns, id)
+// recordedMatches returns the sources the applied checksums name, in the
+// workload's namespace, that a pattern matches and that are not in found.
+func (w *WorkloadState) recordedMatches(found []SourceID) []SourceID {
+	if !w.HasApplied {
+		return nil
+	}
+	applied := map[string]string{}
+	if json.Unmarshal([]byte(w.Applied), &applied) != nil {
+		return nil // decisions warn about it
+	}
+	var out []SourceID
+	for key := range applied {
+		parts := strings.SplitN(key, "/", 3)
+		if len(parts) != 3 || parts[1] != w.Namespace {
+			continue
+		}
+		id := SourceID{Kind: parts[0], Namespace: parts[1], Name: parts[2]}
+		if matchesAny(w.Patterns, id) && !slices.Contains(found, id) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 func matchesAny(patterns []config.ListPattern, id SourceID) bool {

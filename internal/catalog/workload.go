@@ -46,6 +46,10 @@ type Reference struct {
 	// "true" for a change of the source to restart the workload (an opt-in's
 	// sourceAnnotation); changes of a source without it are recorded only.
 	SourceAnnotation string `json:"sourceAnnotation,omitempty"`
+	// Matched: read only because a regex source list matches its name
+	// (WithMatches). Absent, it matches nothing: its entry leaves the
+	// applied checksums rather than being recorded absent.
+	Matched bool `json:"matched,omitempty"`
 }
 
 // WorkloadState is what the cache keeps of a workload: the annotations that

@@ -65,6 +65,7 @@ func compile(f *File, p *problems) *Config {
 	c.Breaker = compileBreaker(f.Breaker, p)
 	c.OptIns, c.SourceLists, c.Excludes = compileOptIns(f, p)
 	c.OptInAll = f.OptInAll
+	c.SourceLifecycle = SourceLifecycle(f.SourceLifecycle)
 	return c
 }
 

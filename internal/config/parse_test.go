@@ -444,6 +444,15 @@ excludeAnnotations:
 			},
 		},
 		{
+			name: "source lifecycle",
+			file: `
+sourceLifecycle: {restartOnCreate: "no", restartOnDelet: true}`,
+			want: []string{
+				`sourceLifecycle.restartOnCreate: must be a boolean, got string "no"`,
+				`sourceLifecycle.restartOnDelet: unknown field`,
+			},
+		},
+		{
 			name: "unknown config kind",
 			file: `
 references:
@@ -790,5 +799,24 @@ workloads:
 		if !reflect.DeepEqual(w.Rollout, want[i]) {
 			t.Errorf("workloads[%d].rollout = %+v, want %+v", i, w.Rollout, want[i])
 		}
+	}
+}
+
+// Creations and deletions of optional sources restart their readers by
+// default; each can be turned off alone.
+func TestSourceLifecycleDefaults(t *testing.T) {
+	cfg, err := Parse(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (SourceLifecycle{RestartOnCreate: true, RestartOnDelete: true}); cfg.SourceLifecycle != want {
+		t.Errorf("default %+v, want %+v", cfg.SourceLifecycle, want)
+	}
+	cfg, err = Parse([]byte("sourceLifecycle: {restartOnCreate: false}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (SourceLifecycle{RestartOnDelete: true}); cfg.SourceLifecycle != want {
+		t.Errorf("got %+v, want %+v", cfg.SourceLifecycle, want)
 	}
 }

@@ -79,6 +79,27 @@ type File struct {
 	// that does not opt in, or annotations.optIn is set to a non-empty value
 	// other than "enabled".
 	OptInAll bool `json:"optInAll"`
+	// SourceLifecycle says whether a source's creation and deletion restart
+	// the workloads that read it optionally.
+	SourceLifecycle FileSourceLifecycle `json:"sourceLifecycle"`
+}
+
+// FileSourceLifecycle says what the creation and the deletion of a source
+// do to the workloads reading it. Only readers for which the source is
+// optional (listed, or every reference to it optional) are concerned: a
+// required source's creation lets pods start that waited for it, and its
+// deletion never restarts (new pods could not start; a Warning Event on
+// each reader says so).
+type FileSourceLifecycle struct {
+	// RestartOnCreate: a source created after its readers' pods started
+	// restarts them, so that the next pods read it (Reloader's
+	// --reload-on-create). Off, the creation is recorded only.
+	RestartOnCreate bool `json:"restartOnCreate"`
+	// RestartOnDelete: a source deleted after its readers' pods started
+	// restarts them, so that the next pods start without it (Reloader's
+	// --reload-on-delete). Off, the deletion restarts nothing and the
+	// recorded checksum is kept, so a re-creation with other data restarts.
+	RestartOnDelete bool `json:"restartOnDelete"`
 }
 
 // FileOptInAnnotation opts a workload in when the workload's annotation

@@ -42,6 +42,15 @@ type Config struct {
 	Excludes []Exclude
 	// OptInAll opts every watched workload in unless it opts out (optin.go).
 	OptInAll bool
+	// SourceLifecycle says whether creations and deletions of optional
+	// sources restart their readers.
+	SourceLifecycle SourceLifecycle
+}
+
+// SourceLifecycle is FileSourceLifecycle compiled (no checks needed).
+type SourceLifecycle struct {
+	RestartOnCreate bool
+	RestartOnDelete bool
 }
 
 // Settings are the process settings layered from defaults, file, env and flags.

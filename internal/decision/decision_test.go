@@ -164,3 +164,32 @@ func TestDecideQueuedDropsUnreadableHold(t *testing.T) {
 		t.Fatalf("verdict %s, unhold %v: want queue, removing the unreadable hold", v.Action, v.Unhold)
 	}
 }
+
+// The deletion of an optional source restarts through the fleet's part of
+// the decision too (a deleted source takes no wave part), unless the
+// workload ignores it: then the absence is recorded, nothing restarts.
+func TestDecideDeletedOptionalSource(t *testing.T) {
+	v1 := sourceState(t, cmApp, map[string]string{"a": "1"})
+	rules := testRules
+	rules.Lifecycle = bothRestart
+	for _, tc := range []struct {
+		name    string
+		ignores []string
+		want    Action
+	}{
+		{"read: restart", nil, Restart},
+		{"ignored: recorded", []string{"configmap/app"}, Record},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &catalog.WorkloadState{OptedIn: true, HasApplied: true, TemplateHash: tmplNow, AppliedTemplateHash: tmplNow,
+				Applied:    annotation(t, map[string]string{cmApp.String(): v1.Checksum(testSums, nil)}),
+				References: []catalog.Reference{{ID: cmApp, Optional: true}}, IgnoreSources: tc.ignores}
+			w.Namespace, w.Name = "shop", "web"
+			v := rules.Decide(Snapshot{Key: catalog.WorkloadKey{Namespace: "shop", Name: "web"}, Workload: w, Sources: sourceMap{},
+				Windows: dueAt{}, Fleet: stubFleet{now: decideNow, sources: sourceMap{}}, Now: decideNow})
+			if v.Action != tc.want || v.Plan.Applied[cmApp.String()] != Absent {
+				t.Fatalf("verdict %s recording %q, want %s recording absent; reasons %q", v.Action, v.Plan.Applied[cmApp.String()], tc.want, v.Reasons)
+			}
+		})
+	}
+}

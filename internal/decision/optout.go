@@ -24,7 +24,16 @@ func OptOutView(ann config.Annotations, sums checksum.Hasher, w *catalog.Workloa
 	var ignored []catalog.SourceID
 	for _, ref := range w.References {
 		src, ok := sources.Source(ref.ID)
-		if !ok || !OptedOut(ann, w, ref.ID, src) {
+		if !ok {
+			// The deletion of a source the workload ignores is recorded
+			// (absent), never restarted for or reported.
+			if old, known := applied[ref.ID.String()]; known && old != Absent && w.Ignores(ref.ID) {
+				applied[ref.ID.String()] = Absent
+				ignored = append(ignored, ref.ID)
+			}
+			continue
+		}
+		if !OptedOut(ann, w, ref.ID, src) {
 			continue
 		}
 		old, known := applied[ref.ID.String()]

@@ -238,7 +238,7 @@ func (c *Config) readSources(r *WorkloadReport, kind config.WorkloadKind, obj *u
 			ws.Current = state.Checksum(c.Sums, ref.Keys)
 			ws.same, ws.incomparable = c.compare(state, ws.Applied, ref.Keys)
 		}
-		ws.Status, ws.Note = sourceStatus(ws, fetchErr)
+		ws.Status, ws.Note = sourceStatus(ws, fetchErr, c.SourceLifecycle)
 		if recordOnly && (ws.Status == StatusChanged || ws.Status == StatusPending || ws.Status == StatusAppeared) {
 			ws.Note += "; but see the decision: the workload's checksums are recorded afresh"
 		}
@@ -278,6 +278,10 @@ func (c *Config) decision(snap decision.Snapshot, r *WorkloadReport, appliedErr 
 	for _, id := range optedOut {
 		d.Reasons = append(d.Reasons, fmt.Sprintf("%s changed, but its changes restart this workload not (%s): recorded without a restart",
 			shortID(id.Kind, id.Name), c.whyOptedOut(w, id, lookup)))
+	}
+	for _, id := range plan.RequiredGone {
+		d.Reasons = append(d.Reasons, fmt.Sprintf("%s was deleted, and its pods need it: nothing restarts for it (new pods could not start); "+
+			"the controller reports it in a RequiredSourceDeleted Warning Event", shortID(id.Kind, id.Name)))
 	}
 	switch {
 	case v.Action == decision.Hold || v.Action == decision.Queue:
@@ -361,7 +365,7 @@ func (c *Config) compare(state *catalog.SourceState, applied *string, keys []str
 }
 
 // sourceStatus says how a source compares with what the pods started with.
-func sourceStatus(s WorkloadSource, fetchErr error) (status, note string) {
+func sourceStatus(s WorkloadSource, fetchErr error, life config.SourceLifecycle) (status, note string) {
 	switch {
 	case fetchErr != nil:
 		return StatusUnreadable, "could not be read: " + fetchErr.Error()
@@ -369,8 +373,12 @@ func sourceStatus(s WorkloadSource, fetchErr error) (status, note string) {
 		return StatusAbsent, "does not exist; no applied checksum is recorded for it"
 	case !s.Exists && *s.Applied == appliedAbsent:
 		return StatusAbsent, "does not exist, and did not when its pods started"
+	case !s.Exists && !s.Optional:
+		return StatusDeleted, "deleted since its pods started, which need it: nothing restarts (new pods could not start), and the applied checksum is kept so that a re-creation with other data restarts"
+	case !s.Exists && life.RestartOnDelete:
+		return StatusDeleted, "deleted since its pods started (optional): a restart is due, so that new pods start without it"
 	case !s.Exists:
-		return StatusDeleted, "deleted since its pods started: a deletion restarts nothing, and the applied checksum is kept so that a re-creation with other data restarts"
+		return StatusDeleted, "deleted since its pods started: a deletion restarts nothing (sourceLifecycle.restartOnDelete is off), and the applied checksum is kept so that a re-creation with other data restarts"
 	case s.Applied == nil:
 		return StatusNotRecorded, "no applied checksum is recorded for it"
 	case s.same:
@@ -379,8 +387,10 @@ func sourceStatus(s WorkloadSource, fetchErr error) (status, note string) {
 		return StatusUnknown, "its checksum is keyed with the controller's checksum key, which could not be read with your credentials"
 	case *s.Applied == appliedPending:
 		return StatusPending, "recorded \"pending\": its data was updated just before the pods started, so a restart is due"
-	case *s.Applied == appliedAbsent && s.Optional:
+	case *s.Applied == appliedAbsent && s.Optional && life.RestartOnCreate:
 		return StatusAppeared, "created since its pods started without it (optional): a restart is due"
+	case *s.Applied == appliedAbsent && s.Optional:
+		return StatusAppeared, "created since its pods started without it (optional): recorded without a restart (sourceLifecycle.restartOnCreate is off)"
 	case *s.Applied == appliedAbsent:
 		return StatusAppeared, "created since; its pods could not start without it, so they start with it: recorded without a restart"
 	default:

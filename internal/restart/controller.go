@@ -143,6 +143,12 @@ func (c *Controller) SourceChanged(id catalog.SourceID, changedKeys []string) {
 // SourceCreated is called by the watcher when a source is created after start-up.
 func (c *Controller) SourceCreated(id catalog.SourceID) { c.sourceEvent(id, true, nil) }
 
+// SourceDeleted is called by the watcher when a source is deleted. Its
+// readers are decided when the grace period it opens ends, as for a
+// change: a deletion and a re-creation inside it are one decision. Like a
+// creation, it touches no key that pods read before.
+func (c *Controller) SourceDeleted(id catalog.SourceID) { c.sourceEvent(id, true, nil) }
+
 // sourceEvent opens or joins the source's grace period and schedules every
 // workload that reads it for when that ends.
 func (c *Controller) sourceEvent(id catalog.SourceID, created bool, changedKeys []string) {
@@ -342,6 +348,7 @@ func (c *Controller) Reconcile(ctx context.Context, key catalog.WorkloadKey) err
 		}
 	}
 	v := c.decide(key, *snap)
+	c.warnOnce(key, w, "RequiredSourceDeleted", "Restart", requiredGoneNotes(v.Plan.RequiredGone))
 	c.requeue(key, v.Recheck)
 	if err := c.act(ctx, key, snap.Workload, v); err != nil {
 		return err

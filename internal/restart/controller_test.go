@@ -1078,3 +1078,55 @@ spec: {template: {spec: {containers: [{name: c, image: x}]}}}
 		t.Errorf("last event %+v, want a warning about b(", last)
 	}
 }
+
+// A deleted source its pods read optionally restarts the workload once
+// (recorded absent, after the API confirms it); a deleted required source
+// restarts nothing and is reported once in a Warning Event, not at every
+// reconcile.
+func TestReconcileDeletedSources(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		optional bool
+		restarts bool
+		warnings []string
+	}{
+		{"optional: restart", true, true, nil},
+		{"required: reported", false, false, []string{"RequiredSourceDeleted: " + cmApp.String() + " was deleted; its pods need it, so nothing restarts"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := fromYAML(t, strings.Replace(webDeployment, "{configMapRef: {name: app}}", fmt.Sprintf("{configMapRef: {name: app, optional: %v}}", tc.optional), 1))
+			settled := settle(newHarness(t, nil, nil, nil), u, dataV1)
+			h := newHarness(t, []*unstructured.Unstructured{settled}, []*unstructured.Unstructured{settled}, nil) // app is gone
+			rec := &fakeRecorder{}
+			h.c.events = rec
+			for range 2 {
+				if err := h.c.Reconcile(context.Background(), keyOf(deploymentsGVR, settled)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var warnings []string
+			for _, e := range rec.events {
+				if e.eventtype == corev1.EventTypeWarning {
+					warnings = append(warnings, e.reason+": "+e.note)
+				}
+			}
+			if len(warnings) != len(tc.warnings) || (len(warnings) == 1 && !strings.HasPrefix(warnings[0], tc.warnings[0])) {
+				t.Errorf("warnings %q, want %q", warnings, tc.warnings)
+			}
+			patches := h.patches()
+			if !tc.restarts {
+				if len(patches) != 0 {
+					t.Fatalf("%d patches, want none", len(patches))
+				}
+				return
+			}
+			if len(patches) != 1 || h.existsCalls == 0 {
+				t.Fatalf("%d patches after %d existence checks, want one restart after a check", len(patches), h.existsCalls)
+			}
+			want := patchBody("42", annotation(t, map[string]string{cmApp.String(): ""}), h.reduce(settled).TemplateHash, "spec.template", true)
+			if got := withoutRecord(t, patches[0].GetPatch()); got != want {
+				t.Errorf("patch body:\n got %s\nwant %s", got, want)
+			}
+		})
+	}
+}

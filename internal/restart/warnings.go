@@ -63,3 +63,14 @@ func (c *Controller) warnOnce(key catalog.WorkloadKey, w *catalog.WorkloadState,
 		c.event(w, corev1.EventTypeWarning, reason, action, "%s", note)
 	}
 }
+
+// requiredGoneNotes say, for each required source deleted since the pods
+// started, why nothing restarts.
+func requiredGoneNotes(ids []catalog.SourceID) []string {
+	notes := make([]string, len(ids))
+	for i, id := range ids {
+		notes[i] = id.String() + " was deleted; its pods need it, so nothing restarts (new pods could not start): " +
+			"running pods keep the data they started with until it is created again"
+	}
+	return notes
+}
