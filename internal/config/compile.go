@@ -240,6 +240,12 @@ func compileSettings(f *File, p *problems) Settings {
 		LeaseDuration:      time.Duration(f.LeaderElection.LeaseDuration),
 		LeaseRenewDeadline: time.Duration(f.LeaderElection.RenewDeadline),
 		LeaseRetryPeriod:   time.Duration(f.LeaderElection.RetryPeriod),
+
+		ReloaderMetrics:            f.Metrics.ReloaderCompatible,
+		ReloaderMetricsByNamespace: f.Metrics.ReloaderByNamespace,
+	}
+	if s.ReloaderMetricsByNamespace && !s.ReloaderMetrics {
+		p.addf("metrics.reloaderByNamespace", "needs metrics.reloaderCompatible: true")
 	}
 	checkDuration(p, "restartCheckPeriod", s.CheckPeriod, minCheckPeriod, maxCheckPeriod)
 	checkDuration(p, "restartGracePeriod", s.GracePeriod, 0, maxGracePeriod)

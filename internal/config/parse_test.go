@@ -444,10 +444,12 @@ excludeAnnotations:
 			},
 		},
 		{
-			name: "source lifecycle",
+			name: "source lifecycle, metrics",
 			file: `
-sourceLifecycle: {restartOnCreate: "no", restartOnDelet: true}`,
+sourceLifecycle: {restartOnCreate: "no", restartOnDelet: true}
+metrics: {reloaderByNamespace: true}`,
 			want: []string{
+				`metrics.reloaderByNamespace: needs metrics.reloaderCompatible: true`,
 				`sourceLifecycle.restartOnCreate: must be a boolean, got string "no"`,
 				`sourceLifecycle.restartOnDelet: unknown field`,
 			},

@@ -82,6 +82,23 @@ type File struct {
 	// SourceLifecycle says whether a source's creation and deletion restart
 	// the workloads that read it optionally.
 	SourceLifecycle FileSourceLifecycle `json:"sourceLifecycle"`
+	// Metrics adds other controllers' metric names, so that their
+	// dashboards and alerts keep working after a switch.
+	Metrics FileMetrics `json:"metrics"`
+}
+
+// FileMetrics are metrics exported beside the controller's own. They live as
+// long as the process: changing them needs a restart of it.
+type FileMetrics struct {
+	// ReloaderCompatible also exports Reloader's
+	// reloader_reload_executed_total{success}: restart patches that
+	// succeeded ("true") or failed ("false").
+	ReloaderCompatible bool `json:"reloaderCompatible"`
+	// ReloaderByNamespace also exports
+	// reloader_reload_executed_total_by_namespace{success,namespace}, as
+	// Reloader does with METRICS_COUNT_BY_NAMESPACE=enabled. It needs
+	// reloaderCompatible.
+	ReloaderByNamespace bool `json:"reloaderByNamespace"`
 }
 
 // FileSourceLifecycle says what the creation and the deletion of a source

@@ -73,6 +73,10 @@ type Settings struct {
 	// ChecksumKeySecret names the Secret, in LeaseNamespace (the
 	// controller's own namespace), holding the key of the checksums.
 	ChecksumKeySecret string
+	// ReloaderMetrics exports Reloader's reload counter too, and
+	// ReloaderMetricsByNamespace its per-namespace one (metrics.*).
+	ReloaderMetrics            bool
+	ReloaderMetricsByNamespace bool
 
 	// Leader election on a coordination.k8s.io Lease.
 	LeaderElect        bool

@@ -121,7 +121,10 @@ func (c *Controller) act(ctx context.Context, key catalog.WorkloadKey, w *catalo
 		c.fleet.unreserve(key)
 	}
 	if apierrors.IsNotFound(err) {
-		return nil
+		return nil // gone: no restart was refused
+	}
+	if v.Plan.Restart && !errors.Is(err, errLeaseStale) {
+		c.metrics.RestartPatched(key.Namespace, err == nil)
 	}
 	if err != nil {
 		return fmt.Errorf("patching %s: %w", key, err)

@@ -1130,3 +1130,63 @@ func TestReconcileDeletedSources(t *testing.T) {
 		})
 	}
 }
+
+// With Reloader's metric names exported, each restart patch is counted by
+// success, once the API server answered: taken, or refused. Records are no
+// restarts, and a dry run sends no patch: neither counts.
+func TestReloaderMetricCountsRestartPatches(t *testing.T) {
+	executed := func(h *harness, success string) float64 {
+		t.Helper()
+		families, err := h.c.metrics.Registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			if f.GetName() != "reloader_reload_executed_total" {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				if m.GetLabel()[0].GetValue() == success {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+		t.Fatalf("reloader_reload_executed_total{success=%q} not served", success)
+		return 0
+	}
+	for _, tc := range []struct {
+		name      string
+		refuse    bool
+		firstSeen bool
+		ok, fail  float64
+	}{
+		{"restart taken", false, false, 1, 0},
+		{"restart refused", true, false, 0, 1},
+		{"first sight recorded: no restart", false, true, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := fromYAML(t, webDeployment)
+			h := newHarness(t, nil, nil, dataV2)
+			h.c.metrics.ExportReloaderNames(false)
+			cached := settle(h, w, dataV1)
+			if tc.firstSeen {
+				cached = w
+			}
+			h.client = fake.NewSimpleDynamicClient(runtime.NewScheme(), cached.DeepCopy())
+			h.c.client = h.client
+			h.cache(cached)
+			if tc.refuse {
+				h.client.PrependReactor("patch", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
+					return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web", errors.New("no"))
+				})
+			}
+			_ = h.c.Reconcile(context.Background(), keyOf(deploymentsGVR, w))
+			if len(h.patches()) != 1 {
+				t.Fatalf("%d patches, want 1", len(h.patches()))
+			}
+			if ok, fail := executed(h, "true"), executed(h, "false"); ok != tc.ok || fail != tc.fail {
+				t.Errorf("success=true %v, success=false %v; want %v and %v", ok, fail, tc.ok, tc.fail)
+			}
+		})
+	}
+}
