@@ -58,7 +58,11 @@ func runReloaderCases(t *testing.T, optInAll bool, cases []reloaderCase) {
 			if got := describeRefs(w); got != tt.refs {
 				t.Errorf("references\n got %s\nwant %s", got, tt.refs)
 			}
-			if got := strings.Join(w.IgnoreSources, " "); got != tt.ignores {
+			ignores := w.IgnoreSources
+			for _, e := range w.Excluded {
+				ignores = append(ignores, e.Entry)
+			}
+			if got := strings.Join(ignores, " "); got != tt.ignores {
 				t.Errorf("ignores %q, want %q", got, tt.ignores)
 			}
 		})

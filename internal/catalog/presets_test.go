@@ -129,10 +129,12 @@ func TestPresetsOptInAndReferences(t *testing.T) {
 }
 
 // TestPresetsKeepSourceAnnotations: the sources' cache keeps the annotation
-// an opt-in requires, or decisions could never see it.
+// an opt-in requires, and both ignore annotations, xing's and Reloader's, or
+// decisions could never see them.
 func TestPresetsKeepSourceAnnotations(t *testing.T) {
 	keys := presetConfig(t, "reloader").SourceAnnotations()
-	want := []string{"reloader.stakater.com/ignore", "com.xing.deployment-restart.release", "reloader.stakater.com/match"}
+	want := []string{"com.xing.deployment-restart.ignore", "com.xing.deployment-restart.release", "reloader.stakater.com/ignore",
+		"reloader.stakater.com/match"}
 	if strings.Join(keys, " ") != strings.Join(want, " ") {
 		t.Errorf("source annotations kept %v, want %v", keys, want)
 	}

@@ -63,19 +63,19 @@ func compile(f *File, p *problems) *Config {
 	c.OrderByResourceVersion = f.OrderByResourceVersion
 	c.Waves, c.MaxInFlight = compileWaves(f.Waves, p)
 	c.Breaker = compileBreaker(f.Breaker, p)
-	c.OptIns, c.SourceLists, c.Excludes = compileOptIns(f, p)
+	c.OptIns, c.SourceLists, c.Excludes, c.IgnoreAnnotations = compileOptIns(f, p)
 	c.OptInAll = f.OptInAll
 	c.SourceLifecycle = SourceLifecycle(f.SourceLifecycle)
 	return c
 }
 
-// compileOptIns checks the opt-in, source-list and exclude annotations.
+// compileOptIns checks the opt-in, source-list, exclude and ignore annotations.
 // Their keys must differ from each other and from the annotations of
 // annotations.*: a key with two meanings would opt workloads in or out by
 // accident. That also keeps them apart from annotations.restartTimestamp,
 // the one annotation restarts write into pod templates, so a restart never
 // changes what a workload opts into.
-func compileOptIns(f *File, p *problems) ([]OptIn, []SourceList, []Exclude) {
+func compileOptIns(f *File, p *problems) ([]OptIn, []SourceList, []Exclude, []string) {
 	known := make([]string, len(f.Sources))
 	for i, k := range f.Sources {
 		known[i] = k.Name
@@ -141,6 +141,11 @@ func compileOptIns(f *File, p *problems) ([]OptIn, []SourceList, []Exclude) {
 			p.addf(path+".match", "must be %s or %s, got %q", MatchExact, MatchRegex, l.Match)
 		}
 	}
+	ignores := make([]string, len(f.IgnoreAnnotations))
+	for i, a := range f.IgnoreAnnotations {
+		checkKey(fmt.Sprintf("ignoreAnnotations[%d].annotation", i), a.Annotation)
+		ignores[i] = a.Annotation
+	}
 	excludes := make([]Exclude, len(f.ExcludeAnnotations))
 	for i, e := range f.ExcludeAnnotations {
 		path := fmt.Sprintf("excludeAnnotations[%d]", i)
@@ -148,7 +153,7 @@ func compileOptIns(f *File, p *problems) ([]OptIn, []SourceList, []Exclude) {
 		checkKnown(path+".source", e.Source)
 		excludes[i] = Exclude{Annotation: e.Annotation, Kind: e.Source}
 	}
-	return optIns, lists, excludes
+	return optIns, lists, excludes, ignores
 }
 
 // compilePlace reads where an annotation is read; empty means the workload.

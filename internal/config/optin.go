@@ -320,16 +320,25 @@ func (c *Config) ListPatternsOf(a WorkloadAnnotations, optedIn bool) (patterns [
 	return patterns, problems, optsIn
 }
 
+// ExcludedSource is a source an exclude annotation names.
+type ExcludedSource struct {
+	// Entry is "KIND/NAME", as an entry of the ignore-sources opt-out.
+	Entry string
+	// Annotation is the exclude annotation that names it.
+	Annotation string
+}
+
 // ExcludedSources returns the sources a workload's exclude annotations name,
-// as "KIND/NAME" entries of the ignore-sources opt-out, so that decisions
-// apply both the same way. An entry is a name in the workload's namespace;
-// one with a "/" names nothing, as in Reloader, which compares whole names.
-func (c *Config) ExcludedSources(workload map[string]string) []string {
-	var out []string
+// as "KIND/NAME" entries like those of the ignore-sources opt-out, so that
+// decisions apply both the same way, with the annotation that names each.
+// An entry is a name in the workload's namespace; one with a "/" names
+// nothing, as in Reloader, which compares whole names.
+func (c *Config) ExcludedSources(workload map[string]string) []ExcludedSource {
+	var out []ExcludedSource
 	for _, e := range c.Excludes {
 		for _, name := range strings.Split(workload[e.Annotation], ",") {
 			if name = strings.TrimSpace(name); name != "" && !strings.Contains(name, "/") {
-				out = append(out, e.Kind+"/"+name)
+				out = append(out, ExcludedSource{Entry: e.Kind + "/" + name, Annotation: e.Annotation})
 			}
 		}
 	}
@@ -337,9 +346,10 @@ func (c *Config) ExcludedSources(workload map[string]string) []string {
 }
 
 // SourceAnnotations are the source annotations decisions read: the ignore
-// and release annotations, and those opt-ins require.
+// annotations (annotations.ignore and ignoreAnnotations), the release
+// annotation, and those opt-ins require.
 func (c *Config) SourceAnnotations() []string {
-	keys := []string{c.Annotations.Ignore, c.Annotations.Release}
+	keys := append([]string{c.Annotations.Ignore, c.Annotations.Release}, c.IgnoreAnnotations...)
 	for _, o := range c.OptIns {
 		if o.SourceAnnotation != "" && !slices.Contains(keys, o.SourceAnnotation) {
 			keys = append(keys, o.SourceAnnotation)

@@ -65,7 +65,8 @@ excludeAnnotations:
 	if len(listed) != 1 || listed[0].Name != "b" {
 		t.Errorf("listed %+v; want the pod template's b", listed)
 	}
-	if got := cfg.ExcludedSources(map[string]string{"example.com/exclude": " a, ,ns/b,c"}); !reflect.DeepEqual(got, []string{"configmap/a", "configmap/c"}) {
+	if got := cfg.ExcludedSources(map[string]string{"example.com/exclude": " a, ,ns/b,c"}); !reflect.DeepEqual(got, []ExcludedSource{
+		{"configmap/a", "example.com/exclude"}, {"configmap/c", "example.com/exclude"}}) {
 		t.Errorf("excluded %q", got)
 	}
 	want := []string{

@@ -444,11 +444,18 @@ excludeAnnotations:
 			},
 		},
 		{
-			name: "source lifecycle, metrics",
+			name: "source lifecycle, metrics, ignore annotations",
 			file: `
 sourceLifecycle: {restartOnCreate: "no", restartOnDelet: true}
-metrics: {reloaderByNamespace: true}`,
+metrics: {reloaderByNamespace: true}
+ignoreAnnotations:
+- {annotation: com.xing.deployment-restart.ignore}
+- {annotation: ""}
+- {annotation: example.com/ignore, value: "yes"}`,
 			want: []string{
+				`ignoreAnnotations[0].annotation: must differ from annotations.ignore (both "com.xing.deployment-restart.ignore")`,
+				`ignoreAnnotations[1].annotation: required`,
+				`ignoreAnnotations[2].value: unknown field`,
 				`metrics.reloaderByNamespace: needs metrics.reloaderCompatible: true`,
 				`sourceLifecycle.restartOnCreate: must be a boolean, got string "no"`,
 				`sourceLifecycle.restartOnDelet: unknown field`,

@@ -85,6 +85,17 @@ type File struct {
 	// Metrics adds other controllers' metric names, so that their
 	// dashboards and alerts keep working after a switch.
 	Metrics FileMetrics `json:"metrics"`
+	// IgnoreAnnotations are more source annotations that, set to "true",
+	// make a source's changes restart nothing, beside annotations.ignore:
+	// other controllers' (Reloader's reloader.stakater.com/ignore), so that
+	// both keep working.
+	IgnoreAnnotations []FileIgnoreAnnotation `json:"ignoreAnnotations"`
+}
+
+// FileIgnoreAnnotation is a source annotation that, set to "true", makes
+// the source's changes restart nothing (they are recorded).
+type FileIgnoreAnnotation struct {
+	Annotation string `json:"annotation"`
 }
 
 // FileMetrics are metrics exported beside the controller's own. They live as

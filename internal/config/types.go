@@ -45,6 +45,9 @@ type Config struct {
 	// SourceLifecycle says whether creations and deletions of optional
 	// sources restart their readers.
 	SourceLifecycle SourceLifecycle
+	// IgnoreAnnotations are source annotations that, "true", make changes
+	// restart nothing, beside Annotations.Ignore.
+	IgnoreAnnotations []string
 }
 
 // SourceLifecycle is FileSourceLifecycle compiled (no checks needed).

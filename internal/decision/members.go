@@ -77,7 +77,7 @@ type Reader struct {
 // itself, as Self, and counts once restarted).
 func (r Rules) Member(rd Reader, id catalog.SourceID, src *catalog.SourceState, change string) (pacing.Member, bool) {
 	w := rd.State
-	if !w.OptedIn || w.Problem != "" || OptedOut(r.Annotations, w, id, src) {
+	if !w.OptedIn || w.Problem != "" || r.OptedOut(w, id, src) {
 		return pacing.Member{}, false
 	}
 	sid := id.String()

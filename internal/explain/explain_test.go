@@ -518,3 +518,39 @@ sourceListAnnotations:
 		t.Errorf("decided %s without a way to list sources", r.Decision.Action)
 	}
 }
+
+// A list read on the pod template is named there as the place that lists
+// the source, exact or regex.
+func TestExplainNamesPodTemplateLists(t *testing.T) {
+	cfg := defaultConfig(t, `
+sourceListAnnotations:
+- {annotation: example.com/reload, source: configmap, readFrom: podTemplate}
+- {annotation: example.com/match, source: configmap, readFrom: podTemplate, match: regex}`)
+	f := loadFixture(t, cfg)
+	cfg.SourceNames = func(config.SourceKind, string) ([]string, error) { return []string{"eph-config"}, nil }
+	w := f.workload(t, "worker")
+	obj := w.Object.DeepCopy()
+	if err := unstructured.SetNestedStringMap(obj.Object, map[string]string{"example.com/reload": "init-config", "example.com/match": "eph-.*"},
+		"spec", "template", "metadata", "annotations"); err != nil {
+		t.Fatal(err)
+	}
+	r, err := cfg.ExplainWorkload(w.Kind, obj, f.fetch(t), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	places := map[string]string{}
+	for _, s := range r.Sources {
+		for _, u := range s.Uses {
+			if strings.HasPrefix(u.Reference, "annotation ") {
+				places[s.Name] = u.Path
+			}
+		}
+	}
+	want := map[string]string{
+		"init-config": "spec.template.metadata.annotations[example.com/reload]",
+		"eph-config":  "spec.template.metadata.annotations[example.com/match]",
+	}
+	if !reflect.DeepEqual(places, want) {
+		t.Errorf("places %v, want %v", places, want)
+	}
+}

@@ -345,7 +345,7 @@ func (c *Config) decision(snap decision.Snapshot, r *WorkloadReport, appliedErr 
 // applies it.
 func (c *Config) whyOptedOut(w *catalog.WorkloadState, id catalog.SourceID, sources decision.SourceLookup) string {
 	src, _ := sources.Source(id)
-	if why := decision.WhyOptedOut(c.Annotations, w, id, src); why != "" {
+	if why := c.rules().WhyOptedOut(w, id, src); why != "" {
 		return why
 	}
 	return "opted out"
