@@ -206,6 +206,9 @@ func (c *Controller) report(w *catalog.WorkloadState, key catalog.WorkloadKey, p
 	changed := make([]string, len(plan.Changed))
 	for i, id := range plan.Changed {
 		changed[i] = c.describeRead(id, w.References)
+		if _, exists := c.catalog.Source(id); !exists {
+			changed[i] = id.String() + " (deleted)"
+		}
 		if opened, ok := c.windows.Opened(id); ok {
 			c.metrics.ChangeToRestart.Observe(now.Sub(opened).Seconds())
 		}

@@ -1123,6 +1123,9 @@ func TestReconcileDeletedSources(t *testing.T) {
 			if len(patches) != 1 || h.existsCalls == 0 {
 				t.Fatalf("%d patches after %d existence checks, want one restart after a check", len(patches), h.existsCalls)
 			}
+			if last := rec.events[len(rec.events)-1]; last.reason != "Restarted" || !strings.HasSuffix(last.note, cmApp.String()+" (deleted)") {
+				t.Errorf("event %+v, want Restarted naming %s (deleted)", last, cmApp)
+			}
 			want := patchBody("42", annotation(t, map[string]string{cmApp.String(): ""}), h.reduce(settled).TemplateHash, "spec.template", true)
 			if got := withoutRecord(t, patches[0].GetPatch()); got != want {
 				t.Errorf("patch body:\n got %s\nwant %s", got, want)
