@@ -78,7 +78,8 @@ func (w *WorkloadState) recordedMatches(found []SourceID) []SourceID {
 	var out []SourceID
 	for key := range applied {
 		parts := strings.SplitN(key, "/", 3)
-		if len(parts) != 3 || parts[1] != w.Namespace {
+		// "~ENTRY" records a pattern in force (decision.PatternKey), no source.
+		if len(parts) != 3 || parts[1] != w.Namespace || strings.HasPrefix(parts[2], "~") {
 			continue
 		}
 		id := SourceID{Kind: parts[0], Namespace: parts[1], Name: parts[2]}

@@ -136,3 +136,15 @@ spec: {template: {spec: {containers: [{name: c}]}}}
 		t.Error("a source cache was indexed by namespace without any regex list")
 	}
 }
+
+// The applied checksums record each pattern in force as "KIND/NS/~ENTRY"
+// (decision.PatternKey): no source, even for a pattern that matches "~".
+func TestRecordedPatternsAreNoSources(t *testing.T) {
+	cfg := presetConfig(t, "reloader")
+	w := reduceWorkloadOf(t, cfg, fromYAML(t, regexWorkload("shop", "web", ".*", "")))
+	w.HasApplied, w.Applied = true, `{"configmap/shop/~.*":"pattern","configmap/shop/gone":"v3.00000000:0123456789abcdef"}`
+	got := describeRefs(w.WithMatches(func(string) []string { return nil }))
+	if want := "configmap/shop/app-env[a] configmap/shop/gone?"; got != want {
+		t.Errorf("read as %s, want %s (the deleted match, never the pattern's record)", got, want)
+	}
+}

@@ -27,6 +27,20 @@ const Absent = ""
 // Being on the workload, it survives a crash of the controller.
 const Pending = "pending"
 
+// PatternMark is the applied value of a pattern's entry (PatternKey).
+const PatternMark = "pattern"
+
+// PatternKey is the applied-checksums key that records a regex source list
+// entry in force when the checksums were recorded: "KIND/NAMESPACE/~ENTRY"
+// ("~" is in no object name, so it names no source). With it, a source the
+// entry matches that has no checksum of its own appeared since: a creation,
+// which restarts the workload like that of a listed source; without it (a
+// new or edited entry) the source is recorded without a restart, as a name
+// added to a list is.
+func PatternKey(namespace string, p config.ListPattern) string {
+	return p.Kind + "/" + namespace + "/~" + p.Entry
+}
+
 // SourceLookup finds the current state of a source.
 type SourceLookup interface {
 	Source(id catalog.SourceID) (*catalog.SourceState, bool)
@@ -148,7 +162,10 @@ func Compare(w *catalog.WorkloadState, sources SourceLookup, windows WindowLooku
 	life config.SourceLifecycle) Plan {
 	c, plan := newComparison(w, windows, now, ordered)
 	c.life = life
-	plan.Applied = make(map[string]string, len(w.References))
+	plan.Applied = make(map[string]string, len(w.References)+len(w.Patterns))
+	for _, p := range w.Patterns {
+		plan.Applied[PatternKey(w.Namespace, p)] = PatternMark
+	}
 	changed, current := c.each(&plan, sources, sums)
 	c.schedule(&plan, changed, current)
 	plan.Patch = plan.Restart || plan.TemplateRecord != w.AppliedTemplateHash || !w.HasApplied || !sameChecksums(c.applied, plan.Applied) || plan.Warning != ""
@@ -250,6 +267,11 @@ func (c *comparison) each(plan *Plan, sources SourceLookup, sums checksum.Hasher
 			changed = c.absent(plan, ref, old, known, changed)
 			continue
 		}
+		if !known && ref.Matched && c.patternRecorded(ref.ID) {
+			// Matched by an entry in force when the checksums were
+			// recorded, yet not recorded: it appeared since.
+			old, known = Absent, true
+		}
 		checksum := state.Checksum(sums, ref.Keys)
 		current[ref.ID] = checksum
 		switch {
@@ -279,6 +301,21 @@ func (c *comparison) each(plan *Plan, sources SourceLookup, sums checksum.Hasher
 		}
 	}
 	return changed, current
+}
+
+// patternRecorded reports whether an entry of the workload's regex source
+// lists that matches the source was in force when the checksums its pods
+// started with were recorded.
+func (c *comparison) patternRecorded(id catalog.SourceID) bool {
+	if c.recordOnly || id.Namespace != c.w.Namespace {
+		return false
+	}
+	for _, p := range c.w.Patterns {
+		if p.Kind == id.Kind && p.Re.MatchString(id.Name) && c.applied[PatternKey(c.w.Namespace, p)] == PatternMark {
+			return true
+		}
+	}
+	return false
 }
 
 // absent compares a source that does not exist (deleted, or never

@@ -3,6 +3,7 @@ package decision
 import (
 	"encoding/json"
 	"reflect"
+	"regexp"
 	"testing"
 	"time"
 
@@ -35,6 +36,9 @@ func TestDecide(t *testing.T) {
 	dbV2 := sourceState(t, secDB, map[string]string{"pw": "y"})
 
 	whole := catalog.Reference{ID: cmApp}
+	matched := catalog.Reference{ID: cmApp, Optional: true, Matched: true}
+	appPattern := config.ListPattern{Kind: "configmap", Entry: "ap+", Re: regexp.MustCompile("^(?:ap+)$"), Annotation: "example.com/reload"}
+	appKey := "configmap/shop/~ap+"
 	wholeOptional := catalog.Reference{ID: cmApp, Optional: true}
 	keyA := catalog.Reference{ID: cmApp, Keys: []string{"a"}}
 	dbPW := catalog.Reference{ID: secDB, Keys: []string{"pw"}}
@@ -61,6 +65,7 @@ func TestDecide(t *testing.T) {
 		windows      dueAt
 		createdOnly  bool                    // the windows were opened by creations, not updates
 		life         *config.SourceLifecycle // both restart when nil
+		patterns     []config.ListPattern    // regex source list entries
 
 		want        Plan // Warning compared as "present or not"; TemplateRecord the template hash when empty
 		wantWarning bool
@@ -246,6 +251,44 @@ func TestDecide(t *testing.T) {
 			sources:     sourceMap{},
 			life:        &config.SourceLifecycle{RestartOnCreate: true},
 			want:        Plan{Applied: map[string]string{}, Patch: true, Unverified: []catalog.SourceID{cmApp}},
+		},
+		{
+			name:        "source a recorded pattern matches appears: restart",
+			refs:        []catalog.Reference{matched},
+			patterns:    []config.ListPattern{appPattern},
+			applied:     ann(map[string]string{appKey: PatternMark}),
+			appliedHash: tmplNow,
+			sources:     sourceMap{cmApp: appV1},
+			want: Plan{Applied: map[string]string{"configmap/shop/app": app1, appKey: PatternMark},
+				Patch: true, Restart: true, Changed: []catalog.SourceID{cmApp}},
+		},
+		{
+			name:        "source a recorded pattern matches appears, restartOnCreate off: record only",
+			refs:        []catalog.Reference{matched},
+			patterns:    []config.ListPattern{appPattern},
+			applied:     ann(map[string]string{appKey: PatternMark}),
+			appliedHash: tmplNow,
+			sources:     sourceMap{cmApp: appV1},
+			life:        &config.SourceLifecycle{RestartOnDelete: true},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1, appKey: PatternMark}, Patch: true},
+		},
+		{
+			name:        "source a new pattern matches (an edited list): record only, the pattern with it",
+			refs:        []catalog.Reference{matched},
+			patterns:    []config.ListPattern{appPattern},
+			applied:     ann(map[string]string{}),
+			appliedHash: tmplNow,
+			sources:     sourceMap{cmApp: appV1},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1, appKey: PatternMark}, Patch: true},
+		},
+		{
+			name:        "pattern and its match recorded, nothing changed: nothing",
+			refs:        []catalog.Reference{matched},
+			patterns:    []config.ListPattern{appPattern},
+			applied:     ann(map[string]string{"configmap/shop/app": app1, appKey: PatternMark}),
+			appliedHash: tmplNow,
+			sources:     sourceMap{cmApp: appV1},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1, appKey: PatternMark}},
 		},
 		{
 			name:        "optional source appears, restartOnCreate off: record only",
@@ -674,7 +717,7 @@ func TestDecide(t *testing.T) {
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
 			w := &catalog.WorkloadState{References: r.refs, AppliedTemplateHash: r.appliedHash, TemplateHash: r.templateHash,
-				TemplateRV: r.templateRV, NotRolled: r.notRolled}
+				TemplateRV: r.templateRV, NotRolled: r.notRolled, Patterns: r.patterns}
 			w.Namespace, w.Name, w.UID = "shop", "web", webUID
 			if w.TemplateHash == "" {
 				w.TemplateHash = tmplNow

@@ -174,8 +174,9 @@ func TestReloaderOptInAll(t *testing.T) {
 // TestReloaderRegexReloadList runs the Reloader preset's reload list, whose
 // entries are regular expressions matched against whole names: a change of
 // a matching ConfigMap restarts the workload, one of a ConfigMap it does not
-// match restarts nothing, a ConfigMap created later that matches is read
-// from then on, and a bad entry is skipped with a Warning Event naming it.
+// match restarts nothing, a ConfigMap created later that matches restarts
+// it (an optional source appeared) and is read from then on, and a bad
+// entry is skipped with a Warning Event naming it.
 func TestReloaderRegexReloadList(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)
@@ -205,7 +206,8 @@ func TestReloaderRegexReloadList(t *testing.T) {
 	waitDeploymentRestarts(t, ns, "lister", 1)
 
 	createConfigMap(t, ns, "app-3", map[string]string{"k": "1"})
+	waitDeploymentRestarts(t, ns, "lister", 2)
 	waitRecorded(t, deploymentsGVR, ns, "lister", cm("app-3"))
 	setConfigMapKey(t, ns, "app-3", "k", "2")
-	waitDeploymentRestarts(t, ns, "lister", 2)
+	waitDeploymentRestarts(t, ns, "lister", 3)
 }
