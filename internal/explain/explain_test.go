@@ -513,6 +513,18 @@ sourceListAnnotations:
 	if len(sr.Readers) != 1 || len(sr.Readers[0].Uses) != 1 || sr.Readers[0].Uses[0].Reference != "annotation example.com/reload, regex eph-.*" {
 		t.Errorf("readers %+v", sr.Readers)
 	}
+	// Recorded with the entry in force and without eph-config: it appeared
+	// since, and a restart is due, as the controller decides.
+	recorded := `{"configmap/shop/app-config":"0123456789abcdef","secret/shop/app-secret":"x","configmap/shop/~eph-.*":"pattern"}`
+	r = f.explainAnnotated(t, "worker", map[string]string{"example.com/reload": "eph-.*", "com.xing.deployment-restart.applied-config-checksums": recorded})
+	for _, s := range r.Sources {
+		if s.Name == "eph-config" && s.Status != StatusAppeared {
+			t.Errorf("eph-config: %s (%s), want %s", s.Status, s.Note, StatusAppeared)
+		}
+	}
+	if r.Decision.Action != ActionRestart || !slices.Contains(r.Decision.Changed, "configmap/shop/eph-config") {
+		t.Errorf("decision %+v, want a restart for eph-config", r.Decision)
+	}
 	cfg.SourceNames = nil
 	if r := f.explainAnnotated(t, "worker", map[string]string{"example.com/reload": "a.*"}); r.Decision.Action != ActionUnknown {
 		t.Errorf("decided %s without a way to list sources", r.Decision.Action)

@@ -225,6 +225,10 @@ func (c *Config) readSources(r *WorkloadReport, kind config.WorkloadKind, obj *u
 		}
 		if old, known := applied[ref.ID.String()]; known {
 			ws.Applied = &old
+		} else if ref.Matched && patternRecorded(w, applied, ref.ID) {
+			// Matched by an entry recorded with the checksums: absent then.
+			absent := appliedAbsent
+			ws.Applied = &absent
 		}
 		// Extractors only name configured source kinds.
 		sk, _ := c.sourceKind(ref.ID.Kind)
@@ -245,6 +249,17 @@ func (c *Config) readSources(r *WorkloadReport, kind config.WorkloadKind, obj *u
 		r.Sources = append(r.Sources, ws)
 	}
 	return lookup, unreadable
+}
+
+// patternRecorded reports whether the applied checksums record an entry of
+// the workload's regex lists that matches the source (decision.PatternKey).
+func patternRecorded(w *catalog.WorkloadState, applied map[string]string, id catalog.SourceID) bool {
+	for _, p := range w.Patterns {
+		if p.Kind == id.Kind && p.Re.MatchString(id.Name) && applied[decision.PatternKey(w.Namespace, p)] == decision.PatternMark {
+			return true
+		}
+	}
+	return false
 }
 
 // snapshot is what the decision reads, as explain sees it: the sources
