@@ -42,14 +42,14 @@ type Reference struct {
 	// Optional only when every place that names the source marks it optional: a
 	// single required use keeps the pods from starting without it.
 	Optional bool
-	// SourceAnnotation, when set, is the source annotation that must be
-	// "true" for a change of the source to restart the workload (an opt-in's
-	// sourceAnnotation); changes of a source without it are recorded only.
-	SourceAnnotation string `json:"sourceAnnotation,omitempty"`
 	// Matched: read only because a regex source list matches its name
 	// (WithMatches). Absent, it matches nothing: its entry leaves the
 	// applied checksums rather than being recorded absent.
 	Matched bool `json:"matched,omitempty"`
+	// SourceAnnotation, when set, is the source annotation that must be
+	// "true" for a change of the source to restart the workload (an opt-in's
+	// sourceAnnotation); changes of a source without it are recorded only.
+	SourceAnnotation string `json:"sourceAnnotation,omitempty"`
 }
 
 // WorkloadState is what the cache keeps of a workload: the annotations that
