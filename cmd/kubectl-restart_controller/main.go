@@ -1,5 +1,5 @@
 // Command kubectl-restart_controller is restart-controller's operator CLI, a
-// kubectl plugin: "kubectl restart-controller explain|check ...".
+// kubectl plugin: "kubectl restart-controller explain|check|migrate ...".
 //
 // It is a binary of its own, not a mode of the controller's, because its
 // libraries (k8s.io/cli-runtime, and through it kustomize, cobra and OpenAPI
@@ -19,6 +19,7 @@ import (
 
 	"github.com/restart-controller/restart-controller/internal/check"
 	"github.com/restart-controller/restart-controller/internal/explain"
+	"github.com/restart-controller/restart-controller/internal/migrate"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -31,8 +32,9 @@ const name = "kubectl restart-controller"
 const usage = `Usage:
   %[1]s explain KIND/NAME [flags]   what the controller would do with a workload, or whom a source's change restarts
   %[1]s check --config FILE [flags] validate a config file, and the cluster and RBAC it needs
+  %[1]s migrate [flags]             write the config that gives a Reloader installation's behaviour
 
-Run "%[1]s explain --help" or "%[1]s check --help" for their flags.
+Run "%[1]s explain --help", "%[1]s check --help" or "%[1]s migrate --help" for their flags.
 `
 
 func main() {
@@ -52,6 +54,8 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 			return explain.Main(ctx, args[1:], env)
 		case "check":
 			return check.Main(ctx, args[1:], env)
+		case "migrate":
+			return migrate.Main(name, args[1:], stdout, stderr)
 		case "-h", "--help", "help":
 			fmt.Fprintf(stdout, usage, name)
 			return 0

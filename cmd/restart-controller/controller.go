@@ -104,6 +104,7 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 		return err
 	}
 	live.set(cat, watcher)
+	defer startNotifier(ctx, cfg, cl.core, m, log.Named("notify"), ctrl)() // stops after the controller (defers run last first)
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	var wg sync.WaitGroup

@@ -52,6 +52,8 @@ func importRules() []rule {
 		{pkg: "internal/config", may: []string{"internal/pacing", "internal/refs", "internal/rollout"}},
 		{pkg: "internal/cli", may: []string{"internal/config"}},
 		{pkg: "internal/checksumkey", may: []string{"internal/checksum"}},
+		// Notifications to chat and webhook sinks, for the controller.
+		{pkg: "internal/notify", may: []string{"internal/config", "internal/metrics"}},
 		// The caches, and what fills and reads them.
 		{pkg: "internal/catalog", may: append([]string{"internal/checksum", "internal/sourcecodec"}, policy...)},
 		{pkg: "internal/watch", may: []string{"internal/catalog", "internal/checksum", "internal/config", "internal/metrics"}},
@@ -59,16 +61,18 @@ func importRules() []rule {
 		{pkg: "internal/decision", may: []string{"internal/catalog", "internal/checksum", "internal/config", "internal/pacing", "internal/rollout"},
 			tests: []string{"internal/decision/decisiontest"}},
 		{pkg: "internal/decision/decisiontest", may: []string{"internal/catalog", "internal/checksum"}},
-		{pkg: "internal/restart", may: append([]string{"internal/catalog", "internal/checksum", "internal/sourcecodec", "internal/metrics", "internal/decision"}, policy...),
+		{pkg: "internal/restart", may: append([]string{"internal/catalog", "internal/checksum", "internal/sourcecodec", "internal/metrics", "internal/decision", "internal/notify"}, policy...),
 			tests: []string{"internal/decision/decisiontest", "internal/explain"}},
 		{pkg: "internal/explain", may: append([]string{"internal/decision", "internal/catalog", "internal/checksum", "internal/checksumkey", "internal/explain/explaintest"}, policy...)},
 		{pkg: "internal/check", may: []string{"internal/cli", "internal/config", "internal/explain", "internal/explain/explaintest"}},
+		{pkg: "internal/migrate", may: []string{"internal/config", "examples"}},
 		// Binaries, tools and whole-system tests put the rooms together.
 		{pkg: "cmd/...", may: []string{"internal/..."}, tests: []string{"test/budgets"}},
 		{pkg: "hack/...", may: []string{"internal/..."}},
 		{pkg: "test/...", may: []string{"internal/...", "charts", "test/budgets"}},
 		{pkg: "charts", may: []string{"internal/config", "internal/testcluster"}},
 		{pkg: "manifests", tests: []string{"internal/config"}},
+		{pkg: "examples"},
 	}
 }
 

@@ -102,7 +102,7 @@ func assertSameChecksums(t *testing.T, small, large *SourceState, reads [][]stri
 		if want == "" || got != want {
 			t.Errorf("Checksum(%q): per key %q, large %q", keys, want, got)
 		}
-		for v := 1; v < checksum.Version; v++ {
+		for _, v := range []int{1} { // the unkeyed versions; the keyed one above
 			want, _ := small.ChecksumOf(v, keys)
 			got, ok := read.ChecksumOf(v, keys)
 			if !ok || got != want {
@@ -388,7 +388,7 @@ func TestLargeSourceRefusesReadsItCannotAnswer(t *testing.T) {
 	if unkeyed.Checksum(testSums, nil) != "" || unkeyed.Whole.KeyID != "" {
 		t.Error("a state reduced without a key gave a keyed checksum")
 	}
-	if v2, _ := unkeyed.ChecksumOf(2, nil); v2 != mustChecksumOf(t, small, 2) {
+	if v1, _ := unkeyed.ChecksumOf(1, nil); v1 != mustChecksumOf(t, small, 1) {
 		t.Error("unkeyed versions need no key")
 	}
 }

@@ -9,8 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-
-	"github.com/restart-controller/restart-controller/internal/checksum"
 )
 
 // Source kinds client-go knows arrive typed (protobuf), others unstructured
@@ -62,7 +60,7 @@ func TestTypedAndUnstructuredDigestsAgree(t *testing.T) {
 			if !reflect.DeepEqual(a.Fields, b.Fields) || !reflect.DeepEqual(a.Fields, o.fields2) {
 				t.Fatalf("fields differ:\n typed %v\n  json %v\n  want %v", a.Fields, b.Fields, o.fields2)
 			}
-			for version := 1; version < checksum.Version; version++ { // the keyed one below
+			for _, version := range []int{1} { // the unkeyed versions; the keyed one below
 				for _, keys := range [][]string{nil, {"bin", "text", "password"}} {
 					x, _ := a.ChecksumOf(version, keys)
 					y, _ := b.ChecksumOf(version, keys)

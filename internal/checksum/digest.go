@@ -52,7 +52,8 @@ func DigestValue(value interface{}) Digest {
 	return d
 }
 
-// InField is a key's version-2 digest: the data field and the value's digest,
+// InField is a key's field-aware digest (version 3's, and DataDigest's): the
+// data field and the value's digest,
 // length-prefixed, so that no two (field, value) pairs share an encoding.
 // Derived from the value digest rather than from the value, so the value is
 // hashed once however many versions are kept comparable.

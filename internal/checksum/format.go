@@ -22,12 +22,14 @@ import (
 //
 //	version 1: 16 hex characters, digests of the values alone (xing's
 //	           format, and this controller's first)
-//	version 2: "v2:" and 16 hex characters, each key's digest also covering
-//	           the data field that holds it
-//	version 3: "v3.KEYID:" and 16 hex characters, version 2's input
-//	           authenticated with HMAC-SHA-256 under a key only the controller
-//	           holds (Hasher), so the annotation cannot be checked against
-//	           guesses of the data by anyone who reads the workload
+//	version 3: "v3.KEYID:" and 16 hex characters, each key's digest also
+//	           covering the data field that holds it, authenticated with
+//	           HMAC-SHA-256 under a key only the controller holds (Hasher),
+//	           so the annotation cannot be checked against guesses of the
+//	           data by anyone who reads the workload
+//
+// There is no version 2: it was the unkeyed form of version 3's input, and
+// no release recorded it. Parse reads "v2:" as no checksum at all.
 const Version = 3
 
 // Data is what a checksum covers: a source's keys, each with the digest of
@@ -59,16 +61,14 @@ func (h Hasher) Sum(d Data, keys []string) string {
 // format writes a version-3 checksum of this key.
 func (h Hasher) format(sum []byte) string { return "v3." + h.id + ":" + hex.EncodeToString(sum[:8]) }
 
-// Unkeyed computes a checksum of an earlier, unkeyed version, for comparing
-// what earlier releases recorded; ok is false for other versions.
+// Unkeyed computes a checksum of an earlier, unkeyed version (version 1,
+// what earlier releases recorded), for comparing; ok is false for other
+// versions.
 func Unkeyed(version int, d Data, keys []string) (checksum string, ok bool) {
-	switch version {
-	case 1:
-		return hex.EncodeToString(sum(d, keys, valueDigest, sha256.New)[:8]), true
-	case 2:
-		return "v2:" + hex.EncodeToString(sum(d, keys, fieldDigest(d), sha256.New)[:8]), true
+	if version != 1 {
+		return "", false
 	}
-	return "", false
+	return hex.EncodeToString(sum(d, keys, valueDigest, sha256.New)[:8]), true
 }
 
 // DataDigest digests all the data: keys, the field of each, and values.
@@ -81,14 +81,15 @@ func DataDigest(d Data) Digest {
 }
 
 // RecordedVersion returns the format version of a recorded checksum, or 0
-// when it is not a checksum (absent, pending, or anything unknown).
+// when it is not a checksum this build knows (absent, pending, "v2:", a
+// later release's, or anything else): such a value never matches data.
 func RecordedVersion(recorded string) int {
 	v, _, _ := Parse(recorded)
 	return v
 }
 
-// Parse splits a recorded checksum into its version, key ID (version 3)
-// and sum; version 0 when it is not a checksum.
+// Parse splits a recorded checksum into its version (1 or 3), key ID
+// (version 3) and sum; version 0 when it is not a checksum this build knows.
 func Parse(recorded string) (version int, keyID, sum string) {
 	if isHex16(recorded) {
 		return 1, "", recorded
@@ -103,7 +104,7 @@ func Parse(recorded string) (version int, keyID, sum string) {
 	}
 	n, keyID, _ := strings.Cut(head, ".")
 	v, err := strconv.Atoi(n)
-	if err != nil || v < 2 || strconv.Itoa(v) != n || (v == 3) != (keyID != "") {
+	if err != nil || v != Version || strconv.Itoa(v) != n || keyID == "" {
 		return 0, "", ""
 	}
 	return v, keyID, sum
@@ -124,8 +125,8 @@ func isHex16(s string) bool {
 // valueDigest is a key's version-1 digest: its value's alone.
 func valueDigest(_ string, d Digest) Digest { return d }
 
-// fieldDigest gives a key's version-2 digest, covering the field of d that
-// holds it.
+// fieldDigest gives a key's digest covering the field of d that holds it,
+// as versions from 3 on (and DataDigest) digest keys.
 func fieldDigest(d Data) func(key string, value Digest) Digest {
 	return func(key string, value Digest) Digest { return InField(d.Field(key), value) }
 }

@@ -2,6 +2,8 @@ package checksum
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"regexp"
 	"slices"
@@ -83,7 +85,7 @@ func TestKeyDecidesTheChecksum(t *testing.T) {
 		if s1 != s1again {
 			t.Errorf("read %q: the same key gives %s and %s", keys, s1, s1again)
 		}
-		if unkeyed, _ := Unkeyed(2, d, keys); strings.HasSuffix(unkeyed, ":"+sumOf(t, s1)) {
+		if unkeyed := unkeyedFieldSum(d, keys); unkeyed == sumOf(t, s1) {
 			t.Errorf("read %q: the keyed sum is the unkeyed one", keys)
 		}
 	}
@@ -103,8 +105,9 @@ func TestKeyDecidesTheChecksum(t *testing.T) {
 
 // Anyone who may read a Deployment reads its checksums annotation. A Secret
 // holding a six-digit PIN has 10^6 candidates: an unkeyed checksum gives the
-// PIN away by trying them all (shown on version 2 as the control), a keyed one
-// matches none of them, whichever unkeyed format the attacker tries.
+// PIN away by trying them all (shown on version 1, and on version 3's input
+// unkeyed, as the controls), a keyed one matches none of them, whichever
+// unkeyed form the attacker tries.
 func TestKeyedChecksumResistsGuessing(t *testing.T) {
 	h := mustHasher(t, bytes.Repeat([]byte{7}, MinKeySize))
 	secret := func(pin string) *testData {
@@ -112,24 +115,33 @@ func TestKeyedChecksumResistsGuessing(t *testing.T) {
 	}
 	keys := []string{"pin"}
 	keyed := h.Sum(secret("424242"), keys)
-	unkeyed, _ := Unkeyed(2, secret("424242"), keys)
+	unkeyed := map[string]func(d Data) string{
+		"version 1":                  func(d Data) string { s, _ := Unkeyed(1, d, keys); return s },
+		"version 3's input, unkeyed": func(d Data) string { return unkeyedFieldSum(d, keys) },
+	}
+	target := map[string]string{}
+	for form, f := range unkeyed {
+		target[form] = f(secret("424242"))
+	}
 	keyedSum := sumOf(t, keyed)
 
-	var foundUnkeyed []string
+	found := map[string][]string{}
 	for n := 0; n < 1_000_000; n++ {
 		guess := secret(fmt.Sprintf("%06d", n))
-		for _, v := range []int{1, 2} {
-			sum, _ := Unkeyed(v, guess, keys)
-			if _, _, s := Parse(sum); s == keyedSum {
-				t.Fatalf("PIN %06d recovered from the keyed checksum %s (as version %d)", n, keyed, v)
+		for form, f := range unkeyed {
+			sum := f(guess)
+			if sum == keyedSum {
+				t.Fatalf("PIN %06d recovered from the keyed checksum %s (as %s)", n, keyed, form)
 			}
-			if sum == unkeyed {
-				foundUnkeyed = append(foundUnkeyed, fmt.Sprintf("%06d", n))
+			if sum == target[form] {
+				found[form] = append(found[form], fmt.Sprintf("%06d", n))
 			}
 		}
 	}
-	if strings.Join(foundUnkeyed, ",") != "424242" {
-		t.Fatalf("control: the unkeyed checksum should give the PIN away, found %v", foundUnkeyed)
+	for form := range unkeyed {
+		if strings.Join(found[form], ",") != "424242" {
+			t.Fatalf("control: the %s checksum should give the PIN away, found %v", form, found[form])
+		}
 	}
 }
 
@@ -148,8 +160,7 @@ func TestHasherKeysAndRebaseline(t *testing.T) {
 		t.Fatal("Rebaseline must hold exactly for checksums of another key")
 	}
 	v1, _ := Unkeyed(1, d, nil)
-	v2, _ := Unkeyed(2, d, nil)
-	for _, recorded := range []string{v1, v2, "", "pending", "v3.:0123456789abcdef"} {
+	for _, recorded := range []string{v1, "v2:" + unkeyedFieldSum(d, nil), "", "pending", "v3.:0123456789abcdef"} {
 		if mine.Rebaseline(recorded) {
 			t.Errorf("Rebaseline(%q): only keyed checksums of another key are re-baselined", recorded)
 		}
@@ -166,17 +177,18 @@ func TestParse(t *testing.T) {
 		keyID    string
 	}{
 		{"0123456789abcdef", 1, ""},
-		{"v2:0123456789abcdef", 2, ""},
+		{"v2:0123456789abcdef", 0, ""}, // never released: not a checksum
 		{"v3.1a2b3c4d:0123456789abcdef", 3, "1a2b3c4d"},
 		{"", 0, ""},
 		{"pending", 0, ""},
-		{"0123456789ABCDEF", 0, ""},             // upper case is not what is written
-		{"0123456789abcde", 0, ""},              // 15 hex
-		{"v2.1a2b3c4d:0123456789abcdef", 0, ""}, // version 2 has no key
-		{"v3:0123456789abcdef", 0, ""},          // version 3 has one
+		{"0123456789ABCDEF", 0, ""}, // upper case is not what is written
+		{"0123456789abcde", 0, ""},  // 15 hex
+		{"v2.1a2b3c4d:0123456789abcdef", 0, ""},
+		{"v3:0123456789abcdef", 0, ""}, // version 3 has one
 		{"v02:0123456789abcdef", 0, ""},
 		{"v1:0123456789abcdef", 0, ""},
-		{"v4:0123456789abcdef", 4, ""}, // a later release's: known not to match
+		{"v4:0123456789abcdef", 0, ""},          // a later release's: cannot be compared
+		{"v4.1a2b3c4d:0123456789abcdef", 0, ""}, // likewise
 		{"v3.1a2b3c4d:", 0, ""},
 	} {
 		v, keyID, sum := Parse(tc.recorded)
@@ -186,18 +198,16 @@ func TestParse(t *testing.T) {
 	}
 }
 
-// The field holding a key is part of versions 2 and 3 (data and binaryData
-// are different files for the same text), not of version 1.
+// The field holding a key is part of version 3 (data and binaryData are
+// different files for the same text), not of version 1.
 func TestFieldCounts(t *testing.T) {
 	h := mustHasher(t, bytes.Repeat([]byte{7}, MinKeySize))
 	inData := dataOf(map[string]string{"a": "AAEC"}, nil)
 	inBinary := dataOf(map[string]string{"a": "AAEC"}, map[string]string{"a": "binaryData"})
 	v1a, _ := Unkeyed(1, inData, nil)
 	v1b, _ := Unkeyed(1, inBinary, nil)
-	v2a, _ := Unkeyed(2, inData, nil)
-	v2b, _ := Unkeyed(2, inBinary, nil)
-	if v1a != v1b || v2a == v2b || h.Sum(inData, nil) == h.Sum(inBinary, nil) || DataDigest(inData) == DataDigest(inBinary) {
-		t.Errorf("v1 %s %s, v2 %s %s: only version 1 may ignore the field", v1a, v1b, v2a, v2b)
+	if v1a != v1b || h.Sum(inData, nil) == h.Sum(inBinary, nil) || DataDigest(inData) == DataDigest(inBinary) {
+		t.Errorf("v1 %s %s: only version 1 may ignore the field", v1a, v1b)
 	}
 }
 
@@ -212,11 +222,15 @@ func TestWholeHasherIsTheSum(t *testing.T) {
 		w.Add([]byte(k), d.Field(k), v)
 	}
 	whole := w.Sums()
-	for version := 1; version < Version; version++ {
-		got, ok := whole.Unkeyed(version)
-		want, _ := Unkeyed(version, d, nil)
-		if !ok || got != want {
-			t.Errorf("version %d: whole %q, per key %q", version, got, want)
+	if got, ok := whole.Unkeyed(1); !ok || got != mustUnkeyed(t, 1, d) {
+		t.Errorf("version 1: whole %q, per key %q", got, mustUnkeyed(t, 1, d))
+	}
+	for _, version := range []int{0, 2, Version} {
+		if sum, ok := whole.Unkeyed(version); ok {
+			t.Errorf("version %d computed unkeyed by the whole sums: %q", version, sum)
+		}
+		if sum, ok := Unkeyed(version, d, nil); ok {
+			t.Errorf("version %d computed unkeyed: %q", version, sum)
 		}
 	}
 	if got, want := whole.Sum(h), h.Sum(d, nil); got != want || got == "" {
@@ -229,7 +243,19 @@ func TestWholeHasherIsTheSum(t *testing.T) {
 	if whole.Sum(other) != "" || whole.Sum(Hasher{}) != "" {
 		t.Error("whole sums answered for another key, or none")
 	}
-	if _, ok := whole.Unkeyed(Version); ok {
-		t.Error("a keyed version was computed without a key")
+}
+
+// unkeyedFieldSum is version 3's input hashed without a key: what an
+// attacker who knows the format, but not the key, can compute.
+func unkeyedFieldSum(d Data, keys []string) string {
+	return hex.EncodeToString(sum(d, keys, fieldDigest(d), sha256.New)[:8])
+}
+
+func mustUnkeyed(t *testing.T, version int, d Data) string {
+	t.Helper()
+	s, ok := Unkeyed(version, d, nil)
+	if !ok {
+		t.Fatalf("version %d unknown", version)
 	}
+	return s
 }

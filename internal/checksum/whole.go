@@ -14,14 +14,13 @@ import (
 type WholeSums struct {
 	// Keys is how many keys the data holds.
 	Keys int `json:"keys"`
-	// Data digests every key, the field holding it and its value (the
-	// first half of version 2's hash): equal data, equal digest.
+	// Data digests every key, the field holding it and its value
+	// (DataDigest): equal data, equal digest.
 	Data Digest `json:"data"`
-	// V1, V2 and V3 are the whole-object checksums of each version, before
+	// V1 and V3 are the whole-object checksums of each version, before
 	// hex encoding; V3 is keyed with the key KeyID names, and zero when the
 	// source was reduced without a key (KeyID empty).
 	V1    [8]byte `json:"v1"`
-	V2    [8]byte `json:"v2"`
 	V3    [8]byte `json:"v3"`
 	KeyID string  `json:"keyID,omitempty"`
 }
@@ -37,13 +36,10 @@ func (w *WholeSums) Sum(h Hasher) string {
 
 // Unkeyed is Unkeyed of the whole data.
 func (w *WholeSums) Unkeyed(version int) (checksum string, ok bool) {
-	switch version {
-	case 1:
-		return hex.EncodeToString(w.V1[:]), true
-	case 2:
-		return "v2:" + hex.EncodeToString(w.V2[:]), true
+	if version != 1 {
+		return "", false
 	}
-	return "", false
+	return hex.EncodeToString(w.V1[:]), true
 }
 
 // WholeHasher computes WholeSums from a source's keys, given in sorted
@@ -51,8 +47,10 @@ func (w *WholeSums) Unkeyed(version int) (checksum string, ok bool) {
 // Unkeyed and DataDigest write for a read of the whole object, for every
 // version at once, without the keys being kept.
 type WholeHasher struct {
-	v1, v2, v3 hash.Hash // v3 nil without a key
-	whole      *WholeSums
+	// v1 and v3 hash each version; data hashes what DataDigest does; v3 is
+	// nil without a key.
+	v1, data, v3 hash.Hash
+	whole        *WholeSums
 	// buf holds what is written, on the heap once rather than per key.
 	buf []byte
 }
@@ -60,7 +58,7 @@ type WholeHasher struct {
 // NewWholeHasher returns a WholeHasher whose version-3 sum is keyed by h
 // (none for the zero Hasher).
 func NewWholeHasher(h Hasher) *WholeHasher {
-	w := &WholeHasher{v1: sha256.New(), v2: sha256.New(), whole: &WholeSums{}, buf: make([]byte, 0, 64)}
+	w := &WholeHasher{v1: sha256.New(), data: sha256.New(), whole: &WholeSums{}, buf: make([]byte, 0, 64)}
 	if h.key != nil {
 		w.v3 = hmac.New(sha256.New, h.key)
 		w.whole.KeyID = h.id
@@ -75,7 +73,7 @@ func (w *WholeHasher) write(b []byte, v1, keyed bool) {
 		w.v1.Write(b)
 	}
 	if keyed {
-		w.v2.Write(b)
+		w.data.Write(b)
 		if w.v3 != nil {
 			w.v3.Write(b)
 		}
@@ -96,9 +94,7 @@ func (w *WholeHasher) Add(key []byte, field string, d Digest) {
 // Sums returns the sums of the keys added.
 func (w *WholeHasher) Sums() *WholeSums {
 	copy(w.whole.V1[:], w.v1.Sum(w.buf[:0]))
-	sum2 := w.v2.Sum(w.buf[:0])
-	copy(w.whole.V2[:], sum2)
-	copy(w.whole.Data[:], sum2)
+	copy(w.whole.Data[:], w.data.Sum(w.buf[:0]))
 	if w.v3 != nil {
 		copy(w.whole.V3[:], w.v3.Sum(w.buf[:0]))
 	}

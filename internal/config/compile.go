@@ -66,6 +66,7 @@ func compile(f *File, p *problems) *Config {
 	c.OptIns, c.SourceLists, c.Excludes, c.IgnoreAnnotations = compileOptIns(f, p)
 	c.OptInAll = f.OptInAll
 	c.SourceLifecycle = SourceLifecycle(f.SourceLifecycle)
+	c.Sinks = compileNotifications(f.Notifications, p)
 	return c
 }
 

@@ -79,6 +79,8 @@ type File struct {
 	// that does not opt in, or annotations.optIn is set to a non-empty value
 	// other than "enabled".
 	OptInAll bool `json:"optInAll"`
+	// Notifications are posted to chat and webhook sinks (notifications.go).
+	Notifications FileNotifications `json:"notifications"`
 	// SourceLifecycle says whether a source's creation and deletion restart
 	// the workloads that read it optionally.
 	SourceLifecycle FileSourceLifecycle `json:"sourceLifecycle"`

@@ -42,6 +42,8 @@ type Config struct {
 	Excludes []Exclude
 	// OptInAll opts every watched workload in unless it opts out (optin.go).
 	OptInAll bool
+	// Sinks receive notifications (notifications.go).
+	Sinks []Sink
 	// SourceLifecycle says whether creations and deletions of optional
 	// sources restart their readers.
 	SourceLifecycle SourceLifecycle

@@ -648,12 +648,13 @@ func TestDecide(t *testing.T) {
 				Patch: true, Restart: true, Changed: []catalog.SourceID{cmApp}},
 		},
 		{
-			name:        "upgrade: version-2 checksum of unchanged data re-recorded, no restart",
-			refs:        []catalog.Reference{whole},
-			applied:     ann(map[string]string{"configmap/shop/app": v2(appV1, nil)}),
+			name:        "a format this build does not know (no release wrote v2:; a later release's v4:): a change, restart",
+			refs:        []catalog.Reference{whole, dbPW},
+			applied:     ann(map[string]string{"configmap/shop/app": "v2:" + v1(appV1, nil), "secret/shop/db": "v4:" + v1(dbV1, dbPW.Keys)}),
 			appliedHash: tmplNow,
-			sources:     sourceMap{cmApp: appV1},
-			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1}, Patch: true},
+			sources:     sourceMap{cmApp: appV1, secDB: dbV1},
+			want: Plan{Applied: map[string]string{"configmap/shop/app": app1, "secret/shop/db": db1},
+				Patch: true, Restart: true, Changed: []catalog.SourceID{cmApp, secDB}},
 		},
 		{
 			name:        "keyed with another key (key replaced): re-baselined, no restart even though data changed",

@@ -8,7 +8,6 @@ var (
 	sourceStateIn = decisiontest.SourceStateIn
 	at            = decisiontest.At
 	v1            = decisiontest.V1
-	v2            = decisiontest.V2
 	annotation    = decisiontest.Annotation
 	testSums      = decisiontest.Sums
 	otherKey      = decisiontest.OtherKey

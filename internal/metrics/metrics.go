@@ -43,6 +43,7 @@ type Metrics struct {
 	reloadTime       prometheus.Gauge
 	configInfo       *prometheus.GaugeVec
 	KindDegraded     *prometheus.GaugeVec
+	Notifications    NotifyCounters
 
 	// Reloader's names (ExportReloaderNames); nil until exported.
 	reloaderExecuted    *prometheus.CounterVec
@@ -131,6 +132,7 @@ func New(counts func() (sources, workloads int)) *Metrics {
 	// as 0 rather than as a missing series.
 	m.Held.WithLabelValues("wave")
 	m.Held.WithLabelValues("breaker")
+	m.Notifications = f.notifyCounters()
 	return m
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/util/workqueue"
 )
 
@@ -69,6 +70,9 @@ func TestDocsCoverTheRegistry(t *testing.T) {
 	m.KindDegraded.WithLabelValues("daemonsets.apps", "", "forbidden").Set(1)
 	m.ExportReloaderNames(true)
 	m.RestartPatched("shop", true)
+	for _, c := range []*prometheus.CounterVec{m.Notifications.Sent, m.Notifications.Failed, m.Notifications.Dropped} {
+		c.WithLabelValues("chat")
+	}
 	documented := map[string]bool{}
 	for _, d := range m.Docs() {
 		documented[d.Name] = true

@@ -85,6 +85,8 @@ type Controller struct {
 	// warned are the Warning Events about workloads' own state recorded
 	// (warnings.go).
 	warned warnings
+	// notifier, when set, is told of restarts, holds and rollout outcomes (notify.go).
+	notifier Notifier
 }
 
 // New builds a controller. The queue exists from the start so that events

@@ -36,12 +36,6 @@ func V1(s *catalog.SourceState, keys []string) string {
 	return sum
 }
 
-// V2 is the unkeyed version-2 checksum.
-func V2(s *catalog.SourceState, keys []string) string {
-	sum, _ := s.ChecksumOf(2, keys)
-	return sum
-}
-
 // SourceStateIn reduces a ConfigMap holding data and binaryData (base64 text).
 func SourceStateIn(t testing.TB, id catalog.SourceID, data, binaryData map[string]string) *catalog.SourceState {
 	t.Helper()

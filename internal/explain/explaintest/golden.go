@@ -12,7 +12,7 @@ import (
 )
 
 // checksum matches the checksums the catalog writes: sixteen hex characters,
-// possibly versioned ("v2:", or "v3." and a key ID and ":"), and up to 64.
+// possibly versioned ("v3." and a key ID and ":"), and up to 64.
 var checksum = regexp.MustCompile(`\b(v[0-9]+(\.[0-9a-f]{8})?:)?[0-9a-f]{16}([0-9a-f]{48})?\b`)
 
 // Normalise replaces each literal old by its new (namespace names, server

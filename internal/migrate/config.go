@@ -1,0 +1,310 @@
+package migrate
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/restart-controller/restart-controller/examples"
+	"github.com/restart-controller/restart-controller/internal/config"
+)
+
+// Finding is a setting whose behaviour the config file does not give as
+// Reloader does, and what happens instead.
+type Finding struct {
+	// Setting names it as the user wrote it, e.g. "--namespace-selector".
+	Setting string
+	// Lost: Reloader's behaviour is lost (not yet supported, or not
+	// possible); otherwise the difference is deliberate.
+	Lost bool
+	Text string
+}
+
+func (f Finding) String() string { return f.Setting + ": " + f.Text }
+
+// Result is a migrated config file and what it does not carry over.
+type Result struct {
+	// File is the config file: the Reloader preset, adjusted, with the
+	// findings as a comment at its top. It parses (Config checks).
+	File     []byte
+	Findings []Finding
+}
+
+// Lost reports whether any behaviour is lost.
+func (r Result) Lost() bool {
+	return slices.ContainsFunc(r.Findings, func(f Finding) bool { return f.Lost })
+}
+
+// Config writes the config file that gives Options' behaviour: the Reloader
+// preset (examples/presets/reloader.yaml) with each setting mapped, and a
+// Finding for each that does not map exactly. With reloaderPace, restarts
+// follow every change at once, as Reloader's do: no grace period, no
+// waves, no breaker; without it the controller's pacing stays, as a
+// deliberate difference.
+func Config(o Options, reloaderPace bool) (Result, error) {
+	preset, err := examples.Preset("reloader")
+	if err != nil {
+		return Result{}, fmt.Errorf("reading the Reloader preset: %w", err)
+	}
+	tree := map[string]any{}
+	if err := yaml.Unmarshal(preset, &tree); err != nil {
+		return Result{}, fmt.Errorf("parsing the Reloader preset: %w", err)
+	}
+	k, err := config.FileLayers(nil)
+	if err != nil {
+		return Result{}, fmt.Errorf("reading the built-in defaults: %w", err)
+	}
+	m := &mapping{tree: tree, defaults: k.Raw()}
+	m.annotations(o.Annotations)
+	m.scope(o)
+	m.kinds(o)
+	m.behaviour(o)
+	m.process(o)
+	m.pace(reloaderPace)
+	out, err := yaml.Marshal(tree)
+	if err != nil {
+		return Result{}, fmt.Errorf("writing the config file: %w", err)
+	}
+	file := append(header(m.findings), out...)
+	if _, err := config.Parse(file); err != nil {
+		return Result{}, fmt.Errorf("the migrated config does not parse (a bug in migrate): %w", err)
+	}
+	return Result{File: file, Findings: m.findings}, nil
+}
+
+// mapping builds the config tree and collects findings.
+type mapping struct {
+	tree     map[string]any
+	defaults map[string]any
+	findings []Finding
+}
+
+func (m *mapping) lost(setting, format string, args ...any) {
+	m.findings = append(m.findings, Finding{Setting: setting, Lost: true, Text: fmt.Sprintf(format, args...)})
+}
+
+func (m *mapping) differs(setting, format string, args ...any) {
+	m.findings = append(m.findings, Finding{Setting: setting, Text: fmt.Sprintf(format, args...)})
+}
+
+// annotations renames the preset's annotations to the ones Reloader was
+// told to read (its --*-annotation flags).
+func (m *mapping) annotations(a Annotations) {
+	def := DefaultOptions().Annotations
+	rename := map[string]string{}
+	for _, p := range [][2]string{
+		{def.ConfigMap, a.ConfigMap}, {def.Secret, a.Secret}, {def.Auto, a.Auto},
+		{def.ConfigMapAuto, a.ConfigMapAuto}, {def.SecretAuto, a.SecretAuto},
+		{def.Search, a.Search}, {def.Match, a.Match}, {def.Ignore, a.Ignore},
+	} {
+		if p[1] != "" && p[1] != p[0] {
+			rename[p[0]] = p[1]
+		}
+	}
+	if len(rename) == 0 {
+		return
+	}
+	for _, list := range []string{"optInAnnotations", "sourceListAnnotations", "ignoreAnnotations"} {
+		for _, e := range entries(m.tree[list]) {
+			for _, field := range []string{"annotation", "sourceAnnotation"} {
+				if to, ok := rename[fmt.Sprint(e[field])]; ok {
+					e[field] = to
+				}
+			}
+		}
+	}
+	if ann, ok := m.tree["annotations"].(map[string]any); ok {
+		if to, ok := rename[fmt.Sprint(ann["ignore"])]; ok {
+			ann["ignore"] = to
+		}
+	}
+}
+
+// scope maps which namespaces and objects are watched.
+func (m *mapping) scope(o Options) {
+	if len(o.Namespaces) > 0 {
+		m.tree["namespaces"] = o.Namespaces
+	} else {
+		// Reloader applies these only when it watches every namespace.
+		if len(o.NamespacesToIgnore) > 0 {
+			m.lost("--namespaces-to-ignore", "not supported yet: workloads in %s are watched and restarted", strings.Join(o.NamespacesToIgnore, ", "))
+		}
+		if len(o.NamespaceSelectors) > 0 {
+			m.lost("--namespace-selector", "not supported yet: workloads in every namespace are watched, not only those labelled %s", strings.Join(o.NamespaceSelectors, ","))
+		}
+	}
+	if len(o.ResourceSelectors) > 0 {
+		m.lost("--resource-label-selector", "not supported yet: every ConfigMap and Secret is watched, not only those labelled %s", strings.Join(o.ResourceSelectors, ","))
+	}
+}
+
+// kinds maps which sources and workloads are watched.
+func (m *mapping) kinds(o Options) {
+	for _, r := range o.ResourcesToIgnore {
+		switch r {
+		case "configmaps":
+			m.dropSource("configmap")
+		case "secrets":
+			m.dropSource("secret")
+		default:
+			m.lost("--resources-to-ignore", "%q is neither configmaps nor secrets; Reloader refuses it", r)
+		}
+	}
+	if !o.IsArgoRollouts {
+		m.dropWorkload("argoproj.io", "rollouts")
+	}
+	for _, kind := range []string{"jobs", "cronjobs"} {
+		if !slices.Contains(o.WorkloadTypesToIgnore, kind) {
+			m.lost("Jobs and CronJobs", "not restarted: Reloader re-creates a Job and starts a CronJob's Job now; restart-controller restarts only workloads that roll (ignore with --ignored-workload-types=jobs,cronjobs to silence this)")
+			break
+		}
+	}
+	if o.EnableCSIIntegration {
+		m.lost("--enable-csi-integration", "not supported yet: SecretProviderClassPodStatus rotations restart nothing")
+	}
+}
+
+// dropSource removes a source kind and everything that names it: its
+// references and the annotations of that kind alone.
+func (m *mapping) dropSource(name string) {
+	keep := func(e map[string]any) bool { return fmt.Sprint(e["source"]) != name }
+	m.tree["sources"] = filter(entries(m.defaults["sources"]), func(e map[string]any) bool { return fmt.Sprint(e["name"]) != name })
+	m.tree["references"] = filter(entries(m.defaults["references"]), keep)
+	for _, list := range []string{"sourceListAnnotations", "excludeAnnotations"} {
+		m.tree[list] = filter(entries(m.tree[list]), keep)
+	}
+	m.tree["optInAnnotations"] = filter(entries(m.tree["optInAnnotations"]), func(e map[string]any) bool {
+		s, _ := e["sources"].([]any)
+		return len(s) != 1 || fmt.Sprint(s[0]) != name
+	})
+	m.defaults["sources"], m.defaults["references"] = m.tree["sources"], m.tree["references"]
+}
+
+func (m *mapping) dropWorkload(group, resource string) {
+	m.tree["workloads"] = filter(entries(m.defaults["workloads"]), func(e map[string]any) bool {
+		return fmt.Sprint(e["group"]) != group || fmt.Sprint(e["resource"]) != resource
+	})
+}
+
+// behaviour maps when restarts happen.
+func (m *mapping) behaviour(o Options) {
+	if o.AutoReloadAll {
+		m.tree["optInAll"] = true
+	}
+	if o.ReloadStrategy == "env-vars" {
+		m.differs("--reload-strategy=env-vars", "a restart sets an annotation on the pod template, not a STAKATER_* environment variable; the pods roll the same way")
+	}
+	// Reloader's flags, both off by default; on here by default.
+	life := map[string]any{}
+	if !o.ReloadOnCreate {
+		life["restartOnCreate"] = false
+	}
+	if !o.ReloadOnDelete {
+		life["restartOnDelete"] = false
+	}
+	if len(life) > 0 {
+		m.tree["sourceLifecycle"] = life
+	}
+	if !o.SyncAfterRestart {
+		m.differs("--sync-after-restart=false", "changes made while the controller was down are acted on when it starts (Reloader: lost)")
+	}
+	if o.WebhookURLSet {
+		m.lost("--webhook-url", "not supported: Reloader posts to the webhook instead of restarting; restart-controller restarts")
+	}
+	if o.AlertOnReload {
+		m.lost("ALERT_ON_RELOAD", "not supported yet: no message is posted (to %s) on a restart", sinkName(o.AlertSink))
+	}
+	if o.MetricsByNamespace {
+		// The preset exports Reloader's reload counter (metrics.reloaderCompatible).
+		metrics, _ := m.tree["metrics"].(map[string]any)
+		if metrics == nil {
+			metrics = map[string]any{"reloaderCompatible": true}
+			m.tree["metrics"] = metrics
+		}
+		metrics["reloaderByNamespace"] = true
+	}
+}
+
+func sinkName(s string) string {
+	if s == "" {
+		return "a raw webhook"
+	}
+	return s
+}
+
+// pace sets Reloader's pace, or names the controller's as a difference.
+func (m *mapping) pace(reloader bool) {
+	if !reloader {
+		m.differs("pace", "changes are merged over a 5s grace period, a change reaching more than 3 workloads restarts them in health-gated waves, and a workload restarted 5 times in 30m is held (Reloader: every change at once; migrate --reloader-pace writes that)")
+		return
+	}
+	m.tree["restartGracePeriod"] = 0
+	m.tree["waves"] = map[string]any{"unpacedUpTo": 100000}
+	m.tree["breaker"] = map[string]any{"budget": 0}
+}
+
+// process maps how the controller's own process runs.
+func (m *mapping) process(o Options) {
+	m.tree["leaderElection"] = map[string]any{"enabled": o.EnableHA}
+	if strings.EqualFold(o.LogFormat, "json") {
+		m.tree["logFormat"] = "json"
+	}
+	if o.LogLevel == "debug" || o.LogLevel == "trace" {
+		m.tree["verbose"] = true
+	}
+	if o.EnablePProf {
+		m.tree["enableProfiling"] = true
+	}
+}
+
+// header writes the findings as the file's opening comment.
+func header(findings []Finding) []byte {
+	var b bytes.Buffer
+	b.WriteString("# restart-controller config migrated from stakater/Reloader's settings\n")
+	b.WriteString("# (kubectl restart-controller migrate), starting from the Reloader preset,\n")
+	b.WriteString("# examples/presets/reloader.yaml. docs/switching-from-reloader.md explains it.\n")
+	for _, lost := range []bool{true, false} {
+		title := "# Differs on purpose:\n"
+		if lost {
+			title = "#\n# Not carried over (Reloader's behaviour is lost):\n"
+		} else {
+			title = "#\n" + title
+		}
+		wrote := false
+		for _, f := range findings {
+			if f.Lost == lost {
+				if !wrote {
+					b.WriteString(title)
+					wrote = true
+				}
+				fmt.Fprintf(&b, "#   %s\n", f)
+			}
+		}
+	}
+	return b.Bytes()
+}
+
+// entries reads a list of maps out of a decoded YAML tree.
+func entries(v any) []map[string]any {
+	var out []map[string]any
+	list, _ := v.([]any)
+	for _, e := range list {
+		if m, ok := e.(map[string]any); ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func filter(list []map[string]any, keep func(map[string]any) bool) []any {
+	out := []any{}
+	for _, e := range list {
+		if keep(e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
