@@ -29,12 +29,18 @@ type Rules struct {
 	Waves       pacing.Waves
 	MaxInFlight int
 	Sums        checksum.Hasher
+	// Lifecycle: whether creations and deletions of optional sources restart.
+	Lifecycle config.SourceLifecycle
+	// IgnoreAnnotations are source ignore annotations beside
+	// Annotations.Ignore.
+	IgnoreAnnotations []string
 }
 
 // RulesOf returns the rules of a configuration, with sums for checksums.
 func RulesOf(cfg *config.Config, sums checksum.Hasher) Rules {
 	return Rules{Annotations: cfg.Annotations, Ordered: cfg.OrderByResourceVersion, Breaker: cfg.Breaker,
-		Waves: cfg.Waves, MaxInFlight: cfg.MaxInFlight, Sums: sums}
+		Waves: cfg.Waves, MaxInFlight: cfg.MaxInFlight, Sums: sums, Lifecycle: cfg.SourceLifecycle,
+		IgnoreAnnotations: cfg.IgnoreAnnotations}
 }
 
 // FleetView is what the fleet knows that the workload alone does not. The
@@ -126,8 +132,8 @@ type Verdict struct {
 
 // Decide decides what to do with the workload now.
 func (r Rules) Decide(s Snapshot) Verdict {
-	view, optedOut := OptOutView(r.Annotations, r.Sums, s.Workload, s.Sources)
-	plan := Compare(view, s.Sources, s.Windows, s.Now, r.Ordered, r.Sums)
+	view, optedOut := r.OptOutView(s.Workload, s.Sources)
+	plan := Compare(view, s.Sources, s.Windows, s.Now, r.Ordered, r.Sums, r.Lifecycle)
 	if len(optedOut) > 0 {
 		plan.Patch = true // the view's checksums differ from the annotation's
 	}

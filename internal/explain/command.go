@@ -178,6 +178,7 @@ func explainTarget(ctx context.Context, cl *Cluster, cfg *Config, target Target,
 			workloads, _ := cl.Workloads(ctx, cfg, namespace)
 			return workloads
 		}
+		cfg.SourceNames = cl.SourceNames(ctx)
 		r, err := cfg.ExplainWorkloadIn(*target.Workload, obj, cl.Fetcher(ctx, cfg.SourceAnnotations()), fleet, time.Now())
 		if err != nil {
 			return nil, 0, err

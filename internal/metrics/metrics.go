@@ -4,6 +4,7 @@
 package metrics
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,7 +45,12 @@ type Metrics struct {
 	KindDegraded     *prometheus.GaugeVec
 	Notifications    NotifyCounters
 
+	// Reloader's names (ExportReloaderNames); nil until exported.
+	reloaderExecuted    *prometheus.CounterVec
+	reloaderByNamespace *prometheus.CounterVec
+
 	docs []Doc
+	reg  factory
 }
 
 // Doc describes one metric for the README, which a test writes from this list
@@ -64,6 +70,7 @@ func New(counts func() (sources, workloads int)) *Metrics {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := &Metrics{Registry: reg}
 	f := factory{reg: reg, docs: &m.docs}
+	m.reg = f
 
 	m.ResourceVersions = f.counter(xingPrefix+"resource_versions_total",
 		"Source (ConfigMap, Secret) resource versions processed: every add, update and delete event.")
@@ -127,6 +134,38 @@ func New(counts func() (sources, workloads int)) *Metrics {
 	m.Held.WithLabelValues("breaker")
 	m.Notifications = f.notifyCounters()
 	return m
+}
+
+// ExportReloaderNames registers Reloader's reload counters too
+// (metrics.reloaderCompatible): reloader_reload_executed_total{success},
+// and with byNamespace reloader_reload_executed_total_by_namespace. Call
+// it once, before any restart is counted.
+func (m *Metrics) ExportReloaderNames(byNamespace bool) {
+	m.reloaderExecuted = m.reg.counterVec("reloader_reload_executed_total",
+		"Restart patches, by success: true when the API server took the patch, false when it refused it or failed "+
+			"(Reloader's name; with metrics.reloaderCompatible).", "success")
+	// As in Reloader, both series exist from the start.
+	m.reloaderExecuted.WithLabelValues("true")
+	m.reloaderExecuted.WithLabelValues("false")
+	if byNamespace {
+		m.reloaderByNamespace = m.reg.counterVec("reloader_reload_executed_total_by_namespace",
+			"Restart patches, by success and the workload's namespace "+
+				"(Reloader's name; with metrics.reloaderCompatible and metrics.reloaderByNamespace).", "success", "namespace")
+	}
+}
+
+// RestartPatched counts a restart patch sent for a workload in namespace:
+// taken by the API server (ok) or not. Only Reloader's names count it; the
+// controller's own restart counter counts restarts decided.
+func (m *Metrics) RestartPatched(namespace string, ok bool) {
+	if m.reloaderExecuted == nil {
+		return
+	}
+	success := strconv.FormatBool(ok)
+	m.reloaderExecuted.WithLabelValues(success).Inc()
+	if m.reloaderByNamespace != nil {
+		m.reloaderByNamespace.WithLabelValues(success, namespace).Inc()
+	}
 }
 
 // SetHeld publishes how many restarts are held for each reason.

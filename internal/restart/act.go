@@ -123,7 +123,10 @@ func (c *Controller) act(ctx context.Context, key catalog.WorkloadKey, w *catalo
 		c.fleet.unreserve(key)
 	}
 	if apierrors.IsNotFound(err) {
-		return nil
+		return nil // gone: no restart was refused
+	}
+	if v.Plan.Restart && !errors.Is(err, errLeaseStale) {
+		c.metrics.RestartPatched(key.Namespace, err == nil)
 	}
 	if err != nil {
 		return fmt.Errorf("patching %s: %w", key, err)
@@ -207,6 +210,9 @@ func (c *Controller) report(w *catalog.WorkloadState, key catalog.WorkloadKey, p
 	for i, id := range plan.Changed {
 		sources[i] = c.changedRead(id, w.References)
 		changed[i] = sources[i].String()
+		if _, exists := c.catalog.Source(id); !exists {
+			changed[i] = id.String() + " (deleted)"
+		}
 		if opened, ok := c.windows.Opened(id); ok {
 			c.metrics.ChangeToRestart.Observe(now.Sub(opened).Seconds())
 		}

@@ -34,6 +34,8 @@ type Handler interface {
 	SourceChanged(id catalog.SourceID, changedKeys []string)
 	// SourceCreated reports a source created after start-up.
 	SourceCreated(id catalog.SourceID)
+	// SourceDeleted reports a source deleted.
+	SourceDeleted(id catalog.SourceID)
 	// WorkloadChanged reports a workload that appeared or changed in a way decisions see.
 	WorkloadChanged(key catalog.WorkloadKey)
 	// SourceAnnotated reports a change of the annotations kept of a source
@@ -386,9 +388,17 @@ func (h sourceHandler) OnUpdate(oldObj, newObj interface{}) {
 	}
 }
 
-// OnDelete counts the event only: a deleted source restarts nothing, and its
-// applied checksum stays on the workloads for when it comes back.
-func (h sourceHandler) OnDelete(interface{}) { h.metrics.ResourceVersions.Inc() }
+// OnDelete reports the deletion: decisions compare what its readers'
+// pods started with against its absence (config sourceLifecycle).
+func (h sourceHandler) OnDelete(obj interface{}) {
+	h.metrics.ResourceVersions.Inc()
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	if state, ok := obj.(*catalog.SourceState); ok {
+		h.handler.SourceDeleted(catalog.SourceID{Kind: h.kind, Namespace: state.Namespace, Name: state.Name})
+	}
+}
 
 // workloadHandler turns workload events into keys, skipping updates that only
 // touch what decisions do not read (status, replicas).
