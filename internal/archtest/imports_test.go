@@ -65,7 +65,10 @@ func importRules() []rule {
 		{pkg: "internal/decision", may: []string{"internal/catalog", "internal/checksum", "internal/config", "internal/pacing", "internal/rollout"},
 			tests: []string{"internal/decision/decisiontest"}},
 		{pkg: "internal/decision/decisiontest", may: []string{"internal/catalog", "internal/checksum"}},
-		{pkg: "internal/restart", may: append([]string{"internal/catalog", "internal/checksum", "internal/sourcecodec", "internal/metrics", "internal/decision", "internal/notify"}, policy...),
+		// The fleet's state in memory, which decisions see through a view.
+		{pkg: "internal/fleet", may: []string{"internal/catalog", "internal/decision", "internal/pacing"},
+			tests: []string{"internal/config", "internal/rollout", "internal/decision/decisiontest"}},
+		{pkg: "internal/restart", may: append([]string{"internal/catalog", "internal/checksum", "internal/sourcecodec", "internal/metrics", "internal/decision", "internal/fleet", "internal/notify"}, policy...),
 			tests: []string{"internal/decision/decisiontest", "internal/explain"}},
 		{pkg: "internal/explain", may: append([]string{"internal/decision", "internal/catalog", "internal/checksum", "internal/checksumkey", "internal/explain/explaintest"}, policy...)},
 		{pkg: "internal/check", may: []string{"internal/cli", "internal/config", "internal/explain", "internal/explain/explaintest"}},

@@ -28,7 +28,7 @@ import (
 func (c *Controller) holdRestart(ctx context.Context, key catalog.WorkloadKey, w *catalog.WorkloadState, hold *pacing.Hold) error {
 	if old, _ := pacing.ParseHold(w.Hold); old != nil && old.Kind == hold.Kind && old.Source == hold.Source &&
 		old.Change == hold.Change && old.Cause == hold.Cause {
-		c.metrics.SetHeld(c.fleet.setHeld(key, hold.Kind))
+		c.metrics.SetHeld(c.fleet.SetHeld(key, hold.Kind))
 		return nil
 	}
 	if err := c.patchAnnotations(ctx, key, w.ResourceVersion, map[string]interface{}{c.cfg.Annotations.Hold: pacing.Encode(hold)}); err != nil {
@@ -36,7 +36,7 @@ func (c *Controller) holdRestart(ctx context.Context, key catalog.WorkloadKey, w
 	}
 	// Counted once written: the gauge never counts a hold the workload does
 	// not carry.
-	c.metrics.SetHeld(c.fleet.setHeld(key, hold.Kind))
+	c.metrics.SetHeld(c.fleet.SetHeld(key, hold.Kind))
 	log := c.log.With("workload", key.String())
 	var note string
 	var sources []notify.Source // what the notification names: the halted change's source
@@ -88,14 +88,14 @@ func (c *Controller) act(ctx context.Context, key catalog.WorkloadKey, w *catalo
 		return c.holdRestart(ctx, key, w, v.Hold)
 	case decision.Queue:
 		log.Debug("restart waits", "why", strings.Join(v.Reasons, "; "))
-		c.metrics.SetHeld(c.fleet.setHeld(key, ""))
+		c.metrics.SetHeld(c.fleet.SetHeld(key, ""))
 		if w.Hold != "" && v.Unhold {
 			return c.patchAnnotations(ctx, key, w.ResourceVersion, map[string]interface{}{c.cfg.Annotations.Hold: nil})
 		}
 		return nil
 	}
 	if !c.cfg.Settings.DryRun {
-		c.metrics.SetHeld(c.fleet.setHeld(key, ""))
+		c.metrics.SetHeld(c.fleet.SetHeld(key, ""))
 	}
 	if len(v.OptedOut) > 0 {
 		log.Info("recording changes whose restart is opted out", "sources", fmt.Sprint(v.OptedOut))
@@ -113,14 +113,14 @@ func (c *Controller) act(ctx context.Context, key catalog.WorkloadKey, w *catalo
 	}
 	body, err := BuildPatch(c.templateFields[key.Resource], c.cfg.Annotations, w, v.Plan, v.At)
 	if err != nil {
-		c.fleet.unreserve(key)
+		c.fleet.Unreserve(key)
 		return fmt.Errorf("building patch for %s: %w", key, err)
 	}
 	start := time.Now()
 	err = c.patch(ctx, key, body)
 	c.metrics.PatchDuration.Observe(time.Since(start).Seconds())
 	if err != nil {
-		c.fleet.unreserve(key)
+		c.fleet.Unreserve(key)
 	}
 	if apierrors.IsNotFound(err) {
 		return nil // gone: no restart was refused
@@ -142,11 +142,11 @@ func (c *Controller) confirmAbsent(ctx context.Context, key catalog.WorkloadKey,
 	for _, id := range ids {
 		found, err := c.exists(ctx, id)
 		if err != nil {
-			c.fleet.unreserve(key)
+			c.fleet.Unreserve(key)
 			return fmt.Errorf("confirming that %s does not exist: %w", id, err)
 		}
 		if found {
-			c.fleet.unreserve(key)
+			c.fleet.Unreserve(key)
 			return fmt.Errorf("%s: %w", id, errCacheBehind)
 		}
 	}

@@ -24,19 +24,13 @@ import (
 	"github.com/restart-controller/restart-controller/internal/checksum"
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/decision"
+	"github.com/restart-controller/restart-controller/internal/fleet"
 	"github.com/restart-controller/restart-controller/internal/metrics"
 	"github.com/restart-controller/restart-controller/internal/rollout"
 )
 
 // Catalog is what the controller reads: cached workloads and sources.
-type Catalog interface {
-	decision.SourceLookup
-	Workload(key catalog.WorkloadKey) (*catalog.WorkloadState, bool)
-	WorkloadsReading(id catalog.SourceID) []catalog.WorkloadKey
-	// InFlight lists the workloads whose last restart's rollout has no
-	// result yet.
-	InFlight() []catalog.WorkloadKey
-}
+type Catalog = fleet.Catalog
 
 // EventRecorder reports persistent failures on the workload they concern, where
 // `kubectl describe` shows them to the workload's owners.
@@ -72,7 +66,7 @@ type Controller struct {
 	templateFields map[schema.GroupVersionResource][]string
 	// rolloutRules read each kind's rollout status after a restart.
 	rolloutRules map[schema.GroupVersionResource]rollout.Rule
-	fleet        *fleet
+	fleet        *fleet.Fleet
 	queue        workqueue.TypedRateLimitingInterface[catalog.WorkloadKey]
 	dryRun       simulatedPatches
 	// meta, when set, sends the decisions' patches (PatchWith).
@@ -120,14 +114,13 @@ func New(cfg *config.Config, cat Catalog, client dynamic.Interface, exists Exist
 		now:            time.Now,
 		templateFields: fields,
 		rolloutRules:   rules,
-		fleet:          newFleet(time.Now(), cat, nil),
 		backlog:        newBacklog(),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[catalog.WorkloadKey]{
 			Name:            "workloads",
 			MetricsProvider: m.QueueMetrics(),
 		}),
 	}
-	c.fleet.rules = c.rules
+	c.fleet = fleet.New(time.Now(), cat, c.rules)
 	return c, nil
 }
 
@@ -156,7 +149,7 @@ func (c *Controller) SourceDeleted(id catalog.SourceID) { c.sourceEvent(id, true
 func (c *Controller) sourceEvent(id catalog.SourceID, created bool, changedKeys []string) {
 	now := c.now()
 	due, merged := c.windows.Observe(id, now, created, changedKeys)
-	c.fleet.changed(id, now, c.cfg.Breaker.Quiet)
+	c.fleet.SourceChanged(id, now, c.cfg.Breaker.Quiet)
 	c.metrics.ChangesProcessed.Inc()
 	if merged {
 		c.metrics.ChangesMerged.Inc()
@@ -171,8 +164,16 @@ func (c *Controller) sourceEvent(id catalog.SourceID, created bool, changedKeys 
 // It comes after the informer stored the change: wave memos read the
 // workload again from the cache.
 func (c *Controller) WorkloadChanged(key catalog.WorkloadKey) {
-	c.fleet.workloadCached(key)
+	c.fleet.WorkloadCached(key)
 	c.queue.Add(key)
+}
+
+// SourceAnnotated is called by the watcher when a source's release or ignore
+// annotation changed: its readers are decided again at once.
+func (c *Controller) SourceAnnotated(id catalog.SourceID) {
+	for _, key := range c.catalog.WorkloadsReading(id) {
+		c.queue.Add(key)
+	}
 }
 
 // Run processes the queue with the given number of workers until ctx ends.
@@ -330,8 +331,8 @@ func (c *Controller) Reconcile(ctx context.Context, key catalog.WorkloadKey) err
 	}
 	if !ok || !w.OptedIn {
 		c.dryRun.forget(key)
-		c.fleet.forget(key)
-		c.metrics.SetHeld(c.fleet.setHeld(key, ""))
+		c.fleet.Forget(key)
+		c.metrics.SetHeld(c.fleet.SetHeld(key, ""))
 		return nil
 	}
 	if w.Problem != "" {
@@ -374,13 +375,13 @@ func (c *Controller) load(ctx context.Context, key catalog.WorkloadKey, w *catal
 	if dryRun {
 		return snap, nil // a dry run does not pace
 	}
-	if behind, expires := c.fleet.behind(key, w, snap.Now); behind {
+	if behind, expires := c.fleet.Behind(key, w, snap.Now); behind {
 		// Our last write is not in the cache yet; its update event brings
 		// the workload back, or the reservation's expiry does.
 		c.requeue(key, expires+10*time.Millisecond)
 		return nil, nil
 	}
-	snap.Fleet = &fleetView{f: c.fleet, clock: c.now, key: key}
+	snap.Fleet = c.fleet.View(c.now, key)
 	return snap, nil
 }
 
@@ -389,12 +390,12 @@ func (c *Controller) load(ctx context.Context, key catalog.WorkloadKey, w *catal
 // both take the last place of a wave.
 func (c *Controller) decide(key catalog.WorkloadKey, snap decision.Snapshot) decision.Verdict {
 	v := c.rules().Decide(snap)
-	if view, ok := snap.Fleet.(*fleetView); ok {
+	if view, ok := snap.Fleet.(*fleet.View); ok {
 		if v.Action == decision.Restart {
-			view.reserve(v.LastRestart, v.At)
+			view.Reserve(v.LastRestart, v.At)
 		}
-		view.unlock()
-		c.fleet.setCapped(key, v.Capped)
+		view.Unlock()
+		c.fleet.SetWaitingForCap(key, v.Capped)
 	}
 	return v
 }

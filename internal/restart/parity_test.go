@@ -11,6 +11,7 @@ import (
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/explain"
+	"github.com/restart-controller/restart-controller/internal/fleet"
 )
 
 // explainer is explain over the fleet harness's fake cluster, with the
@@ -74,8 +75,8 @@ func (f *fleetHarness) controllerAction(t *testing.T, name string) string {
 		t.Fatalf("%s: load: %v (nil snapshot: the cache is behind a write)", name, err)
 	}
 	v := f.c.rules().Decide(*snap)
-	if view, ok := snap.Fleet.(*fleetView); ok {
-		view.unlock()
+	if view, ok := snap.Fleet.(*fleet.View); ok {
+		view.Unlock()
 	}
 	return string(v.Action)
 }

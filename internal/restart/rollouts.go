@@ -43,7 +43,7 @@ func (c *Controller) follow(ctx context.Context, key catalog.WorkloadKey, w *cat
 		return true, err
 	}
 	// Until the cache shows the result, wave decisions see it here.
-	c.fleet.note(key, done, now)
+	c.fleet.Reserve(key, done, now)
 	took := now.Sub(rec.At)
 	outcome := string(verdict.Result)
 	c.metrics.Rollouts.WithLabelValues(outcome).Inc()
@@ -78,7 +78,7 @@ func (c *Controller) recovered(ctx context.Context, key catalog.WorkloadKey, w *
 	if err := c.patchAnnotations(ctx, key, w.ResourceVersion, map[string]interface{}{c.cfg.Annotations.Rollout: pacing.Encode(done)}); err != nil {
 		return err
 	}
-	c.fleet.note(key, done, now)
+	c.fleet.Reserve(key, done, now)
 	restarted := rec.At.UTC().Format(time.RFC3339)
 	c.log.Info("failed rollout recovered: complete after all; the changes it halted go on", "workload", key.String(),
 		"failed", rec.Reason)
@@ -91,9 +91,9 @@ func (c *Controller) recovered(ctx context.Context, key catalog.WorkloadKey, w *
 }
 
 // wake enqueues, for each source a rollout that ended had delivered, the
-// readers that may move now (fleet.movable).
+// readers that may move now (fleet.Movable).
 func (c *Controller) wake(sources map[string]string, now time.Time) {
-	for _, key := range c.fleet.movable(sources, now) {
+	for _, key := range c.fleet.Movable(sources, now) {
 		c.queue.Add(key)
 	}
 }

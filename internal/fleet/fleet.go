@@ -1,4 +1,10 @@
-package restart
+// Package fleet keeps the fleet's state in memory, one type that owns its
+// lock: reservations of restarts the cache does not show yet, holds and
+// workloads waiting for the cap on rollouts in flight (for the gauge and
+// to wake them), when each source last changed (for the breaker), and the
+// memoized wave evaluation of each source. A decision sees it through
+// View (decision.FleetView).
+package fleet
 
 import (
 	"maps"
@@ -10,6 +16,17 @@ import (
 	"github.com/restart-controller/restart-controller/internal/decision"
 	"github.com/restart-controller/restart-controller/internal/pacing"
 )
+
+// Catalog is what the fleet reads of the caches: the sources, the workloads
+// and their records, and the indexes of readers and rollouts in flight.
+type Catalog interface {
+	decision.SourceLookup
+	Workload(key catalog.WorkloadKey) (*catalog.WorkloadState, bool)
+	WorkloadsReading(id catalog.SourceID) []catalog.WorkloadKey
+	// InFlight lists the workloads whose last restart's rollout has no
+	// result yet.
+	InFlight() []catalog.WorkloadKey
+}
 
 // Fleet safety: rollout tracking, health-gated waves, the breaker, opt-outs.
 //
@@ -27,7 +44,7 @@ import (
 //   - when each source last changed, for the breaker's quiet time. A new
 //     process takes its own start as that time, so it holds a workload at
 //     least as long as the one before would have.
-type fleet struct {
+type Fleet struct {
 	started time.Time
 	// catalog holds the readers and their records; rules are the
 	// decision's (they read the checksum key, loaded after New).
@@ -50,8 +67,8 @@ type fleet struct {
 	readerOf map[catalog.WorkloadKey][]catalog.SourceID
 }
 
-// forget drops what is kept of a workload that is gone or opted out.
-func (f *fleet) forget(key catalog.WorkloadKey) {
+// Forget drops what is kept of a workload that is gone or opted out.
+func (f *Fleet) Forget(key catalog.WorkloadKey) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.held, key)
@@ -69,8 +86,11 @@ type reservation struct {
 // cache never shows the record (the workload was deleted meanwhile).
 const reservationTTL = 2 * time.Minute
 
-func newFleet(now time.Time, cat Catalog, rules func() decision.Rules) *fleet {
-	return &fleet{
+// New returns the fleet's state of a process started at now, reading the
+// caches cat; rules are the decision's (they read the checksum key, loaded
+// after the controller is built, hence a function).
+func New(now time.Time, cat Catalog, rules func() decision.Rules) *Fleet {
+	return &Fleet{
 		started:    now,
 		catalog:    cat,
 		rules:      rules,
@@ -83,11 +103,11 @@ func newFleet(now time.Time, cat Catalog, rules func() decision.Rules) *fleet {
 	}
 }
 
-// changed notes a change of the source. Entries older than quiet (the
+// SourceChanged notes a change of the source. Entries older than quiet (the
 // breaker's) are dropped once the map has doubled since it was last pruned:
 // they decide nothing lastChanged's start-time floor would not, and a
 // cluster whose 30,000 sources all change once must not keep them all.
-func (f *fleet) changed(id catalog.SourceID, now time.Time, quiet time.Duration) {
+func (f *Fleet) SourceChanged(id catalog.SourceID, now time.Time, quiet time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lastChange[id] = now
@@ -103,7 +123,7 @@ func (f *fleet) changed(id catalog.SourceID, now time.Time, quiet time.Duration)
 
 // lastChanged is when any of the sources last changed, as far as this
 // process knows: never earlier than its start. Called with f.mu held.
-func (f *fleet) lastChanged(refs []catalog.Reference) time.Time {
+func (f *Fleet) lastChanged(refs []catalog.Reference) time.Time {
 	last := f.started
 	for _, r := range refs {
 		if t, ok := f.lastChange[r.ID]; ok && t.After(last) {
@@ -113,9 +133,9 @@ func (f *fleet) lastChanged(refs []catalog.Reference) time.Time {
 	return last
 }
 
-// setHeld records whether a workload's restart is held ("" when not) and
+// SetHeld records whether a workload's restart is held ("" when not) and
 // returns the counts per reason for the gauge.
-func (f *fleet) setHeld(key catalog.WorkloadKey, kind pacing.HoldKind) map[string]int {
+func (f *Fleet) SetHeld(key catalog.WorkloadKey, kind pacing.HoldKind) map[string]int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if kind == "" {
@@ -130,7 +150,10 @@ func (f *fleet) setHeld(key catalog.WorkloadKey, kind pacing.HoldKind) map[strin
 	return counts
 }
 
-func (f *fleet) setCapped(key catalog.WorkloadKey, capped bool) {
+// SetWaitingForCap records whether a workload's wave has a place for it but
+// the cap on rollouts in flight has not: each rollout that ends wakes it
+// (Movable).
+func (f *Fleet) SetWaitingForCap(key catalog.WorkloadKey, capped bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if capped {
@@ -140,14 +163,14 @@ func (f *fleet) setCapped(key catalog.WorkloadKey, capped bool) {
 	}
 }
 
-func (f *fleet) cappedKeys() []catalog.WorkloadKey {
+func (f *Fleet) cappedKeys() []catalog.WorkloadKey {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Collect(maps.Keys(f.capped))
 }
 
-// unreserve drops a reservation whose patch failed (or was never sent).
-func (f *fleet) unreserve(key catalog.WorkloadKey) {
+// Unreserve drops a reservation whose patch failed (or was never sent).
+func (f *Fleet) Unreserve(key catalog.WorkloadKey) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.reserved, key)
@@ -157,7 +180,7 @@ func (f *fleet) unreserve(key catalog.WorkloadKey) {
 // recordOf returns the workload's rollout record: a reservation made by this
 // process that the cache does not show yet, or the cached annotation. Called
 // with f.mu held.
-func (f *fleet) recordOf(key catalog.WorkloadKey, w *catalog.WorkloadState, now time.Time) (rec *pacing.LastRestart, reserved bool) {
+func (f *Fleet) recordOf(key catalog.WorkloadKey, w *catalog.WorkloadState, now time.Time) (rec *pacing.LastRestart, reserved bool) {
 	cached, _ := pacing.ParseLastRestart(w.LastRestart)
 	if r, ok := f.reserved[key]; ok {
 		caughtUp := cached != nil && (cached.At.After(r.record.At) || cached.At.Equal(r.record.At) && cached.Result == r.record.Result)
@@ -173,17 +196,17 @@ func (f *fleet) recordOf(key catalog.WorkloadKey, w *catalog.WorkloadState, now 
 
 // reserve remembers a record this process is writing, until the cache shows
 // it. Called with f.mu held.
-func (f *fleet) reserve(key catalog.WorkloadKey, rec *pacing.LastRestart, now time.Time) {
+func (f *Fleet) reserve(key catalog.WorkloadKey, rec *pacing.LastRestart, now time.Time) {
 	f.reserved[key] = reservation{record: rec, expiry: now.Add(reservationTTL)}
 	f.touch(key, nil)
 }
 
-// behind reports whether the cache does not show yet a record this process
+// Behind reports whether the cache does not show yet a record this process
 // wrote on the workload: deciding on it now would decide on a stale view.
 // It returns how long until the reservation expires: the update event
 // that the write causes ends the wait, and its expiry ends it if that event
 // never comes (the workload was replaced meanwhile, say).
-func (f *fleet) behind(key catalog.WorkloadKey, w *catalog.WorkloadState, now time.Time) (bool, time.Duration) {
+func (f *Fleet) Behind(key catalog.WorkloadKey, w *catalog.WorkloadState, now time.Time) (bool, time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, reserved := f.recordOf(key, w, now); reserved {
@@ -194,7 +217,7 @@ func (f *fleet) behind(key catalog.WorkloadKey, w *catalog.WorkloadState, now ti
 
 // inFlight counts the rollouts under way: records without a result in the
 // cache, and reservations it does not show yet. Called with f.mu held.
-func (f *fleet) inFlight(now time.Time) int {
+func (f *Fleet) inFlight(now time.Time) int {
 	keys := f.catalog.InFlight()
 	n := len(keys)
 	for key, r := range f.reserved {
@@ -208,20 +231,12 @@ func (f *fleet) inFlight(now time.Time) int {
 	return n
 }
 
-// SourceAnnotated is called by the watcher when a source's release or ignore
-// annotation changed: its readers are decided again at once.
-func (c *Controller) SourceAnnotated(id catalog.SourceID) {
-	for _, key := range c.catalog.WorkloadsReading(id) {
-		c.queue.Add(key)
-	}
-}
-
-// movable lists, for each source a rollout that ended had delivered, the
+// Movable lists, for each source a rollout that ended had delivered, the
 // readers that may move now: those its waves admit, when the change is
 // halted those to hold, and those held for another reason (whose hold may
 // have ended: a breaker's quiet time passes without an event); and every
 // workload waiting for the cap.
-func (f *fleet) movable(sources map[string]string, now time.Time) []catalog.WorkloadKey {
+func (f *Fleet) Movable(sources map[string]string, now time.Time) []catalog.WorkloadKey {
 	var keys []catalog.WorkloadKey
 	f.mu.Lock()
 	for raw := range sources {
@@ -242,8 +257,9 @@ func (f *fleet) movable(sources map[string]string, now time.Time) []catalog.Work
 	return append(keys, f.cappedKeys()...)
 }
 
-// note reserves a record this process wrote (reserve), taking the lock.
-func (f *fleet) note(key catalog.WorkloadKey, rec *pacing.LastRestart, now time.Time) {
+// Reserve reserves a record this process wrote (a rollout's result), taking
+// the lock: until the cache shows it, decisions read it from here.
+func (f *Fleet) Reserve(key catalog.WorkloadKey, rec *pacing.LastRestart, now time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.reserve(key, rec, now)
@@ -261,7 +277,7 @@ func (f *fleet) note(key catalog.WorkloadKey, rec *pacing.LastRestart, now time.
 //
 // The cached source object is evaluated through its memo (wavememo.go); a
 // state given the keys one workload reads (a large source) is scanned.
-func (f *fleet) waveState(id catalog.SourceID, src *catalog.SourceState, self catalog.WorkloadKey, now time.Time) (map[string]catalog.WorkloadKey, pacing.State) {
+func (f *Fleet) waveState(id catalog.SourceID, src *catalog.SourceState, self catalog.WorkloadKey, now time.Time) (map[string]catalog.WorkloadKey, pacing.State) {
 	change := src.Change(f.rules().Sums)
 	released := src.Annotations[f.rules().Annotations.Release] == change
 	if cached, ok := f.catalog.Source(id); ok && cached == src {
@@ -274,7 +290,7 @@ func (f *fleet) waveState(id catalog.SourceID, src *catalog.SourceState, self ca
 // waveMembers reads the wave members among keys, readers of the source, for
 // its change: those that take part (decision.Rules.Member), and their
 // names. Called with f.mu held.
-func (f *fleet) waveMembers(id catalog.SourceID, src *catalog.SourceState, change string, keys []catalog.WorkloadKey,
+func (f *Fleet) waveMembers(id catalog.SourceID, src *catalog.SourceState, change string, keys []catalog.WorkloadKey,
 	self catalog.WorkloadKey, now time.Time) (map[string]catalog.WorkloadKey, []pacing.Member) {
 	rules := f.rules()
 	byName := map[string]catalog.WorkloadKey{}
@@ -293,55 +309,4 @@ func (f *fleet) waveMembers(id catalog.SourceID, src *catalog.SourceState, chang
 		members = append(members, m)
 	}
 	return byName, members
-}
-
-// fleetView is the fleet as a decision sees it (decision.FleetView). It
-// takes the fleet's lock at its first use, and the time with it, and keeps
-// both until unlock: the decision's wave places and the reservation of the
-// restart's record happen under one lock.
-type fleetView struct {
-	f      *fleet
-	clock  func() time.Time
-	key    catalog.WorkloadKey
-	locked bool
-	now    time.Time
-}
-
-func (v *fleetView) lock() {
-	if !v.locked {
-		v.f.mu.Lock()
-		v.locked, v.now = true, v.clock()
-	}
-}
-
-func (v *fleetView) unlock() {
-	if v.locked {
-		v.locked = false
-		v.f.mu.Unlock()
-	}
-}
-
-// reserve reserves the restart's record, under the lock the decision took.
-func (v *fleetView) reserve(rec *pacing.LastRestart, at time.Time) {
-	v.lock()
-	v.f.reserve(v.key, rec, at)
-}
-
-func (v *fleetView) Now() time.Time { v.lock(); return v.now }
-
-func (v *fleetView) LastChange(refs []catalog.Reference) (time.Time, bool) {
-	v.lock()
-	return v.f.lastChanged(refs), true
-}
-
-func (v *fleetView) Wave(id catalog.SourceID, src *catalog.SourceState) pacing.State {
-	v.lock()
-	_, state := v.f.waveState(id, src, v.key, v.now)
-	return state
-}
-
-func (v *fleetView) InFlight() int { v.lock(); return v.f.inFlight(v.now) }
-
-func (v *fleetView) Source(id catalog.SourceID) (*catalog.SourceState, bool) {
-	return v.f.catalog.Source(id)
 }

@@ -1,4 +1,4 @@
-package restart
+package fleet
 
 import (
 	"maps"
@@ -69,7 +69,7 @@ const memoIdle = 10 * time.Minute
 
 // memoizedWaves returns waveState for the cached source object src through
 // its memo. Called with f.mu held.
-func (f *fleet) memoizedWaves(id catalog.SourceID, src *catalog.SourceState, change string, released bool,
+func (f *Fleet) memoizedWaves(id catalog.SourceID, src *catalog.SourceState, change string, released bool,
 	self catalog.WorkloadKey, now time.Time) (map[string]catalog.WorkloadKey, pacing.State) {
 	e := f.waves[id]
 	if e == nil || e.src != src || e.change != change {
@@ -125,7 +125,7 @@ func (f *fleet) memoizedWaves(id catalog.SourceID, src *catalog.SourceState, cha
 
 // buildWaveMemo reads every reader of the source: the full scan, once per
 // source object. Called with f.mu held.
-func (f *fleet) buildWaveMemo(id catalog.SourceID, src *catalog.SourceState, change string, now time.Time) *waveMemo {
+func (f *Fleet) buildWaveMemo(id catalog.SourceID, src *catalog.SourceState, change string, now time.Time) *waveMemo {
 	if old := f.waves[id]; old != nil {
 		f.dropMemo(id, old)
 	}
@@ -152,7 +152,7 @@ func (f *fleet) buildWaveMemo(id catalog.SourceID, src *catalog.SourceState, cha
 
 // refreshMemo reads again the dirty readers of a memo. Called with
 // f.mu held.
-func (f *fleet) refreshMemo(id catalog.SourceID, e *waveMemo, now time.Time) {
+func (f *Fleet) refreshMemo(id catalog.SourceID, e *waveMemo, now time.Time) {
 	for len(e.dirty) > 0 {
 		var key catalog.WorkloadKey
 		for key = range e.dirty {
@@ -194,7 +194,7 @@ func (f *fleet) refreshMemo(id catalog.SourceID, e *waveMemo, now time.Time) {
 
 // expireMemo marks dirty the members whose reservation has expired by now,
 // and finds the next expiry. Called with f.mu held.
-func (f *fleet) expireMemo(e *waveMemo, now time.Time) {
+func (f *Fleet) expireMemo(e *waveMemo, now time.Time) {
 	e.expires = time.Time{}
 	for _, m := range e.members {
 		key := e.byName[m.Key]
@@ -208,7 +208,7 @@ func (f *fleet) expireMemo(e *waveMemo, now time.Time) {
 
 // noteReservation keeps the earliest expiry of the reservations members
 // were read with.
-func (e *waveMemo) noteReservation(f *fleet, key catalog.WorkloadKey) {
+func (e *waveMemo) noteReservation(f *Fleet, key catalog.WorkloadKey) {
 	if r, ok := f.reserved[key]; ok && (e.expires.IsZero() || r.expiry.Before(e.expires)) {
 		e.expires = r.expiry
 	}
@@ -222,7 +222,7 @@ func (e *waveMemo) index(name string) (int, bool) {
 // touch marks a workload to be read again by every memo it is a reader in,
 // and in those of the sources given (those it reads now). Called with f.mu
 // held.
-func (f *fleet) touch(key catalog.WorkloadKey, reads []catalog.Reference) {
+func (f *Fleet) touch(key catalog.WorkloadKey, reads []catalog.Reference) {
 	for _, id := range f.readerOf[key] {
 		if e := f.waves[id]; e != nil {
 			e.dirty[key] = struct{}{}
@@ -237,7 +237,7 @@ func (f *fleet) touch(key catalog.WorkloadKey, reads []catalog.Reference) {
 
 // dropMemo forgets a source's memo and its readers' back references.
 // Called with f.mu held.
-func (f *fleet) dropMemo(id catalog.SourceID, e *waveMemo) {
+func (f *Fleet) dropMemo(id catalog.SourceID, e *waveMemo) {
 	for key := range e.readers {
 		f.readerOf[key] = slices.DeleteFunc(f.readerOf[key], func(s catalog.SourceID) bool { return s == id })
 		if len(f.readerOf[key]) == 0 {
@@ -250,7 +250,7 @@ func (f *fleet) dropMemo(id catalog.SourceID, e *waveMemo) {
 // evictIdle drops the memos no decision has read for memoIdle: memory
 // follows the sources being decided, not every source ever changed.
 // Called with f.mu held, when a memo is built (rarely).
-func (f *fleet) evictIdle(now time.Time) {
+func (f *Fleet) evictIdle(now time.Time) {
 	for id, e := range f.waves {
 		if now.Sub(e.used) > memoIdle {
 			f.dropMemo(id, e)
@@ -260,7 +260,7 @@ func (f *fleet) evictIdle(now time.Time) {
 
 // workloadCached marks a workload that changed in the cache (or left it) to
 // be read again by the wave memos it is in, or now reads the source of.
-func (f *fleet) workloadCached(key catalog.WorkloadKey) {
+func (f *Fleet) WorkloadCached(key catalog.WorkloadKey) {
 	var reads []catalog.Reference
 	if w, ok := f.catalog.Workload(key); ok {
 		reads = w.References

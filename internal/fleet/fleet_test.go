@@ -1,0 +1,38 @@
+package fleet
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/restart-controller/restart-controller/internal/catalog"
+)
+
+// The breaker's record of when each source last changed drops entries older
+// than the quiet time once it has grown: a fleet of sources that each
+// changed once must not stay in memory.
+func TestLastChangeIsPruned(t *testing.T) {
+	f := New(t0, nil, nil)
+	quiet := 2 * time.Minute
+	id := func(i int) catalog.SourceID {
+		return catalog.SourceID{Kind: "configmap", Namespace: "shop", Name: fmt.Sprint(i)}
+	}
+	for i := range 1025 {
+		f.SourceChanged(id(i), t0, quiet)
+	}
+	t1 := t0.Add(quiet + time.Second)
+	for i := 1025; i < 3075; i++ {
+		f.SourceChanged(id(i), t1, quiet)
+	}
+	if n := len(f.lastChange); n != 2050 {
+		t.Fatalf("%d sources kept, want the 2050 changed within the quiet time", n)
+	}
+	// What the breaker reads is unchanged: an old change is as quiet as
+	// the process's start.
+	if got := f.lastChanged([]catalog.Reference{{ID: id(0)}}); !got.Equal(t0) {
+		t.Errorf("last change of a pruned source %v, want the start %v", got, t0)
+	}
+	if got := f.lastChanged([]catalog.Reference{{ID: id(0)}, {ID: id(3000)}}); !got.Equal(t1) {
+		t.Errorf("last change %v, want %v", got, t1)
+	}
+}
