@@ -19,6 +19,7 @@ import (
 	"github.com/restart-controller/restart-controller/internal/checksumkey"
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/events"
+	"github.com/restart-controller/restart-controller/internal/keyread"
 	"github.com/restart-controller/restart-controller/internal/kube"
 	"github.com/restart-controller/restart-controller/internal/metrics"
 	"github.com/restart-controller/restart-controller/internal/restart"
@@ -178,7 +179,7 @@ func assemble(cfg *config.Config, cl *clients, cat *catalog.Catalog, m *metrics.
 		return nil, nil, err
 	}
 	ctrl.PatchWith(cl.meta)
-	ctrl.ReadKeysWith(catalog.NewKeyReader(cfg.Sources, restart.APIFetch(cl.kube.ProtobufCore(), cl.dynamic), catalog.KeyReaderCapacity))
+	ctrl.ReadKeysWith(keyread.New(cfg.Sources, restart.APIFetch(cl.kube.ProtobufCore(), cl.dynamic), keyread.Capacity))
 	watcher := watch.New(cfg, cl.rest, cl.dynamic, cl.kube, cat, ctrl, m, log.Named("watch"), discoveryInterval)
 	watcher.ReportHealth(accessReviewer(cl.kube), healthEvents(recorder, selfReference(cfg.Settings, lookupEnv), log.Named("watch")))
 	watcher.BeforeWatching(func(ctx context.Context) error {

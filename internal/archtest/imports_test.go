@@ -60,6 +60,7 @@ func importRules() []rule {
 		{pkg: "internal/notify", may: []string{"internal/config", "internal/metrics"}},
 		// The caches, and what fills and reads them.
 		{pkg: "internal/catalog", may: append([]string{"internal/checksum", "internal/sourcecodec"}, policy...)},
+		{pkg: "internal/keyread", may: []string{"internal/catalog", "internal/checksum", "internal/config"}},
 		{pkg: "internal/watch", may: []string{"internal/catalog", "internal/checksum", "internal/config", "internal/kube", "internal/metrics"}},
 		// The one decision, pure, for the controller and explain alike.
 		{pkg: "internal/decision", may: []string{"internal/catalog", "internal/checksum", "internal/config", "internal/pacing", "internal/rollout"},
@@ -68,7 +69,7 @@ func importRules() []rule {
 		// The fleet's state in memory, which decisions see through a view.
 		{pkg: "internal/fleet", may: []string{"internal/catalog", "internal/decision", "internal/pacing"},
 			tests: []string{"internal/config", "internal/rollout", "internal/decision/decisiontest"}},
-		{pkg: "internal/restart", may: append([]string{"internal/catalog", "internal/checksum", "internal/sourcecodec", "internal/metrics", "internal/decision", "internal/fleet", "internal/notify"}, policy...),
+		{pkg: "internal/restart", may: append([]string{"internal/catalog", "internal/checksum", "internal/sourcecodec", "internal/metrics", "internal/decision", "internal/fleet", "internal/keyread", "internal/notify"}, policy...),
 			tests: []string{"internal/decision/decisiontest", "internal/explain"}},
 		{pkg: "internal/explain", may: append([]string{"internal/decision", "internal/catalog", "internal/checksum", "internal/checksumkey", "internal/explain/explaintest"}, policy...)},
 		{pkg: "internal/check", may: []string{"internal/cli", "internal/config", "internal/explain", "internal/explain/explaintest"}},

@@ -3,7 +3,10 @@ package catalog
 import (
 	"slices"
 
+	"k8s.io/apimachinery/pkg/runtime"
+
 	"github.com/restart-controller/restart-controller/internal/checksum"
+	"github.com/restart-controller/restart-controller/internal/sourcecodec"
 )
 
 // A source's per-key digests cost memory per key: about 80 bytes of map
@@ -15,7 +18,7 @@ import (
 // one digest per key only within these bounds; a larger one keeps the
 // checksums of its whole data instead (checksum.WholeSums), a few hundred
 // bytes whatever its keys, and the keys that workloads read of it are read
-// when a decision needs them (KeyReader).
+// when a decision needs them (ReduceKeys, WithKeys).
 //
 // The bounds are far above what configuration usually holds (a handful to
 // a few dozen keys; the benchmark's sources have 10), so keyed reads of
@@ -80,7 +83,7 @@ func wholeSums(fields []dataField, sums checksum.Hasher, wanted []string) (*chec
 
 // wholeReader feeds a source's keys, in sorted order, to a
 // checksum.WholeHasher, and keeps the digests of the wanted keys (sorted)
-// on the way: what a KeyReader gives a large source's state.
+// on the way: what ReduceKeys gives a large source's state.
 type wholeReader struct {
 	sums    *checksum.WholeHasher
 	wanted  []string
@@ -119,7 +122,7 @@ func (c *SourceState) Large() bool { return c.Whole != nil }
 // Covers reports whether the state answers a read of keys (nil: the whole
 // object). A state with one digest per key answers every read; a large
 // source's, reads of the whole object and of the keys it was given digests
-// for (KeyReader).
+// for (WithKeys).
 func (c *SourceState) Covers(keys []string) bool {
 	if c.Whole == nil || keys == nil {
 		return true
@@ -132,13 +135,42 @@ func (c *SourceState) Covers(keys []string) bool {
 	return true
 }
 
-// withKeys returns a copy of a large source's state that also answers reads
-// of keys (sorted), whose digests, and fields outside "data", are given.
-// The maps are shared, never written.
-func (c *SourceState) withKeys(keys []string, digests map[string]checksum.Digest, inFields map[string]string) *SourceState {
+// WithKeys returns a copy of a large source's state that also answers reads
+// of the keys read of its object (ReduceKeys); the maps are shared, never
+// written. The caller checks that k.Data is c's data (Whole.Data).
+func (c *SourceState) WithKeys(k *KeyDigests) *SourceState {
 	out := *c
-	out.Digests, out.Fields, out.covered = DigestsOf(digests), inFields, keys
+	out.Digests, out.Fields, out.covered = DigestsOf(k.Digests), k.Fields, k.Keys
 	return &out
+}
+
+// KeyDigests are the digests of some keys of a source object's data, read
+// from the object itself: what the cached state of a large source, which
+// keeps only whole-object checksums, needs to answer reads of them
+// (WithKeys).
+type KeyDigests struct {
+	Keys    []string // sorted
+	Digests map[string]checksum.Digest
+	// Fields names the field of each key outside "data".
+	Fields map[string]string
+	// Data digests the object's whole data: a cached state with another
+	// (Whole.Data) holds other data than the object read.
+	Data checksum.Digest
+}
+
+// ReduceKeys reduces a source object, as read from the API server, to the
+// digests of keys (sorted).
+func ReduceKeys(obj runtime.Object, dataFields, keys []string) (*KeyDigests, error) {
+	if e, ok := obj.(*sourcecodec.Source); ok {
+		whole, digests, inFields := encodedWholeSums(e, e.Fields(dataFields), checksum.Hasher{}, keys)
+		return &KeyDigests{Keys: keys, Digests: digests, Fields: inFields, Data: whole.Data}, nil
+	}
+	fields, _, err := dataFieldsOf(obj, dataFields)
+	if err != nil {
+		return nil, err
+	}
+	whole, digests, inFields := wholeSums(fields, checksum.Hasher{}, keys)
+	return &KeyDigests{Keys: keys, Digests: digests, Fields: inFields, Data: whole.Data}, nil
 }
 
 // dataDigest digests all the data: keys, the field of each, and values.

@@ -1,14 +1,11 @@
 package catalog
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"reflect"
 	"runtime"
 	"slices"
-	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,7 +14,6 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/restart-controller/restart-controller/internal/checksum"
-	"github.com/restart-controller/restart-controller/internal/config"
 )
 
 // bounded is how the controller's caches reduce sources.
@@ -96,7 +92,7 @@ func assertSameChecksums(t *testing.T, small, large *SourceState, reads [][]stri
 			if large.Covers(keys) && len(keys) > 0 {
 				t.Fatalf("a large state answers keyed reads of %q without their digests", keys)
 			}
-			read = large.withKeys(keysOf(t, small, keys))
+			read = large.WithKeys(keysOf(t, small, keys))
 		}
 		want, got := small.Checksum(testSums, keys), read.Checksum(testSums, keys)
 		if want == "" || got != want {
@@ -118,9 +114,9 @@ func assertSameChecksums(t *testing.T, small, large *SourceState, reads [][]stri
 	}
 }
 
-// keysOf is what a KeyReader gives for keys: their digests and fields, from
+// keysOf is what ReduceKeys gives for keys: their digests and fields, from
 // the per-key form (the fetch path is compared with it separately).
-func keysOf(t *testing.T, small *SourceState, keys []string) ([]string, map[string]checksum.Digest, map[string]string) {
+func keysOf(t *testing.T, small *SourceState, keys []string) *KeyDigests {
 	t.Helper()
 	sorted := slices.Compact(slices.Sorted(slices.Values(keys)))
 	digests := map[string]checksum.Digest{}
@@ -136,7 +132,7 @@ func keysOf(t *testing.T, small *SourceState, keys []string) ([]string, map[stri
 			}
 		}
 	}
-	return sorted, digests, fields
+	return &KeyDigests{Keys: sorted, Digests: digests, Fields: fields}
 }
 
 // The checksums recorded on workloads must not depend on the form a source
@@ -188,19 +184,19 @@ func TestLargeSourceChecksumsEqualPerKeyForm(t *testing.T) {
 			if !large.SameData(small) || !small.SameData(large) {
 				t.Error("the same data in two forms is not the same data")
 			}
-			// The reduction of a fetched object (KeyReader) gives the
+			// The reduction of a fetched object (ReduceKeys) gives the
 			// digests that the per-key form has, whichever way it came.
 			for _, keys := range keyedReads {
-				want := large.withKeys(keysOf(t, small, keys))
+				want := large.WithKeys(keysOf(t, small, keys))
 				sorted := slices.Compact(slices.Sorted(slices.Values(keys)))
-				e, whole, err := reduceKeys(tc.obj, tc.fields, sorted)
+				e, err := ReduceKeys(tc.obj, tc.fields, sorted)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if whole.Data != large.Whole.Data {
+				if e.Data != large.Whole.Data {
 					t.Fatal("the fetched object's data digest is not the cached one's")
 				}
-				got := large.withKeys(e.keys, e.digests, e.fields)
+				got := large.WithKeys(e)
 				if !reflect.DeepEqual(got.Digests, want.Digests) || !reflect.DeepEqual(got.Fields, want.Fields) || got.Checksum(testSums, keys) != small.Checksum(testSums, keys) {
 					t.Errorf("keys %q: fetched digests %v %v, want %v %v", keys, got.Digests, got.Fields, want.Digests, want.Fields)
 				}
@@ -220,16 +216,16 @@ func TestLargeSourceTypedAndUnstructuredAgree(t *testing.T) {
 		t.Fatalf("whole sums differ:\n typed %+v\n  json %+v", typed.Whole, fromJSON.Whole)
 	}
 	keys := []string{"absent", "bin", "key-00007", "text"}
-	a, _, err := reduceKeys(cm, fields, keys)
+	a, err := ReduceKeys(cm, fields, keys)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _, err := reduceKeys(toUnstructured(t, cm), fields, keys)
+	b, err := ReduceKeys(toUnstructured(t, cm), fields, keys)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(a.digests) != 3 || !reflect.DeepEqual(a.digests, b.digests) || !reflect.DeepEqual(a.fields, b.fields) || a.fields["bin"] != "binaryData" {
-		t.Fatalf("keyed reads differ:\n typed %v %v\n  json %v %v", a.digests, a.fields, b.digests, b.fields)
+	if len(a.Digests) != 3 || !reflect.DeepEqual(a.Digests, b.Digests) || !reflect.DeepEqual(a.Fields, b.Fields) || a.Fields["bin"] != "binaryData" {
+		t.Fatalf("keyed reads differ:\n typed %v %v\n  json %v %v", a.Digests, a.Fields, b.Digests, b.Fields)
 	}
 }
 
@@ -374,7 +370,7 @@ func TestLargeSourceRefusesReadsItCannotAnswer(t *testing.T) {
 	if _, ok := large.ChecksumOf(1, []string{"text"}); ok {
 		t.Error("a version-1 keyed read without the key's digest was answered")
 	}
-	read := large.withKeys(keysOf(t, small, []string{"text"}))
+	read := large.WithKeys(keysOf(t, small, []string{"text"}))
 	if read.Checksum(testSums, []string{"text", "unicode"}) != "" {
 		t.Error("a read of a key not covered was answered")
 	}
@@ -406,7 +402,7 @@ func TestLargeSourceDeepCopy(t *testing.T) {
 	fields := []string{"data", "binaryData"}
 	cm := bigConfigMap(300, nil, nil)
 	large := reduceWith(t, bounded(fields), cm)
-	read := large.withKeys(keysOf(t, reduceWith(t, SourceReducer{DataFields: fields}, cm), []string{"text"}))
+	read := large.WithKeys(keysOf(t, reduceWith(t, SourceReducer{DataFields: fields}, cm), []string{"text"}))
 	for _, s := range []*SourceState{large, read} {
 		c := s.DeepCopyObject().(*SourceState)
 		if !reflect.DeepEqual(s, c) {
@@ -500,181 +496,5 @@ func TestLargeSourceCostDoesNotGrowWithKeys(t *testing.T) {
 	}
 	if small > 32<<10 {
 		t.Errorf("the widest state in per-key form costs %.1f KiB; the comment on MaxDigestKeys says about 20", small/1024)
-	}
-}
-
-// fakeFetch serves objects by name and counts fetches; block, when set,
-// holds every fetch until closed.
-type fakeFetch struct {
-	mu      sync.Mutex
-	objects map[string]k8sruntime.Object
-	calls   int
-	block   chan struct{}
-	err     error
-}
-
-func (f *fakeFetch) fetch(ctx context.Context, kind config.SourceKind, namespace, name string) (k8sruntime.Object, error) {
-	f.mu.Lock()
-	f.calls++
-	obj, err, block := f.objects[namespace+"/"+name], f.err, f.block
-	f.mu.Unlock()
-	if block != nil {
-		<-block
-	}
-	return obj, err
-}
-
-func (f *fakeFetch) set(obj *corev1.ConfigMap) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.objects[obj.Namespace+"/"+obj.Name] = obj
-}
-
-var configMapKind = config.SourceKind{Name: "configmap", DataFields: []string{"data", "binaryData"}}
-
-func newTestKeyReader(capacity int) (*KeyReader, *fakeFetch) {
-	f := &fakeFetch{objects: map[string]k8sruntime.Object{}}
-	return NewKeyReader([]config.SourceKind{configMapKind}, f.fetch, capacity), f
-}
-
-// The KeyReader's plumbing: it reads what is not cached, once, and only
-// data the cache holds.
-func TestKeyReader(t *testing.T) {
-	ctx := context.Background()
-	id := SourceID{Kind: "configmap", Namespace: "shop", Name: "big"}
-	cm := bigConfigMap(300, nil, nil)
-	r, f := newTestKeyReader(KeyReaderCapacity)
-	f.set(cm)
-	cached := reduceWith(t, bounded(configMapKind.DataFields), cm)
-
-	read, err := r.Read(ctx, id, cached, []string{"text", "absent"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	full := reduceWith(t, SourceReducer{DataFields: configMapKind.DataFields}, cm)
-	if got, want := read.Checksum(testSums, []string{"absent", "text"}), full.Checksum(testSums, []string{"absent", "text"}); got == "" || got != want {
-		t.Fatalf("read checksum %q, want %q", got, want)
-	}
-	if read.ResourceVersion != cached.ResourceVersion || cached.Covers([]string{"text"}) {
-		t.Fatal("the read is not a copy of the cached state, or changed it")
-	}
-	// Same keys of the same data, also after a metadata-only update: no new fetch.
-	relabelled := cached.DeepCopyObject().(*SourceState)
-	relabelled.ResourceVersion = "11"
-	for _, s := range []*SourceState{cached, relabelled} {
-		again, err := r.Read(ctx, id, s, []string{"absent", "text", "text"})
-		if err != nil || again.ResourceVersion != s.ResourceVersion {
-			t.Fatalf("read again: %v, %v", again, err)
-		}
-	}
-	if f.calls != 1 {
-		t.Fatalf("%d fetches for one read of one version of the data", f.calls)
-	}
-	// Covered reads, small states and whole reads need no fetch.
-	for _, keys := range [][]string{nil, {}} {
-		if s, err := r.Read(ctx, id, cached, keys); err != nil || s != cached {
-			t.Errorf("read of %q: %v, %v", keys, s, err)
-		}
-	}
-	if s, err := r.Read(ctx, id, full, []string{"text"}); err != nil || s != full {
-		t.Errorf("read of a per-key state: %v, %v", s, err)
-	}
-	if f.calls != 1 {
-		t.Fatalf("%d fetches, want 1", f.calls)
-	}
-
-	// The API server has other data than the cache: stale, whichever is newer.
-	changed := bigConfigMap(300, nil, func(d map[string]string) { d["other"] = "x" })
-	f.set(changed)
-	if _, err := r.Read(ctx, id, cached, []string{"unicode"}); !errors.Is(err, ErrStale) {
-		t.Fatalf("read of data the API server no longer holds: %v, want ErrStale", err)
-	}
-	newer := reduceWith(t, bounded(configMapKind.DataFields), changed)
-	if _, err := r.Read(ctx, id, newer, []string{"unicode"}); err != nil {
-		t.Fatalf("read once the cache caught up: %v", err)
-	}
-	delete(f.objects, "shop/big")
-	if _, err := r.Read(ctx, id, newer, []string{"key-00001"}); !errors.Is(err, ErrStale) {
-		t.Fatalf("read of a deleted source: %v, want ErrStale", err)
-	}
-	f.err = errors.New("connection refused")
-	if _, err := r.Read(ctx, id, newer, []string{"key-00001"}); err == nil || errors.Is(err, ErrStale) {
-		t.Fatalf("fetch error: %v", err)
-	}
-	if _, err := r.Read(ctx, SourceID{Kind: "widget", Namespace: "shop", Name: "big"}, newer, []string{"x"}); err == nil {
-		t.Fatal("read of an unknown kind")
-	}
-}
-
-func TestKeyReaderReadsOnceForConcurrentReaders(t *testing.T) {
-	id := SourceID{Kind: "configmap", Namespace: "shop", Name: "big"}
-	cm := bigConfigMap(300, nil, nil)
-	r, f := newTestKeyReader(KeyReaderCapacity)
-	f.set(cm)
-	f.block = make(chan struct{})
-	cached := reduceWith(t, bounded(configMapKind.DataFields), cm)
-	var wg sync.WaitGroup
-	errs := make(chan error, 10)
-	for range 10 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, err := r.Read(context.Background(), id, cached, []string{"text"})
-			errs <- err
-		}()
-	}
-	for { // every reader has joined the one fetch
-		r.mu.Lock()
-		c := r.calls[readKey{id, cached.Whole.Data, "text"}]
-		r.mu.Unlock()
-		if c != nil {
-			break
-		}
-		runtime.Gosched()
-	}
-	close(f.block)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	if f.calls != 1 {
-		t.Fatalf("%d fetches for 10 concurrent reads of the same keys", f.calls)
-	}
-}
-
-func TestKeyReaderIsBounded(t *testing.T) {
-	id := SourceID{Kind: "configmap", Namespace: "shop", Name: "big"}
-	cm := bigConfigMap(300, nil, nil)
-	r, f := newTestKeyReader(4)
-	f.set(cm)
-	cached := reduceWith(t, bounded(configMapKind.DataFields), cm)
-	read := func(keys ...string) {
-		t.Helper()
-		if _, err := r.Read(context.Background(), id, cached, keys); err != nil {
-			t.Fatal(err)
-		}
-	}
-	read("key-00001", "key-00002")
-	read("key-00003", "key-00004")
-	read("key-00001", "key-00002") // used last: key-00003/4 goes first
-	read("key-00005")
-	if r.held > 4 || len(r.entries) != 2 || r.lru.Len() != 2 {
-		t.Fatalf("held %d digests in %d entries, capacity 4", r.held, len(r.entries))
-	}
-	calls := f.calls
-	read("key-00001", "key-00002")
-	if f.calls != calls {
-		t.Error("the most recently used entry was dropped")
-	}
-	read("key-00003", "key-00004")
-	if f.calls != calls+1 {
-		t.Error("the least recently used entry was kept")
-	}
-	read("key-00001", "key-00002", "key-00003", "key-00004", "key-00005") // more than the capacity: read, not kept
-	if r.held > 4 {
-		t.Fatalf("held %d digests, capacity 4", r.held)
 	}
 }

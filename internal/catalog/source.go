@@ -37,7 +37,7 @@ func (id SourceID) String() string { return id.Kind + "/" + id.Namespace + "/" +
 // MaxDigestKeys (or longer key names than MaxDigestKeyBytes) keeps instead
 // the checksums of its whole data (Whole), so its cost does not grow with
 // its keys; the digests of the keys a workload reads of it are then read on
-// demand (KeyReader.Read) into a copy that holds only those.
+// demand (WithKeys) into a copy that holds only those.
 type SourceState struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata"`
@@ -150,7 +150,7 @@ const defaultField = "data"
 //
 // A large source's state answers every read of the whole object, and keyed
 // reads of the keys it covers (Covers); for any other read it returns "",
-// like a state without a key: callers read the keys first (KeyReader).
+// like a state without a key: callers read the keys first (WithKeys).
 func (c *SourceState) Checksum(h checksum.Hasher, keys []string) string {
 	if c.Whole != nil && keys == nil {
 		return c.Whole.Sum(h)

@@ -12,8 +12,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
-	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/keyread"
 	"github.com/restart-controller/restart-controller/internal/sourcecodec"
 )
 
@@ -26,11 +26,11 @@ var (
 // APIExists it needs only the list permission the informers already have
 // (a GET would need get). ConfigMaps and Secrets are read as protobuf
 // through core (a core/v1 REST client configured for protobuf) and handed over still
-// encoded, so that the KeyReader hashes their data where the response holds
+// encoded, so that the key reader (internal/keyread) hashes their data where the response holds
 // it; other kinds come through the dynamic client. Either reduces to the
-// same digests. It reads what a KeyReader asks for: the keys a workload
+// same digests. It reads what the key reader asks for: the keys a workload
 // reads of a source too large to cache a digest per key.
-func APIFetch(core rest.Interface, client dynamic.Interface) catalog.FetchFunc {
+func APIFetch(core rest.Interface, client dynamic.Interface) keyread.FetchFunc {
 	return func(ctx context.Context, kind config.SourceKind, namespace, name string) (runtime.Object, error) {
 		opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()}
 		var items []runtime.Object

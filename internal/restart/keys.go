@@ -8,11 +8,12 @@ import (
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/decision"
+	"github.com/restart-controller/restart-controller/internal/keyread"
 )
 
 // KeyReader gives a large source's cached state, which keeps only the
 // checksums of its whole data, the digests of the keys a workload reads
-// (catalog.KeyReader reads them from the API server).
+// (keyread.Reader reads them from the API server).
 type KeyReader interface {
 	Read(ctx context.Context, id catalog.SourceID, state *catalog.SourceState, keys []string) (*catalog.SourceState, error)
 }
@@ -38,7 +39,7 @@ func (c *Controller) sourcesFor(ctx context.Context, w *catalog.WorkloadState) (
 			return nil, fmt.Errorf("%s has too many keys to cache their digests, and no key reader is set", ref.ID)
 		}
 		filled, err := c.keys.Read(ctx, ref.ID, state, ref.Keys)
-		if errors.Is(err, catalog.ErrStale) {
+		if errors.Is(err, keyread.ErrStale) {
 			return nil, fmt.Errorf("reading keys of %s: %w: %w", ref.ID, errCacheBehind, err)
 		}
 		if err != nil {

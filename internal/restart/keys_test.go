@@ -14,6 +14,7 @@ import (
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/keyread"
 )
 
 // keyReaderDeployment reads one key of the ConfigMap "app" by env, and
@@ -108,7 +109,7 @@ func TestReconcileReadsKeysOfLargeSource(t *testing.T) {
 		}
 		f := &fetchFrom{cm: served}
 		if reader {
-			h.c.ReadKeysWith(catalog.NewKeyReader(h.cfg.Sources, f.fetch, catalog.KeyReaderCapacity))
+			h.c.ReadKeysWith(keyread.New(h.cfg.Sources, f.fetch, keyread.Capacity))
 		}
 		err := h.c.Reconcile(context.Background(), catalog.WorkloadKey{Resource: deploymentsGVR, Namespace: "shop", Name: "web"})
 		return h, f, err
@@ -203,7 +204,7 @@ func TestReconcileWholeReadOfLargeSource(t *testing.T) {
 				t.Fatal(err)
 			}
 			f := &fetchFrom{cm: tc.cached}
-			h.c.ReadKeysWith(catalog.NewKeyReader(h.cfg.Sources, f.fetch, catalog.KeyReaderCapacity))
+			h.c.ReadKeysWith(keyread.New(h.cfg.Sources, f.fetch, keyread.Capacity))
 			if err := h.c.Reconcile(context.Background(), catalog.WorkloadKey{Resource: deploymentsGVR, Namespace: "shop", Name: "web"}); err != nil {
 				t.Fatal(err)
 			}

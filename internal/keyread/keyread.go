@@ -1,4 +1,8 @@
-package catalog
+// Package keyread reads, for a decision, the digests of the keys a workload
+// reads of a large source: the cache keeps only whole-object checksums of
+// such a source, so the keys are read from the API server, checked against
+// the cached data, and kept in a bounded LRU.
+package keyread
 
 import (
 	"container/list"
@@ -12,9 +16,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/checksum"
 	"github.com/restart-controller/restart-controller/internal/config"
-	"github.com/restart-controller/restart-controller/internal/sourcecodec"
 )
 
 // FetchFunc reads a source object from the API server, or returns nil, nil
@@ -25,10 +29,10 @@ type FetchFunc func(ctx context.Context, kind config.SourceKind, namespace, name
 // than the cache: the cache is behind, and the read must wait for it.
 var ErrStale = errors.New("the API server holds other data for the source than the cache")
 
-// KeyReaderCapacity is how many key digests a KeyReader keeps: about 2 MiB
+// Capacity is how many key digests a Reader keeps: about 2 MiB
 // at most, and only ever filled by the keys that workloads name in their pod
 // specs, of sources too large to keep a digest per key.
-const KeyReaderCapacity = 1 << 14
+const Capacity = 1 << 14
 
 // maxFetches bounds the reads under way at once. Each holds a whole source
 // (up to 1 MiB of data, more with its managedFields) while it is reduced:
@@ -36,7 +40,7 @@ const KeyReaderCapacity = 1 << 14
 // multiply that.
 const maxFetches = 2
 
-// KeyReader gives a large source's cached state the digests of the keys a
+// Reader gives a large source's cached state the digests of the keys a
 // workload reads of it (a large source keeps only whole-object checksums).
 // It reads the object from the API server, reduces it on the spot to those
 // keys' digests, and checks that the data it read is the data the cache
@@ -47,7 +51,7 @@ const maxFetches = 2
 // used dropped beyond its capacity: workloads reading the same keys of the
 // same data share one read, and a metadata-only update of the source (same
 // data) reads nothing again. Concurrent reads of the same keys are made once.
-type KeyReader struct {
+type Reader struct {
 	fetch    FetchFunc
 	kinds    map[string]config.SourceKind
 	capacity int
@@ -55,7 +59,7 @@ type KeyReader struct {
 	fetching chan struct{} // one token per read under way
 
 	mu      sync.Mutex
-	entries map[readKey]*list.Element // of *keyDigests
+	entries map[readKey]*list.Element // of *entry
 	lru     *list.List                // most recently used first
 	held    int                       // digests held by entries
 	calls   map[readKey]*readCall
@@ -64,32 +68,31 @@ type KeyReader struct {
 // readKey names what a read gives: the digests of keys (joined by NUL,
 // which no key holds) of the source's data that Data digests.
 type readKey struct {
-	id   SourceID
+	id   catalog.SourceID
 	data checksum.Digest
 	keys string
 }
 
-type keyDigests struct {
-	key     readKey
-	keys    []string // sorted
-	digests map[string]checksum.Digest
-	fields  map[string]string
+// entry is a read kept, under its key.
+type entry struct {
+	key readKey
+	*catalog.KeyDigests
 }
 
 type readCall struct {
 	done chan struct{}
-	res  *keyDigests
+	res  *entry
 	err  error
 }
 
-// NewKeyReader returns a reader of the configured source kinds that fetches
+// New returns a reader of the configured source kinds that fetches
 // with fetch and keeps at most capacity key digests.
-func NewKeyReader(kinds []config.SourceKind, fetch FetchFunc, capacity int) *KeyReader {
+func New(kinds []config.SourceKind, fetch FetchFunc, capacity int) *Reader {
 	byName := make(map[string]config.SourceKind, len(kinds))
 	for _, k := range kinds {
 		byName[k.Name] = k
 	}
-	return &KeyReader{
+	return &Reader{
 		fetch: fetch, kinds: byName, capacity: capacity, fetching: make(chan struct{}, maxFetches),
 		entries: map[readKey]*list.Element{}, lru: list.New(), calls: map[readKey]*readCall{},
 	}
@@ -99,7 +102,7 @@ func NewKeyReader(kinds []config.SourceKind, fetch FetchFunc, capacity int) *Key
 // otherwise a copy of it that does. An error wrapping ErrStale means the
 // API server holds other data than state: the caller decides again once the
 // cache has caught up.
-func (r *KeyReader) Read(ctx context.Context, id SourceID, state *SourceState, keys []string) (*SourceState, error) {
+func (r *Reader) Read(ctx context.Context, id catalog.SourceID, state *catalog.SourceState, keys []string) (*catalog.SourceState, error) {
 	if state.Covers(keys) {
 		return state, nil
 	}
@@ -109,18 +112,18 @@ func (r *KeyReader) Read(ctx context.Context, id SourceID, state *SourceState, k
 	if err != nil {
 		return nil, err
 	}
-	return state.withKeys(e.keys, e.digests, e.fields), nil
+	return state.WithKeys(e.KeyDigests), nil
 }
 
 // Fetches is how many objects the reader has fetched.
-func (r *KeyReader) Fetches() int64 { return r.fetches.Load() }
+func (r *Reader) Fetches() int64 { return r.fetches.Load() }
 
-func (r *KeyReader) lookup(ctx context.Context, k readKey, keys []string) (*keyDigests, error) {
+func (r *Reader) lookup(ctx context.Context, k readKey, keys []string) (*entry, error) {
 	r.mu.Lock()
 	if el, ok := r.entries[k]; ok {
 		r.lru.MoveToFront(el)
 		r.mu.Unlock()
-		return el.Value.(*keyDigests), nil
+		return el.Value.(*entry), nil
 	}
 	if c, ok := r.calls[k]; ok {
 		r.mu.Unlock()
@@ -149,7 +152,7 @@ func (r *KeyReader) lookup(ctx context.Context, k readKey, keys []string) (*keyD
 
 // read fetches the source and reduces it to the digests of keys, checking
 // that its data is that of the cached state.
-func (r *KeyReader) read(ctx context.Context, k readKey, keys []string) (*keyDigests, error) {
+func (r *Reader) read(ctx context.Context, k readKey, keys []string) (*entry, error) {
 	kind, ok := r.kinds[k.id.Kind]
 	if !ok {
 		return nil, fmt.Errorf("unknown source kind %q", k.id.Kind)
@@ -168,47 +171,31 @@ func (r *KeyReader) read(ctx context.Context, k readKey, keys []string) (*keyDig
 	if obj == nil {
 		return nil, fmt.Errorf("%s is cached but no longer exists: %w", k.id, ErrStale)
 	}
-	e, whole, err := reduceKeys(obj, kind.DataFields, keys)
+	d, err := catalog.ReduceKeys(obj, kind.DataFields, keys)
 	if err != nil {
 		return nil, err
 	}
-	if whole.Data != k.data {
+	if d.Data != k.data {
 		return nil, fmt.Errorf("%s: %w", k.id, ErrStale)
 	}
-	e.key = k
-	return e, nil
-}
-
-// reduceKeys reduces a source object to the digests of keys (sorted), and
-// the checksums of its whole data.
-func reduceKeys(obj runtime.Object, dataFields, keys []string) (*keyDigests, *checksum.WholeSums, error) {
-	if e, ok := obj.(*sourcecodec.Source); ok {
-		whole, digests, inFields := encodedWholeSums(e, e.Fields(dataFields), checksum.Hasher{}, keys)
-		return &keyDigests{keys: keys, digests: digests, fields: inFields}, whole, nil
-	}
-	fields, _, err := dataFieldsOf(obj, dataFields)
-	if err != nil {
-		return nil, nil, err
-	}
-	whole, digests, inFields := wholeSums(fields, checksum.Hasher{}, keys)
-	return &keyDigests{keys: keys, digests: digests, fields: inFields}, whole, nil
+	return &entry{key: k, KeyDigests: d}, nil
 }
 
 // add keeps e, dropping the least recently used entries beyond capacity.
 // One larger than the capacity alone is not kept.
-func (r *KeyReader) add(e *keyDigests) {
-	if len(e.keys) > r.capacity {
+func (r *Reader) add(e *entry) {
+	if len(e.Keys) > r.capacity {
 		return
 	}
 	if _, ok := r.entries[e.key]; ok {
 		return
 	}
 	r.entries[e.key] = r.lru.PushFront(e)
-	r.held += len(e.keys)
+	r.held += len(e.Keys)
 	for r.held > r.capacity {
 		oldest := r.lru.Back()
-		old := r.lru.Remove(oldest).(*keyDigests)
+		old := r.lru.Remove(oldest).(*entry)
 		delete(r.entries, old.key)
-		r.held -= len(old.keys)
+		r.held -= len(old.Keys)
 	}
 }
