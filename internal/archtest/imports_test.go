@@ -60,8 +60,9 @@ func importRules() []rule {
 		{pkg: "internal/notify", may: []string{"internal/config", "internal/metrics"}},
 		// The caches, and what fills and reads them.
 		{pkg: "internal/catalog", may: append([]string{"internal/checksum", "internal/sourcecodec"}, policy...)},
+		{pkg: "internal/templaterv", may: []string{"internal/catalog", "internal/config"}},
 		{pkg: "internal/keyread", may: []string{"internal/catalog", "internal/checksum", "internal/config"}},
-		{pkg: "internal/watch", may: []string{"internal/catalog", "internal/checksum", "internal/config", "internal/kube", "internal/metrics"}},
+		{pkg: "internal/watch", may: []string{"internal/catalog", "internal/checksum", "internal/config", "internal/kube", "internal/metrics", "internal/templaterv"}},
 		// The one decision, pure, for the controller and explain alike.
 		{pkg: "internal/decision", may: []string{"internal/catalog", "internal/checksum", "internal/config", "internal/pacing", "internal/rollout"},
 			tests: []string{"internal/decision/decisiontest"}},

@@ -11,17 +11,18 @@ import (
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/templaterv"
 )
 
 var sendInitialEvents = true
 
-func trackingFixture(t *testing.T) (*catalog.TemplateTracker, func(obj interface{}) *catalog.WorkloadState) {
+func trackingFixture(t *testing.T) (*templaterv.Tracker, func(obj interface{}) *catalog.WorkloadState) {
 	t.Helper()
 	cfg, err := config.Parse(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tracker := catalog.NewTemplateTracker(true)
+	tracker := templaterv.New(true)
 	transform := tracker.Reduce(cfg.Workloads[0], cfg)
 	return tracker, func(obj interface{}) *catalog.WorkloadState {
 		t.Helper()

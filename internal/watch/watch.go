@@ -24,6 +24,7 @@ import (
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/metrics"
+	"github.com/restart-controller/restart-controller/internal/templaterv"
 )
 
 // Handler receives keys computed from events.
@@ -317,12 +318,12 @@ func (w *Watcher) startSourceInformers(ctx context.Context, kind config.SourceKi
 
 func (w *Watcher) startWorkloadInformers(ctx context.Context, kind config.WorkloadKind) error {
 	for _, ns := range w.namespaces() {
-		var tracker *catalog.TemplateTracker
+		var tracker *templaterv.Tracker
 		transform := catalog.ReduceWorkload(kind, w.cfg)
 		if w.cfg.OrderByResourceVersion {
 			// Under a label selector, a workload appearing in the watch may
 			// be an older one whose labels now match: not a creation.
-			tracker = catalog.NewTemplateTracker(w.cfg.WorkloadSelector.Empty())
+			tracker = templaterv.New(w.cfg.WorkloadSelector.Empty())
 			transform = tracker.Reduce(kind, w.cfg)
 		}
 		informer := workloadInformer(w.client, kind.GVR, ns, w.cfg.WorkloadSelector.String(), tracker)
@@ -409,7 +410,7 @@ type workloadHandler struct {
 	// workload is enqueued.
 	catalog *catalog.Catalog
 	// tracker forgets deleted workloads; nil when ordering is off.
-	tracker *catalog.TemplateTracker
+	tracker *templaterv.Tracker
 }
 
 func (h workloadHandler) key(state *catalog.WorkloadState) catalog.WorkloadKey {

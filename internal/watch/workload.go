@@ -13,13 +13,14 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/templaterv"
 )
 
 // workloadInformer is the dynamic informer of one workload kind, as
 // client-go's dynamicinformer builds it (see dynamicSourceInformer), with a ListerWatcher that tells the tracker
 // (when not nil) whether the objects the informer is about to transform are
 // states of a list or writes of a watch.
-func workloadInformer(client dynamic.Interface, gvr schema.GroupVersionResource, namespace, selector string, tracker *catalog.TemplateTracker) cache.SharedIndexInformer {
+func workloadInformer(client dynamic.Interface, gvr schema.GroupVersionResource, namespace, selector string, tracker *templaterv.Tracker) cache.SharedIndexInformer {
 	resource := client.Resource(gvr).Namespace(namespace)
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -47,7 +48,7 @@ func workloadInformer(client dynamic.Interface, gvr schema.GroupVersionResource,
 // first (sendInitialEvents, the informer's streaming list) sends states until
 // the bookmark that ends them; one from "" or "0" sends states with no end
 // marker, so it stays unknown to the end.
-func trackWatch(w watch.Interface, o metav1.ListOptions, tracker *catalog.TemplateTracker) watch.Interface {
+func trackWatch(w watch.Interface, o metav1.ListOptions, tracker *templaterv.Tracker) watch.Interface {
 	switch {
 	case o.SendInitialEvents != nil && *o.SendInitialEvents:
 		gen := tracker.BeginWatch(false)

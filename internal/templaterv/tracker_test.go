@@ -1,13 +1,56 @@
-package catalog
+package templaterv
 
 import (
+	"os"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/yaml"
 
+	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
 )
+
+// exampleConfig compiles examples/config.yaml.
+func exampleConfig(t testing.TB) *config.Config {
+	t.Helper()
+	data, err := os.ReadFile("../../examples/config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse(data)
+	if err != nil {
+		t.Fatalf("examples/config.yaml: %v", err)
+	}
+	return cfg
+}
+
+// deploymentKind returns the configured workload kind of Deployments.
+func deploymentKind(t testing.TB, cfg *config.Config) config.WorkloadKind {
+	t.Helper()
+	for _, w := range cfg.Workloads {
+		if w.GVR == (schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}) {
+			return w
+		}
+	}
+	t.Fatal("example source has no deployments")
+	return config.WorkloadKind{}
+}
+
+func fromYAML(t testing.TB, s string) *unstructured.Unstructured {
+	t.Helper()
+	j, err := yaml.YAMLToJSON([]byte(s))
+	if err != nil {
+		t.Fatalf("fixture: %v", err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(j); err != nil {
+		t.Fatalf("fixture: %v", err)
+	}
+	return u
+}
 
 // trackedDeployment is a Deployment at a resourceVersion, with an image (the
 // template) and a restart timestamp (not part of the template hash).
@@ -27,9 +70,9 @@ spec:
 // The tracker knows a template's resourceVersion exactly when the informer
 // delivered the write that set it as a watch event, and says "unknown" for
 // anything seen as a state (a list, a watch's initial events).
-func TestTemplateTrackerFollowsTheWriteThatSetTheTemplate(t *testing.T) {
+func TestTrackerFollowsTheWriteThatSetTheTemplate(t *testing.T) {
 	cfg := exampleConfig(t)
-	tracker := NewTemplateTracker(true)
+	tracker := New(true)
 	transform := tracker.Reduce(deploymentKind(t, cfg), cfg)
 	steps := []struct {
 		name   string
@@ -60,7 +103,7 @@ func TestTemplateTrackerFollowsTheWriteThatSetTheTemplate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := out.(*WorkloadState).TemplateRV; got != s.wantRV {
+		if got := out.(*catalog.WorkloadState).TemplateRV; got != s.wantRV {
 			t.Errorf("%s: TemplateRV %q, want %q", s.name, got, s.wantRV)
 		}
 	}
@@ -68,12 +111,12 @@ func TestTemplateTrackerFollowsTheWriteThatSetTheTemplate(t *testing.T) {
 	// Initial events end with a bookmark; after the informer took it, writes are live.
 	gen := tracker.BeginWatch(false)
 	out, _ := transform(trackedDeployment(t, "u2", "60", "web:6", ""))
-	if rv := out.(*WorkloadState).TemplateRV; rv != "" {
+	if rv := out.(*catalog.WorkloadState).TemplateRV; rv != "" {
 		t.Errorf("initial event: TemplateRV %q", rv)
 	}
 	tracker.InitialEventsEnded(gen)
 	out, _ = transform(trackedDeployment(t, "u2", "61", "web:7", ""))
-	if rv := out.(*WorkloadState).TemplateRV; rv != "61" {
+	if rv := out.(*catalog.WorkloadState).TemplateRV; rv != "61" {
 		t.Errorf("write after the initial events: TemplateRV %q, want 61", rv)
 	}
 	// The end of an older watch's initial events does not make a later list live.
@@ -81,26 +124,26 @@ func TestTemplateTrackerFollowsTheWriteThatSetTheTemplate(t *testing.T) {
 	tracker.BeginList()
 	tracker.InitialEventsEnded(old)
 	out, _ = transform(trackedDeployment(t, "u2", "70", "web:8", ""))
-	if rv := out.(*WorkloadState).TemplateRV; rv != "" {
+	if rv := out.(*catalog.WorkloadState).TemplateRV; rv != "" {
 		t.Errorf("list after a stale end of initial events: TemplateRV %q, want unknown", rv)
 	}
 }
 
 // Under a label selector, a workload appearing in the watch may be an older
 // one whose labels now match: its template's resourceVersion is unknown.
-func TestTemplateTrackerCreationsUnderASelector(t *testing.T) {
+func TestTrackerCreationsUnderASelector(t *testing.T) {
 	cfg := exampleConfig(t)
 	for _, tc := range []struct {
 		creations bool
 		want      string
 	}{{true, "7"}, {false, ""}} {
-		tracker := NewTemplateTracker(tc.creations)
+		tracker := New(tc.creations)
 		tracker.BeginWatch(true)
 		out, err := tracker.Reduce(deploymentKind(t, cfg), cfg)(trackedDeployment(t, "u1", "7", "web:1", ""))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := out.(*WorkloadState).TemplateRV; got != tc.want {
+		if got := out.(*catalog.WorkloadState).TemplateRV; got != tc.want {
 			t.Errorf("creations %v: TemplateRV %q, want %q", tc.creations, got, tc.want)
 		}
 	}
@@ -108,9 +151,9 @@ func TestTemplateTrackerCreationsUnderASelector(t *testing.T) {
 
 // Memory stays bounded: deleted workloads are forgotten (also through a
 // tombstone), but not a workload re-created under the same name.
-func TestTemplateTrackerForgets(t *testing.T) {
+func TestTrackerForgets(t *testing.T) {
 	cfg := exampleConfig(t)
-	tracker := NewTemplateTracker(true)
+	tracker := New(true)
 	transform := tracker.Reduce(deploymentKind(t, cfg), cfg)
 	tracker.BeginWatch(true)
 	first, _ := transform(trackedDeployment(t, "u1", "5", "web:1", ""))
@@ -132,7 +175,7 @@ func TestTemplateTrackerForgets(t *testing.T) {
 	tracker.Forget(cache.DeletedFinalStateUnknown{Key: "shop/web"})
 
 	// Objects already reduced, and tombstones, pass through unobserved.
-	reduced := second.(*WorkloadState)
+	reduced := second.(*catalog.WorkloadState)
 	for _, obj := range []interface{}{reduced, cache.DeletedFinalStateUnknown{Key: "shop/web", Obj: reduced}, nil} {
 		if out, err := transform(obj); err != nil || out != obj {
 			t.Errorf("transform(%T) = %v, %v; want it unchanged", obj, out, err)
@@ -140,41 +183,5 @@ func TestTemplateTrackerForgets(t *testing.T) {
 	}
 	if tracker.Len() != 0 {
 		t.Error("a passed-through object was remembered")
-	}
-}
-
-// notRolledWhen conditions of the example configuration: a paused
-// Deployment, OnDelete StatefulSets and DaemonSets.
-func TestReduceWorkloadNotRolled(t *testing.T) {
-	cfg := exampleConfig(t)
-	kinds := map[string]config.WorkloadKind{}
-	for _, k := range cfg.Workloads {
-		kinds[k.GVR.Resource] = k
-	}
-	for _, tc := range []struct {
-		name, resource, yaml, want string
-	}{
-		{"running deployment", "deployments", `{kind: Deployment, spec: {template: {spec: {}}}}`, ""},
-		{"paused: false", "deployments", `{kind: Deployment, spec: {paused: false, template: {spec: {}}}}`, ""},
-		{"paused deployment", "deployments", `{kind: Deployment, spec: {paused: true, template: {spec: {}}}}`, "spec.paused is true"},
-		{"paused as a string is not paused", "deployments", `{kind: Deployment, spec: {paused: "true", template: {spec: {}}}}`, ""},
-		{"rolling statefulset", "statefulsets", `{kind: StatefulSet, spec: {updateStrategy: {type: RollingUpdate}, template: {spec: {}}}}`, ""},
-		{"OnDelete statefulset", "statefulsets", `{kind: StatefulSet, spec: {updateStrategy: {type: OnDelete}, template: {spec: {}}}}`, "spec.updateStrategy.type is OnDelete"},
-		{"OnDelete daemonset", "daemonsets", `{kind: DaemonSet, spec: {updateStrategy: {type: OnDelete}, template: {spec: {}}}}`, "spec.updateStrategy.type is OnDelete"},
-		{"updateStrategy of the wrong type", "daemonsets", `{kind: DaemonSet, spec: {updateStrategy: OnDelete, template: {spec: {}}}}`, ""},
-		{"kind without conditions", "rollouts", `{kind: Rollout, spec: {paused: true, template: {spec: {}}}}`, ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			u := fromYAML(t, tc.yaml)
-			u.SetName("w")
-			u.SetNamespace("shop")
-			out, err := ReduceWorkload(kinds[tc.resource], cfg)(u)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := out.(*WorkloadState).NotRolled; got != tc.want {
-				t.Errorf("NotRolled %q, want %q", got, tc.want)
-			}
-		})
 	}
 }

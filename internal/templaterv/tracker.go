@@ -1,4 +1,7 @@
-package catalog
+// Package templaterv follows the write that gave each workload its pod
+// template, so that decisions can order a template change against a
+// source's (WorkloadState.TemplateRV).
+package templaterv
 
 import (
 	"sync"
@@ -7,10 +10,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
 )
 
-// TemplateTracker follows, for the workloads of one informer, the write that
+// Tracker follows, for the workloads of one informer, the write that
 // gave each workload its current pod template, and hands its resourceVersion
 // to decisions as WorkloadState.TemplateRV.
 //
@@ -27,7 +31,7 @@ import (
 // informer's ListerWatcher tells the tracker which of the two it delivers
 // (BeginList, BeginWatch, InitialEventsEnded); the reflector runs list, watch
 // and transform on one goroutine, in that order.
-type TemplateTracker struct {
+type Tracker struct {
 	// creations: a workload first seen in a live watch was created by that
 	// write. False under a label selector, where a label change that makes an
 	// older workload match arrives as an ADDED event too.
@@ -49,15 +53,15 @@ type trackedTemplate struct {
 	rv   string // "" when unknown
 }
 
-// NewTemplateTracker returns the tracker of one workload informer.
+// New returns the tracker of one workload informer.
 // creations says whether a workload that appears in a live watch was created
 // by that event (true unless workloads are filtered by a label selector).
-func NewTemplateTracker(creations bool) *TemplateTracker {
-	return &TemplateTracker{creations: creations, seen: map[workloadName]trackedTemplate{}}
+func New(creations bool) *Tracker {
+	return &Tracker{creations: creations, seen: map[workloadName]trackedTemplate{}}
 }
 
 // BeginList is called when the informer lists: what follows are states.
-func (t *TemplateTracker) BeginList() {
+func (t *Tracker) BeginList() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.gen++
@@ -68,7 +72,7 @@ func (t *TemplateTracker) BeginList() {
 // its events are writes from the start; a watch with initial events (sent
 // from resourceVersion "" or "0", or asked for with sendInitialEvents) starts
 // with states. The returned generation is passed to InitialEventsEnded.
-func (t *TemplateTracker) BeginWatch(live bool) uint64 {
+func (t *Tracker) BeginWatch(live bool) uint64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.gen++
@@ -78,7 +82,7 @@ func (t *TemplateTracker) BeginWatch(live bool) uint64 {
 
 // InitialEventsEnded is called once the informer has taken the bookmark that
 // ends a watch's initial events: later events of that watch are writes.
-func (t *TemplateTracker) InitialEventsEnded(gen uint64) {
+func (t *Tracker) InitialEventsEnded(gen uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.gen == gen {
@@ -88,19 +92,21 @@ func (t *TemplateTracker) InitialEventsEnded(gen uint64) {
 
 // Reduce returns the informer transform of a tracked kind: ReduceWorkload,
 // and the template's resourceVersion when known.
-func (t *TemplateTracker) Reduce(kind config.WorkloadKind, cfg *config.Config) cache.TransformFunc {
+func (t *Tracker) Reduce(kind config.WorkloadKind, cfg *config.Config) cache.TransformFunc {
+	reduce := catalog.ReduceWorkload(kind, cfg)
 	return func(obj interface{}) (interface{}, error) {
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
-			return obj, nil
+		if _, ok := obj.(*unstructured.Unstructured); !ok {
+			return obj, nil // reduced already, or a tombstone
 		}
-		state := reduceWorkload(u, kind, cfg)
-		t.observe(state)
-		return state, nil
+		out, err := reduce(obj)
+		if state, ok := out.(*catalog.WorkloadState); ok && err == nil {
+			t.observe(state)
+		}
+		return out, err
 	}
 }
 
-func (t *TemplateTracker) observe(state *WorkloadState) {
+func (t *Tracker) observe(state *catalog.WorkloadState) {
 	key := workloadName{state.Namespace, state.Name}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -124,11 +130,11 @@ func (t *TemplateTracker) observe(state *WorkloadState) {
 // Forget drops a deleted workload (a *WorkloadState or a tombstone holding
 // one). A workload re-created under the same name meanwhile has another UID
 // and is kept.
-func (t *TemplateTracker) Forget(obj interface{}) {
+func (t *Tracker) Forget(obj interface{}) {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	}
-	state, ok := obj.(*WorkloadState)
+	state, ok := obj.(*catalog.WorkloadState)
 	if !ok {
 		return
 	}
@@ -141,7 +147,7 @@ func (t *TemplateTracker) Forget(obj interface{}) {
 }
 
 // Len returns how many workloads the tracker remembers.
-func (t *TemplateTracker) Len() int {
+func (t *Tracker) Len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.seen)
