@@ -37,6 +37,7 @@ func importRules() []rule {
 		// Leaves: pure data and computation, no other room.
 		{pkg: "internal/rollout"},
 		{pkg: "internal/refs"},
+		{pkg: "internal/optin"},
 		{pkg: "internal/checksum"},
 		{pkg: "internal/sourcecodec"},
 		{pkg: "internal/metrics"},
@@ -50,7 +51,7 @@ func importRules() []rule {
 		{pkg: "internal/archtest"},
 		// Configuration and the policies it configures.
 		{pkg: "internal/pacing", may: []string{"internal/rollout"}},
-		{pkg: "internal/config", may: []string{"internal/pacing", "internal/refs", "internal/rollout"}},
+		{pkg: "internal/config", may: []string{"internal/optin", "internal/pacing", "internal/refs", "internal/rollout"}},
 		{pkg: "internal/cli", may: []string{"internal/config"}},
 		{pkg: "internal/checksumkey", may: []string{"internal/checksum"}},
 		// Leader election and Events on internal/kube's clients.

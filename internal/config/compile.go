@@ -58,6 +58,9 @@ func compile(f *File, p *problems) *Config {
 		}
 	}
 	c.Sources = compileSources(f.Sources, p)
+	for _, k := range c.Sources {
+		c.sourceKinds = append(c.sourceKinds, k.Name)
+	}
 	c.Workloads = compileWorkloads(f.Workloads, p)
 	c.Extractors = compileReferences(f.References, f.Sources, p)
 	c.OrderByResourceVersion = f.OrderByResourceVersion

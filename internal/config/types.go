@@ -22,8 +22,10 @@ type Config struct {
 	// WorkloadSelector filters workloads by label; labels.Everything() when unset.
 	WorkloadSelector labels.Selector
 	Sources          []SourceKind
-	Workloads        []WorkloadKind
-	Extractors       []*refs.Extractor
+	// sourceKinds are the names of Sources, for OptInRules.
+	sourceKinds []string
+	Workloads   []WorkloadKind
+	Extractors  []*refs.Extractor
 	// OrderByResourceVersion compares resourceVersions across sources and
 	// workloads to tell which write came first (docs/design.md).
 	OrderByResourceVersion bool
@@ -34,13 +36,14 @@ type Config struct {
 	// Breaker holds a workload restarted too often.
 	Breaker pacing.Breaker
 	// OptIns are the opt-in annotations beside Annotations.OptIn, and
-	// SourceLists the annotations listing sources by name (optin.go).
+	// SourceLists the annotations listing sources by name (package optin
+	// reads them: OptInRules).
 	OptIns      []OptIn
 	SourceLists []SourceList
 	// Excludes are the workload annotations listing sources of one kind
-	// whose changes restart it not (optin.go).
+	// whose changes restart it not (OptInRules).
 	Excludes []Exclude
-	// OptInAll opts every watched workload in unless it opts out (optin.go).
+	// OptInAll opts every watched workload in unless it opts out (OptInRules).
 	OptInAll bool
 	// Sinks receive notifications (notifications.go).
 	Sinks []Sink
