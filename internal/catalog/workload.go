@@ -88,6 +88,11 @@ type WorkloadState struct {
 	// IgnoreSources are the entries of the ignore-sources annotation:
 	// "KIND/NAME" or "NAME".
 	IgnoreSources []string `json:"ignoreSources,omitempty"`
+	// Strategy is the value of the restart-strategy annotation that picks
+	// one of the kind's strategies; empty for the kind's own (strategy.go).
+	// RestartMark is the value at a timestampAt strategy's field.
+	Strategy    string `json:"strategy,omitempty"`
+	RestartMark string `json:"restartMark,omitempty"`
 }
 
 // Ignores reports whether the workload's ignore-sources annotation names the
@@ -128,7 +133,7 @@ func (w *WorkloadState) SameDecisionInputs(other *WorkloadState) bool {
 	if w.OptedIn != other.OptedIn || w.Applied != other.Applied || w.HasApplied != other.HasApplied ||
 		w.AppliedTemplateHash != other.AppliedTemplateHash || w.TemplateHash != other.TemplateHash ||
 		w.TemplateRV != other.TemplateRV || w.NotRolled != other.NotRolled ||
-		w.Problem != other.Problem || len(w.References) != len(other.References) ||
+		w.Problem != other.Problem || len(w.References) != len(other.References) || w.Strategy != other.Strategy ||
 		w.Rollout.Phase != other.Rollout.Phase || w.LastRestart != other.LastRestart || w.Hold != other.Hold ||
 		!slices.Equal(w.IgnoreSources, other.IgnoreSources) {
 		return false
@@ -181,6 +186,7 @@ func reduceWorkload(u *unstructured.Unstructured, kind config.WorkloadKind, cfg 
 		// decisions apply them the one way they apply the others.
 		IgnoreSources: append(splitList(annotations[cfg.Annotations.IgnoreSources]), cfg.ExcludedSources(annotations)...),
 	}
+	reduceStrategy(state, kind, cfg, annotations, u.Object)
 	if record, err := pacing.ParseLastRestart(state.LastRestart); err == nil && record.InFlight() {
 		state.InFlight = true
 	}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/metadata"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/decision"
 	"github.com/restart-controller/restart-controller/internal/pacing"
 )
@@ -108,6 +109,9 @@ func (c *Controller) act(ctx context.Context, key catalog.WorkloadKey, w *catalo
 		c.report(w, key, v.Plan, v.At, true)
 		c.dryRun.remember(key, v.Plan)
 		return nil
+	}
+	if v.Plan.Restart && (v.Plan.Strategy.Name == config.RunNow || v.Plan.Strategy.Name == config.Recreate) {
+		return c.restartBy(ctx, key, w, v) // strategy.go
 	}
 	body, err := BuildPatch(c.templateFields[key.Resource], c.cfg.Annotations, w, v.Plan, v.At)
 	if err != nil {

@@ -31,10 +31,15 @@ func (c *Controller) follow(ctx context.Context, key catalog.WorkloadKey, w *cat
 	if !rec.InFlight() {
 		return false, nil
 	}
+	status, poll := c.restartStatus(ctx, key, rec, status) // strategy.go
 	verdict := c.rolloutRules[key.Resource].Judge(status, rec.At, now)
 	if verdict.Result == rollout.ResultPending {
 		// The deadline: decide again then, if no status change comes first.
-		c.requeue(key, verdict.Wait+10*time.Millisecond)
+		wait := verdict.Wait + 10*time.Millisecond
+		if poll > 0 {
+			wait = min(wait, poll)
+		}
+		c.requeue(key, wait)
 		return false, nil
 	}
 	done := rec.WithResult(verdict, now)
