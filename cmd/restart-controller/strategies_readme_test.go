@@ -19,8 +19,9 @@ var strategyWhy = map[string]string{
 	"daemonsets":   "as for Deployments, node by node",
 	"rollouts": "restarts as before by default; under GitOps a changed template is drift for Argo CD and may start a canary analysis, " +
 		"so `restart` sets `spec.restartAt` instead: Argo Rollouts replaces the pods and leaves the template alone; complete when `status.restartedAt` equals it",
-	"cronjobs": "a changed Job template reaches only the next scheduled run, maybe hours away: a Job is started now, as Reloader does, " +
-		"one per change (named after it, so a retry never starts a second); its Complete or Failed condition ends the rollout",
+	"cronjobs": "a CronJob's next scheduled run reads the new data anyway, maybe hours away; what its owners opt in for is a run now, " +
+		"as Reloader starts: one Job per change (named after it, so a retry never starts a second), ended by its Complete or Failed condition. " +
+		"It costs `create` on Jobs (arbitrary pods): `restart: {strategy: templateAnnotation}` (and no Job rule) grants less",
 }
 
 // strategiesBlock is the README's table of the default restart strategies.

@@ -8,7 +8,6 @@ import (
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/pacing"
-	"github.com/restart-controller/restart-controller/internal/refs"
 )
 
 // The verdict's plan carries the strategy: the kind's, or the one the
@@ -17,8 +16,8 @@ import (
 func TestDecideCarriesTheStrategy(t *testing.T) {
 	rollouts := schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "rollouts"}
 	cronjobs := schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "cronjobs"}
-	restartAt := config.Strategy{Name: config.TimestampAt, Field: refs.MustParsePath("spec.restartAt")}
-	runNow := config.Strategy{Name: config.RunNow, JobTemplate: refs.MustParsePath("spec.jobTemplate")}
+	restartAt := config.Strategy{Name: config.TimestampAt}
+	runNow := config.Strategy{Name: config.RunNow}
 	rules := testRules
 	rules.Restarts = map[schema.GroupVersionResource]config.Restart{
 		rollouts: {Strategy: config.Strategy{Name: config.TemplateAnnotation}, ByAnnotation: map[string]config.Strategy{"restart": restartAt}},
