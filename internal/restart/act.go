@@ -18,9 +18,9 @@ import (
 	"k8s.io/client-go/metadata"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
-	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/decision"
 	"github.com/restart-controller/restart-controller/internal/pacing"
+	"github.com/restart-controller/restart-controller/internal/strategy"
 )
 
 // holdRestart keeps a held restart from happening: it writes the hold on the
@@ -110,10 +110,10 @@ func (c *Controller) act(ctx context.Context, key catalog.WorkloadKey, w *catalo
 		c.dryRun.remember(key, v.Plan)
 		return nil
 	}
-	if v.Plan.Restart && (v.Plan.Strategy.Name == config.RunNow || v.Plan.Strategy.Name == config.Recreate) {
+	if strategy.OtherWrites(v.Plan) {
 		return c.restartBy(ctx, key, w, v) // strategy.go
 	}
-	body, err := BuildPatch(c.templateFields[key.Resource], c.cfg.Annotations, w, v.Plan, v.At)
+	body, err := strategy.BuildPatch(c.templateFields[key.Resource], c.cfg.Annotations, w, v.Plan, v.At)
 	if err != nil {
 		c.fleet.unreserve(key)
 		return fmt.Errorf("building patch for %s: %w", key, err)

@@ -9,6 +9,7 @@ import (
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/pacing"
 	"github.com/restart-controller/restart-controller/internal/rollout"
+	"github.com/restart-controller/restart-controller/internal/strategy"
 )
 
 // follow judges the rollout of the workload's last restart, if it is still
@@ -31,7 +32,7 @@ func (c *Controller) follow(ctx context.Context, key catalog.WorkloadKey, w *cat
 	if !rec.InFlight() {
 		return false, nil
 	}
-	status, poll := c.restartStatus(ctx, key, rec, status) // strategy.go
+	status, poll := strategy.Status(ctx, c.client, key.Namespace, rec, status)
 	verdict := c.rolloutRules[key.Resource].Judge(status, rec.At, now)
 	if verdict.Result == rollout.ResultPending {
 		// The deadline: decide again then, if no status change comes first.

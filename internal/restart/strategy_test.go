@@ -242,21 +242,6 @@ func TestTimestampAtPatch(t *testing.T) {
 	}
 }
 
-func TestRestartTime(t *testing.T) {
-	now := time.Date(2030, 1, 2, 3, 4, 5, 600, time.UTC)
-	for current, want := range map[string]string{
-		"":                     "2030-01-02T03:04:05Z",
-		"garbage":              "2030-01-02T03:04:05Z",
-		"2030-01-02T03:04:04Z": "2030-01-02T03:04:05Z",
-		"2030-01-02T03:04:05Z": "2030-01-02T03:04:06Z",
-		"2030-01-02T03:04:09Z": "2030-01-02T03:04:10Z",
-	} {
-		if got := restartTime(now, current); got != want {
-			t.Errorf("restartTime(now, %q) = %s, want %s", current, got, want)
-		}
-	}
-}
-
 // TestRunNowCreatesOneJobPerChange: a CronJob's change starts the Job
 // `kubectl create job --from=cronjob/report` would, named after the change,
 // then records it. A crash between the two writes (here: the record's

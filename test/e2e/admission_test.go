@@ -94,7 +94,7 @@ func TestAdmissionGuard(t *testing.T) {
 		}
 	}
 
-	// The controller's own patches: the shape restart.BuildPatch writes.
+	// The controller's own patches: the shape strategy.BuildPatch writes.
 	stamp := time.Now().UTC().Format(time.RFC3339Nano)
 	allowed := []struct {
 		what, resource, body string

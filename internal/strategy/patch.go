@@ -1,4 +1,4 @@
-package restart
+package strategy
 
 import (
 	"encoding/json"
@@ -40,7 +40,7 @@ func BuildPatch(templateFields []string, annotations config.Annotations, w *cata
 	switch {
 	case plan.Restart && plan.Strategy.Name == config.TimestampAt:
 		fields, _ := plan.Strategy.Field.Fields()
-		nest(patch, fields[:len(fields)-1], map[string]interface{}{fields[len(fields)-1]: restartTime(now, w.RestartMark)})
+		nest(patch, fields[:len(fields)-1], map[string]interface{}{fields[len(fields)-1]: Time(now, w.RestartMark)})
 	case plan.Restart && plan.Strategy.Name != config.RunNow && plan.Strategy.Name != config.Recreate:
 		// RFC 3339 with nanoseconds: two restarts within one second must still
 		// change the template, or the second would roll nothing.
