@@ -1,6 +1,7 @@
 package config
 
 import (
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -86,4 +87,33 @@ workloads:
 	if !rollouts.Uses(TimestampAt) || rollouts.Uses(RunNow) {
 		t.Errorf("rollouts: %+v", rollouts)
 	}
+}
+
+// The Reloader preset reads reloader.stakater.com/rollout-strategy: restart
+// sets an Argo Rollout's spec.restartAt, rollout patches its template.
+func TestReloaderPresetRolloutStrategy(t *testing.T) {
+	raw, err := os.ReadFile("../../examples/presets/reloader.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Annotations.RestartStrategy != "reloader.stakater.com/rollout-strategy" {
+		t.Fatalf("annotations.restartStrategy = %q", c.Annotations.RestartStrategy)
+	}
+	for _, w := range c.Workloads {
+		if w.GVR.Resource != "rollouts" {
+			continue
+		}
+		if s := w.Restart.StrategyOf("restart"); s.Name != TimestampAt || s.Field.String() != "spec.restartAt" || s.DoneField.String() != "status.restartedAt" {
+			t.Errorf("restart: %+v", s)
+		}
+		if s := w.Restart.StrategyOf("rollout"); s.Name != TemplateAnnotation {
+			t.Errorf("rollout: %+v", s)
+		}
+		return
+	}
+	t.Fatal("the preset watches no Rollouts")
 }

@@ -156,11 +156,13 @@ func (m *mapping) kinds(o Options) {
 	if !o.IsArgoRollouts {
 		m.dropWorkload("argoproj.io", "rollouts")
 	}
-	for _, kind := range []string{"jobs", "cronjobs"} {
-		if !slices.Contains(o.WorkloadTypesToIgnore, kind) {
-			m.lost("Jobs and CronJobs", "not restarted: Reloader re-creates a Job and starts a CronJob's Job now; restart-controller restarts only workloads that roll (ignore with --ignored-workload-types=jobs,cronjobs to silence this)")
-			break
-		}
+	// A CronJob's change starts a Job now, as in Reloader (the default
+	// restart strategy of CronJobs).
+	if slices.Contains(o.WorkloadTypesToIgnore, "cronjobs") {
+		m.dropWorkload("batch", "cronjobs")
+	}
+	if !slices.Contains(o.WorkloadTypesToIgnore, "jobs") {
+		m.lost("Jobs", "not re-created: Reloader deletes and re-creates a Job on a change; here that is an opt-in, a jobs workload kind with restart: {strategy: recreate} (README, \"Restart strategies\"), since a controller killed between the deletion and the creation loses the Job (ignore with --ignored-workload-types=jobs to silence this)")
 	}
 	if o.EnableCSIIntegration {
 		m.lost("--enable-csi-integration", "not supported yet: SecretProviderClassPodStatus rotations restart nothing")
@@ -184,7 +186,11 @@ func (m *mapping) dropSource(name string) {
 }
 
 func (m *mapping) dropWorkload(group, resource string) {
-	m.tree["workloads"] = filter(entries(m.defaults["workloads"]), func(e map[string]any) bool {
+	from := m.tree["workloads"] // another kind dropped before
+	if from == nil {
+		from = m.defaults["workloads"]
+	}
+	m.tree["workloads"] = filter(entries(from), func(e map[string]any) bool {
 		return fmt.Sprint(e["group"]) != group || fmt.Sprint(e["resource"]) != resource
 	})
 }
