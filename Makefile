@@ -38,9 +38,10 @@ fmt-check:
 
 unit: helm
 	$(GO) test -race -short -count=1 ./...
+	$(GO) -C hack/bench test -race -count=1 ./...
 
 e2e: cluster-bins helm
-	$(GO) test -count=1 -timeout 40m -v ./internal/testcluster/ ./test/e2e/
+	$(GO) test -count=1 -timeout 40m -v ./internal/testcluster/ ./internal/kube/ ./internal/election/ ./internal/events/ ./test/e2e/
 
 ## fuzz: every fuzz target for FUZZTIME each (seed corpora run in `make unit` too).
 FUZZTIME ?= 30s
@@ -64,10 +65,12 @@ demo-down:
 	-@[ -f "$(DEMO_DIR)/controller.pid" ] && kill $$(cat "$(DEMO_DIR)/controller.pid") 2>/dev/null; rm -f "$(DEMO_DIR)/controller.pid"
 
 ## bench: hack/bench is a module of its own (the root's `go list ./...` is the product);
-## built into bin/ and run from the root, so its default paths are the root's.
+## built into bin/ and run from the root, so its default paths are the root's: each run
+## appends its headline figures to BENCHMARKS.json and redraws BENCHMARKS.svg (commit both).
 bench: build cluster-bins
+	CGO_ENABLED=0 $(GO) build $(RELEASE_FLAGS) -o bin/floor ./test/floor
 	$(GO) -C hack/bench build -o $(CURDIR)/bin/bench .
-	bin/bench --controller $(BIN) $(BENCH_ARGS)
+	bin/bench --controller $(BIN) --floor bin/floor $(BENCH_ARGS)
 
 ## image: OCI image without a Docker engine (bin/image, bin/restart-controller-image.tar); prints the digest.
 image:

@@ -4,27 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes/scheme"
-	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
-	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/events"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/checksum"
 	"github.com/restart-controller/restart-controller/internal/checksumkey"
 	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/events"
+	"github.com/restart-controller/restart-controller/internal/kube"
 	"github.com/restart-controller/restart-controller/internal/metrics"
 	"github.com/restart-controller/restart-controller/internal/restart"
 	"github.com/restart-controller/restart-controller/internal/watch"
@@ -61,19 +56,6 @@ func restConfig(s config.Settings) (*rest.Config, error) {
 	return rc, nil
 }
 
-// protobufClient is a core client that speaks protobuf, as the informers of
-// ConfigMaps and Secrets do: source data is the bulk of what it receives.
-func protobufClient(rc *rest.Config) (corev1client.CoreV1Interface, error) {
-	cfg := rest.CopyConfig(rc)
-	cfg.ContentType = runtime.ContentTypeProtobuf
-	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	core, err := corev1client.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("creating protobuf client: %w", err)
-	}
-	return core, nil
-}
-
 // runController runs the controller with one config until ctx ends; onSynced
 // is called once the caches have synced. The metrics and the server outlive
 // it (a reload runs it again with a new config), so it publishes what they
@@ -86,14 +68,14 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 	if err != nil {
 		return err
 	}
-	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: cl.events})
-	defer broadcaster.Shutdown()
 	m.Ready.Set(0)
 	m.Leader.Set(0)
 	m.WatchedWorkloads.Reset() // a reload may have removed kinds
 	m.DryRun.Set(0)
-	recorder := restart.NewLimitedRecorder(broadcaster.NewRecorder(scheme.Scheme, "restart-controller"),
-		eventsPerSecond, eventBurst, m.EventsDropped)
+	hostname, _ := os.Hostname() // the reporting instance, as client-go's tools/events names it
+	eventLog := events.New(cl.kube, kube.Scheme, "restart-controller", "restart-controller-"+hostname, events.QueueSize,
+		m.EventsDropped, log.Named("events"))
+	recorder := restart.NewLimitedRecorder(eventLog, eventsPerSecond, eventBurst, m.EventsDropped)
 	if cfg.Settings.DryRun {
 		m.DryRun.Set(1)
 		log.Warn("dry run: decisions are logged and reported as Events, nothing is patched")
@@ -104,6 +86,7 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 		return err
 	}
 	live.set(cat, watcher)
+	defer startNotifier(ctx, cfg, cl.kube, m, log.Named("notify"), ctrl)() // stops after the controller (defers run last first)
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	var wg sync.WaitGroup
@@ -113,9 +96,11 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 		cancel(nil)
 		wg.Wait()
 	}()
-	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
-		return fmt.Errorf("starting event recording: %w", err)
-	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		eventLog.Run(ctx)
+	}()
 	if err := watcher.Start(ctx); err != nil {
 		return fmt.Errorf("starting watches: %w", err) // a *watch.ConfigError is a configuration error: exit 2
 	}
@@ -140,7 +125,7 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 	if !cfg.Settings.LeaderElect {
 		m.Leader.Set(1)
 		ctrl.Run(ctx, context.WithoutCancel(ctx), cfg.Settings.Workers, drainTimeout)
-	} else if err := runAsLeader(ctx, cfg.Settings, cl.coordination, log.Named("leader"), m, func(runCtx, writeCtx context.Context, fresh func() bool) {
+	} else if err := runAsLeader(ctx, cfg.Settings, cl.kube, log.Named("leader"), m, func(runCtx, writeCtx context.Context, fresh func() bool) {
 		ctrl.WriteOnlyWhile(fresh)
 		ctrl.Run(runCtx, writeCtx, cfg.Settings.Workers, drainTimeout)
 	}); err != nil {
@@ -156,15 +141,11 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 type clients struct {
 	rest    *rest.Config
 	dynamic dynamic.Interface
-	disc    discovery.DiscoveryInterface
-	// Typed clients of the groups the controller uses, one each: the whole
-	// clientset links every group's client and apply configurations.
-	core         corev1client.CoreV1Interface
-	events       eventsv1client.EventsV1Interface
-	coordination coordinationv1client.CoordinationV1Interface
-	authz        authorizationv1client.AuthorizationV1Interface
-	meta         metadata.Interface
-	protobuf     corev1client.CoreV1Interface
+	// kube makes the typed calls (Secrets, Leases, Events, access reviews,
+	// discovery) without client-go's typed clients, which link every API
+	// group (internal/kube).
+	kube *kube.Client
+	meta metadata.Interface
 }
 
 func newClients(s config.Settings) (*clients, error) {
@@ -176,26 +157,11 @@ func newClients(s config.Settings) (*clients, error) {
 	if c.dynamic, err = dynamic.NewForConfig(rc); err != nil {
 		return nil, fmt.Errorf("creating dynamic client: %w", err)
 	}
-	if c.disc, err = discovery.NewDiscoveryClientForConfig(rc); err != nil {
-		return nil, fmt.Errorf("creating discovery client: %w", err)
-	}
-	if c.core, err = corev1client.NewForConfig(rc); err != nil {
-		return nil, fmt.Errorf("creating core client: %w", err)
-	}
-	if c.events, err = eventsv1client.NewForConfig(rc); err != nil {
-		return nil, fmt.Errorf("creating events client: %w", err)
-	}
-	if c.coordination, err = coordinationv1client.NewForConfig(rc); err != nil {
-		return nil, fmt.Errorf("creating coordination client: %w", err)
-	}
-	if c.authz, err = authorizationv1client.NewForConfig(rc); err != nil {
-		return nil, fmt.Errorf("creating authorization client: %w", err)
+	if c.kube, err = kube.New(rc); err != nil {
+		return nil, fmt.Errorf("creating API clients: %w", err)
 	}
 	if c.meta, err = metadata.NewForConfig(rc); err != nil {
 		return nil, fmt.Errorf("creating metadata client: %w", err)
-	}
-	if c.protobuf, err = protobufClient(rc); err != nil {
-		return nil, err
 	}
 	return c, nil
 }
@@ -212,11 +178,11 @@ func assemble(cfg *config.Config, cl *clients, cat *catalog.Catalog, m *metrics.
 		return nil, nil, err
 	}
 	ctrl.PatchWith(cl.meta)
-	ctrl.ReadKeysWith(catalog.NewKeyReader(cfg.Sources, restart.APIFetch(cl.protobuf, cl.dynamic), catalog.KeyReaderCapacity))
-	watcher := watch.New(cfg, cl.rest, cl.dynamic, cl.disc, cat, ctrl, m, log.Named("watch"), discoveryInterval)
-	watcher.ReportHealth(accessReviewer(cl.authz), healthEvents(recorder, selfReference(cfg.Settings, lookupEnv), log.Named("watch")))
+	ctrl.ReadKeysWith(catalog.NewKeyReader(cfg.Sources, restart.APIFetch(cl.kube.ProtobufCore(), cl.dynamic), catalog.KeyReaderCapacity))
+	watcher := watch.New(cfg, cl.rest, cl.dynamic, cl.kube, cat, ctrl, m, log.Named("watch"), discoveryInterval)
+	watcher.ReportHealth(accessReviewer(cl.kube), healthEvents(recorder, selfReference(cfg.Settings, lookupEnv), log.Named("watch")))
 	watcher.BeforeWatching(func(ctx context.Context) error {
-		key, err := checksumkey.Ensure(ctx, cl.core, cfg.Settings.LeaseNamespace, cfg.Settings.ChecksumKeySecret)
+		key, err := checksumkey.Ensure(ctx, cl.kube.Secrets(cfg.Settings.LeaseNamespace), cfg.Settings.LeaseNamespace, cfg.Settings.ChecksumKeySecret)
 		if err != nil {
 			return fmt.Errorf("loading the checksum key: %w", err)
 		}

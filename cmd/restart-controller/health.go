@@ -7,31 +7,32 @@ import (
 	"github.com/hashicorp/go-hclog"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
-	"k8s.io/client-go/tools/events"
 
 	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/restart"
 	"github.com/restart-controller/restart-controller/internal/watch"
 )
 
 // accessReviewer asks the API server, with a SelfSubjectAccessReview, whether
 // this process may use a verb on a resource. Every authenticated user may
 // create one (system:basic-user), so it needs no rule in the ClusterRole.
-func accessReviewer(authz authorizationv1client.AuthorizationV1Interface) watch.AccessChecker {
+func accessReviewer(authz accessReviews) watch.AccessChecker {
 	return func(ctx context.Context, verb string, gvr schema.GroupVersionResource, namespace string) (bool, string, error) {
-		review, err := authz.SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
-			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Namespace: namespace, Verb: verb, Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource,
-			}},
-		}, metav1.CreateOptions{})
+		status, err := authz.ReviewAccess(ctx, authorizationv1.ResourceAttributes{
+			Namespace: namespace, Verb: verb, Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource,
+		})
 		if err != nil {
 			return false, "", err
 		}
-		return review.Status.Allowed, review.Status.Reason, nil
+		return status.Allowed, status.Reason, nil
 	}
+}
+
+// accessReviews creates SelfSubjectAccessReviews: internal/kube's Client.
+type accessReviews interface {
+	ReviewAccess(ctx context.Context, attrs authorizationv1.ResourceAttributes) (authorizationv1.SubjectAccessReviewStatus, error)
 }
 
 // selfReference is the object Events about this process are recorded on: its
@@ -53,7 +54,7 @@ func selfReference(s config.Settings, lookupEnv func(string) (string, bool)) *co
 
 // healthEvents records a Warning Event when a kind becomes degraded and a
 // Normal one when it recovers, on self (nil: logs once that it cannot).
-func healthEvents(recorder events.EventRecorder, self *corev1.ObjectReference, log hclog.Logger) func(watch.HealthChange) {
+func healthEvents(recorder restart.EventRecorder, self *corev1.ObjectReference, log hclog.Logger) func(watch.HealthChange) {
 	var once sync.Once
 	return func(c watch.HealthChange) {
 		if self == nil {

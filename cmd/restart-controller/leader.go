@@ -9,12 +9,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/election"
 	"github.com/restart-controller/restart-controller/internal/metrics"
 )
 
@@ -35,13 +32,9 @@ var errLostLease = errors.New("lost the leader lease")
 // replica frozen past its lease (SIGSTOP, a paused VM) wakes with writeCtx
 // still open until its elector notices, one API call later; its workers
 // ask fresh before every write and stop at once.
-func runAsLeader(ctx context.Context, s config.Settings, client coordinationv1client.CoordinationV1Interface, log hclog.Logger, m *metrics.Metrics,
+func runAsLeader(ctx context.Context, s config.Settings, client election.LeaseClient, log hclog.Logger, m *metrics.Metrics,
 	work func(runCtx, writeCtx context.Context, fresh func() bool)) error {
-	lock := &renewClock{Interface: &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: s.LeaseNamespace, Name: s.LeaseName},
-		Client:     client,
-		LockConfig: resourcelock.ResourceLockConfig{Identity: s.LeaderIdentity},
-	}}
+	lock := &renewClock{Lock: &election.LeaseLock{Client: client, Namespace: s.LeaseNamespace, Name: s.LeaseName, ID: s.LeaderIdentity}}
 	fresh := func() bool { return lock.renewedWithin(s.LeaseRenewDeadline) }
 	// The election runs on a context that SIGTERM does not cancel: it is
 	// cancelled only after work has drained, which then releases the lease.
@@ -52,14 +45,14 @@ func runAsLeader(ctx context.Context, s config.Settings, client coordinationv1cl
 		leading  atomic.Bool
 		workDone = make(chan struct{})
 	)
-	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+	elector, err := election.New(election.Config{
 		Lock:            lock,
 		LeaseDuration:   s.LeaseDuration,
 		RenewDeadline:   s.LeaseRenewDeadline,
 		RetryPeriod:     s.LeaseRetryPeriod,
 		ReleaseOnCancel: true,
-		Name:            s.LeaseName,
-		Callbacks: leaderelection.LeaderCallbacks{
+		Log:             log,
+		Callbacks: election.Callbacks{
 			OnStartedLeading: func(leaseCtx context.Context) {
 				defer close(workDone)
 				leading.Store(true)
@@ -119,21 +112,21 @@ func runAsLeader(ctx context.Context, s config.Settings, client coordinationv1cl
 // leaves this replica the holder for certain. Time here is the monotonic
 // clock, which keeps running while the process is stopped.
 type renewClock struct {
-	resourcelock.Interface
+	election.Lock
 	mu      sync.Mutex
 	renewed time.Time
 }
 
-func (l *renewClock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+func (l *renewClock) Create(ctx context.Context, r election.Record) error {
 	began := time.Now()
-	err := l.Interface.Create(ctx, ler)
+	err := l.Lock.Create(ctx, r)
 	l.note(began, err)
 	return err
 }
 
-func (l *renewClock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+func (l *renewClock) Update(ctx context.Context, r election.Record) error {
 	began := time.Now()
-	err := l.Interface.Update(ctx, ler)
+	err := l.Lock.Update(ctx, r)
 	l.note(began, err)
 	return err
 }

@@ -128,9 +128,11 @@ func flagsBlock(*testing.T) string {
 	return b.String()
 }
 
-// metricsBlock lists every metric the controller registers.
+// metricsBlock lists every metric the controller registers, Reloader's
+// names (metrics.reloaderCompatible) included.
 func metricsBlock(*testing.T) string {
 	m := metrics.New(func() (int, int) { return 0, 0 })
+	m.ExportReloaderNames(true)
 	var b strings.Builder
 	b.WriteString("| metric | type | meaning |\n|---|---|---|\n")
 	for _, d := range m.Docs() {

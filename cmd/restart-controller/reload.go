@@ -69,6 +69,9 @@ func supervise(ctx context.Context, cfg *config.Config, load func() (*config.Con
 	lookupEnv func(string) (string, bool), onSynced func()) error {
 	l := &live{}
 	m := metrics.New(l.counts)
+	if cfg.Settings.ReloaderMetrics {
+		m.ExportReloaderNames(cfg.Settings.ReloaderMetricsByNamespace)
+	}
 	srv, err := server.Listen(cfg.Settings.MetricsAddress, m.Registry, l.readiness, cfg.Settings.EnableProfiling)
 	if err != nil {
 		return err
@@ -144,6 +147,7 @@ func sameProcessSettings(old, next config.Settings) error {
 		{"enableProfiling", old.EnableProfiling, next.EnableProfiling},
 		{"logFormat", old.LogFormat, next.LogFormat},
 		{"verbose", old.Verbose, next.Verbose},
+		{"metrics", []bool{old.ReloaderMetrics, old.ReloaderMetricsByNamespace}, []bool{next.ReloaderMetrics, next.ReloaderMetricsByNamespace}},
 		{"leaderElection", []interface{}{old.LeaderElect, old.LeaseNamespace, old.LeaseName, old.LeaseDuration, old.LeaseRenewDeadline, old.LeaseRetryPeriod},
 			[]interface{}{next.LeaderElect, next.LeaseNamespace, next.LeaseName, next.LeaseDuration, next.LeaseRenewDeadline, next.LeaseRetryPeriod}},
 	} {

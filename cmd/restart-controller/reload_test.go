@@ -28,6 +28,7 @@ func TestSameProcessSettings(t *testing.T) {
 		{"metrics address needs a restart", func(s *config.Settings) { s.MetricsAddress = "127.0.0.1:1" }, "metricsAddress"},
 		{"leader election needs a restart", func(s *config.Settings) { s.LeaseName = "other" }, "leaderElection"},
 		{"log format needs a restart", func(s *config.Settings) { s.LogFormat = "json" }, "logFormat"},
+		{"Reloader's metric names need a restart", func(s *config.Settings) { s.ReloaderMetrics = true }, "metrics"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			next := base.Settings

@@ -65,49 +65,34 @@ type fleetMode struct {
 }
 
 type fleetResult struct {
-	n      int
-	began  time.Time
-	setUp  time.Duration
-	modes  []*fleetMode
-	others string
+	n     int
+	began time.Time
+	modes []*fleetMode
 }
 
 // runFleet runs the fleet step on a fresh cluster of its own.
-func runFleet(ctx context.Context, o options) (_ *fleetResult, err error) {
+func runFleet(ctx context.Context, o options) (*fleetResult, error) {
 	res := &fleetResult{n: o.fleet, began: time.Now()}
 	dir := filepath.Join(o.workDir, "fleet")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
 	logf("=== fleet: %d Deployments of 1 replica on ConfigMap %q, paced and unpaced (%s)", o.fleet, fleetConfigMap, dir)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	others := watchContention(ctx, o.workDir)
-	cl, err := testcluster.Start(ctx, testcluster.Options{Dir: filepath.Join(dir, "cluster"), Log: logf, APIServerArgs: o.apiserverArgs})
-	if err != nil {
-		return nil, err
-	}
-	defer func() { stopCluster(cl, cancel, dir, o.keep, err != nil) }()
-	e, err := newEnv(o, sizes{}, dir, cl)
-	if err != nil {
-		return nil, err
-	}
-	defer e.stopController()
-	for _, paced := range []bool{true, false} {
-		m := &fleetMode{paced: paced, name: "paced", ns: "fleet-paced"}
-		if !paced {
-			m.name, m.ns = "unpaced", "fleet-unpaced"
+	err := withCluster(ctx, o, dir, nil, func(ctx context.Context, e *env) error {
+		for _, paced := range []bool{true, false} {
+			m := &fleetMode{paced: paced, name: "paced", ns: "fleet-paced"}
+			if !paced {
+				m.name, m.ns = "unpaced", "fleet-unpaced"
+			}
+			e.others.take()
+			if err := e.runFleetMode(ctx, m); err != nil {
+				return fmt.Errorf("%s: %w", m.name, err)
+			}
+			if m.others = e.others.take(); m.others != "" {
+				logf("warning: other heavy processes ran during the %s run: %s", m.name, m.others)
+			}
+			res.modes = append(res.modes, m)
 		}
-		others.take()
-		if err := e.runFleetMode(ctx, m); err != nil {
-			return nil, fmt.Errorf("%s: %w", m.name, err)
-		}
-		if m.others = others.take(); m.others != "" {
-			logf("warning: other heavy processes ran during the %s run: %s", m.name, m.others)
-		}
-		res.modes = append(res.modes, m)
-	}
-	return res, nil
+		return nil
+	})
+	return res, err
 }
 
 // runFleetMode creates the mode's fleet, starts its controller, changes the
@@ -129,21 +114,22 @@ func (e *env) runFleetMode(ctx context.Context, m *fleetMode) error {
 	}
 	o := e.o
 	o.configFile = m.config
-	if e.ctrl, err = startController(o, e.kubeconfig, filepath.Join(e.dir, "controller-"+m.name+".log"), 0); err != nil {
+	if e.proc, err = startController(o, e.kubeconfig, filepath.Join(e.dir, "controller-"+m.name+".log"), 0); err != nil {
 		return err
 	}
-	if m.ready, _, err = e.ctrl.waitReady(ctx, 2*time.Minute); err != nil {
+	e.recording = true
+	if m.ready, _, err = e.proc.waitReady(ctx, 2*time.Minute); err != nil {
 		return err
 	}
 	if err := w.waitFor(ctx, 2*time.Minute, func(s fleetSnapshot) error { return s.allRecorded(n) }); err != nil {
-		return fmt.Errorf("%w\n%s", err, e.ctrl.logTail(20))
+		return fmt.Errorf("%w\n%s", err, e.proc.logTail(20))
 	}
 	w.waitQuiet(ctx, 3*time.Second)
 	rsBefore, err := replicaSetsPerApp(ctx, e.cs, m.ns)
 	if err != nil {
 		return err
 	}
-	cpuBefore, _ := e.ctrl.cpuSeconds()
+	cpuBefore, _ := e.proc.cpuSeconds()
 	m.loadBefore = loadAverage()
 
 	logf("--- %s: changing ConfigMap %s/%s read by %d Deployments", m.name, m.ns, fleetConfigMap, n)
@@ -152,9 +138,9 @@ func (e *env) runFleetMode(ctx context.Context, m *fleetMode) error {
 		return err
 	}
 	if err := w.waitFor(ctx, 5*time.Minute, func(s fleetSnapshot) error { return s.allDone(n) }); err != nil {
-		return fmt.Errorf("%w\n%s", err, e.ctrl.logTail(20))
+		return fmt.Errorf("%w\n%s", err, e.proc.logTail(20))
 	}
-	m.cpu, _ = e.ctrl.cpuSeconds()
+	m.cpu, _ = e.proc.cpuSeconds()
 	m.cpu -= cpuBefore
 	m.loadAfter = loadAverage()
 	// A second restart of any of them would come now, if at all.
@@ -164,11 +150,11 @@ func (e *env) runFleetMode(ctx context.Context, m *fleetMode) error {
 		return err
 	}
 	m.collect(w.snapshot(), issued, rsBefore, rsAfter, n)
-	if metrics, err := e.ctrl.metrics(); err == nil {
+	if metrics, err := e.proc.metrics(); err == nil {
 		m.held, _ = promtext.Sum(metrics, "restart_controller_restarts_held")
 		m.rollouts, _ = promtext.Sum(metrics, "restart_controller_rollouts_total")
 	}
-	e.finishController()
+	e.finishProgram()
 	logf("  %s: %d restarted (new ReplicaSets per Deployment %d–%d), last restart %s, every rollout complete %s, recorded %s after the update; controller CPU %.2f s; load %s → %s",
 		m.name, m.restarted, m.rsMin, m.rsMax, sec(m.last), sec(m.complete), sec(m.recorded), m.cpu, m.loadBefore, m.loadAfter)
 	return nil

@@ -11,9 +11,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -21,30 +18,33 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// The scale scenario (scale.go) measures two reference processes beside the
-// controller, each the bench binary itself run again with a hidden first
-// argument, so that /proc measures them exactly as it measures the
-// controller:
+// Beside the controller every scenario measures two reference programs,
+// each started from outside and measured by /proc exactly as the
+// controller is:
 //
-//	__floor      the memory floor: informers of the sources and the workload
-//	             kinds, each object reduced to name, namespace and
-//	             resourceVersion, nothing else (floor.go);
-//	__zerologic  the zero-logic patcher: the source informers stripped the
-//	             same way, and a fixed map from source to reader; an update of
-//	             a mapped source patches the reader's pod-template timestamp,
-//	             with the controller's client settings and no catalog or
-//	             decision (zerologic.go).
+//	floor        test/floor's program, the memory guard's floor: informers of
+//	             the sources and the workload kinds, each object reduced to
+//	             name, namespace and resourceVersion, nothing else, on no
+//	             typed scheme (as the controller); a binary of its own
+//	             (--floor), so that its pages are those of a small client-go
+//	             program, not of this one;
+//	__zerologic  the zero-logic patcher, this binary run again with a hidden
+//	             first argument: the source informers stripped the same way,
+//	             and a fixed map from source to reader; an update of a mapped
+//	             source patches the reader's pod-template timestamp, with the
+//	             controller's client settings and no catalog or decision
+//	             (zerologic.go).
 //
 // Each prints "READY <seconds since start>" on stdout once its caches have
 // synced, then "HEAP <bytes in use after GC>", and runs until SIGTERM.
 const (
-	floorRole     = "__floor"
+	floorRole     = "__floor" // names the floor's log only
 	zeroLogicRole = "__zerologic"
 )
 
 // helperRole returns the hidden role this process was started for, if any.
 func helperRole() string {
-	if len(os.Args) > 1 && (os.Args[1] == floorRole || os.Args[1] == zeroLogicRole) {
+	if len(os.Args) > 1 && os.Args[1] == zeroLogicRole {
 		return os.Args[1]
 	}
 	return ""
@@ -78,8 +78,6 @@ func runHelper(role string) {
 	}
 	rc.QPS, rc.Burst = float32(h.qps), h.burst
 	switch role {
-	case floorRole:
-		err = runFloor(ctx, rc, began)
 	case zeroLogicRole:
 		err = runZeroLogic(ctx, rc, h, began)
 	}
@@ -98,13 +96,6 @@ func strip(obj interface{}) (interface{}, error) {
 	return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
 		Name: m.GetName(), Namespace: m.GetNamespace(), ResourceVersion: m.GetResourceVersion(),
 	}}, nil
-}
-
-// workloadGVRs are the workload kinds of the scale scenario.
-var workloadGVRs = []schema.GroupVersionResource{
-	{Group: "apps", Version: "v1", Resource: "deployments"},
-	{Group: "apps", Version: "v1", Resource: "statefulsets"},
-	{Group: "apps", Version: "v1", Resource: "daemonsets"},
 }
 
 // protobufClientset is what the controller reads sources with.
@@ -150,31 +141,6 @@ func (k kindHandler) OnUpdate(oldObj, newObj interface{}) {
 	k.inner.OnUpdate(k.kind, newObj)
 }
 func (k kindHandler) OnDelete(obj interface{}) {}
-
-// runFloor is the memory floor: the informers every controller of this
-// kind needs, holding nothing but names.
-func runFloor(ctx context.Context, rc *rest.Config, began time.Time) error {
-	synced, err := sourceInformers(ctx, rc, nil)
-	if err != nil {
-		return err
-	}
-	// Workloads as the controller reads them: the dynamic client (any kind
-	// a config names), stripped.
-	dyn, err := dynamic.NewForConfig(rc)
-	if err != nil {
-		return err
-	}
-	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, metav1.NamespaceAll, nil)
-	for _, gvr := range workloadGVRs {
-		inf := factory.ForResource(gvr).Informer()
-		if err := inf.SetTransform(strip); err != nil {
-			return err
-		}
-		synced = append(synced, inf.HasSynced)
-	}
-	factory.Start(ctx.Done())
-	return reportReady(ctx, began, synced)
-}
 
 // reportReady waits for the caches, prints READY and HEAP, and waits for the
 // end.

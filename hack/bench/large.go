@@ -46,7 +46,7 @@ func (e *env) measureLargeSources(ctx context.Context) (*largeFigures, error) {
 	if f.without, err = e.freshStart(ctx, "controller-large-without.log"); err != nil {
 		return nil, err
 	}
-	f.live.hwmBefore, f.live.rssBefore, _ = e.ctrl.memory()
+	f.live.hwmBefore, f.live.rssBefore, _ = e.proc.memory()
 	f.live.heapBefore = f.without.heapInuse
 	counted, err := e.sourcesCached()
 	if err != nil {
@@ -65,8 +65,8 @@ func (e *env) measureLargeSources(ctx context.Context) (*largeFigures, error) {
 	if err != nil {
 		return nil, err
 	}
-	f.live.hwmAfter, f.live.rssAfter, _ = e.ctrl.memory()
-	e.finishController()
+	f.live.hwmAfter, f.live.rssAfter, _ = e.proc.memory()
+	e.finishProgram()
 	logf("  created while running (%.1f MB, cached after %s): peak RSS %s -> %s, RSS %s -> %s, heap in use %.1f -> %.1f MiB",
 		float64(f.bytes)/1e6, f.live.seenAfter.Round(time.Millisecond), kbString(f.live.hwmBefore), kbString(f.live.hwmAfter),
 		kbString(f.live.rssBefore), kbString(f.live.rssAfter), f.live.heapBefore/(1<<20), f.live.heapAfter/(1<<20))
@@ -74,7 +74,7 @@ func (e *env) measureLargeSources(ctx context.Context) (*largeFigures, error) {
 	if f.with, err = e.freshStart(ctx, "controller-large-with.log"); err != nil {
 		return nil, err
 	}
-	e.finishController()
+	e.finishProgram()
 	logf("  fresh start: peak RSS %s without them, %s with them (%+.1f MiB); heap in use %.1f / %.1f MiB",
 		kbString(f.without.hwm), kbString(f.with.hwm), float64(f.with.hwm-f.without.hwm)/1024, f.without.heapInuse/(1<<20), f.with.heapInuse/(1<<20))
 	return f, nil
@@ -89,12 +89,12 @@ func (e *env) freshStart(ctx context.Context, logName string) (startFigures, err
 		return f, err
 	}
 	var err error
-	if f.ready, _, err = e.ctrl.waitReady(ctx, 5*time.Minute); err != nil {
+	if f.ready, _, err = e.proc.waitReady(ctx, 5*time.Minute); err != nil {
 		return f, err
 	}
 	time.Sleep(time.Second) // the decisions that follow the sync start at once
 	e.settle(ctx)
-	f.hwm, _, err = e.ctrl.memory()
+	f.hwm, _, err = e.proc.memory()
 	if err != nil {
 		return f, err
 	}
@@ -105,10 +105,10 @@ func (e *env) freshStart(ctx context.Context, logName string) (startFigures, err
 // heapInuse saves a heap profile (taken after a forced GC) and returns the
 // Go heap in use.
 func (e *env) heapInuse(file string) (float64, error) {
-	if err := saveHeapProfile(e.ctrl, file); err != nil {
+	if err := saveHeapProfile(e.proc, file); err != nil {
 		logf("warning: heap profile: %v", err)
 	}
-	m, err := e.ctrl.metrics()
+	m, err := e.proc.metrics()
 	if err != nil {
 		return 0, err
 	}
@@ -118,7 +118,7 @@ func (e *env) heapInuse(file string) (float64, error) {
 
 // sourcesCached is the controller's count of cached sources.
 func (e *env) sourcesCached() (float64, error) {
-	m, err := e.ctrl.metrics()
+	m, err := e.proc.metrics()
 	if err != nil {
 		return 0, err
 	}

@@ -1,15 +1,15 @@
 // Command bench measures the restart controller, run as a real process, on a
-// local control plane (internal/testcluster): time to ready, peak RSS, CPU
-// seconds, latency from a source update to the pod-template change for one
-// change and for N simultaneous changes, restarts against changes, and API
-// writes per restart. It runs the whole scenario once per scale, the source
-// sizes multiplied by the scale, and prints one Markdown table.
+// local control plane (internal/testcluster), beside two reference programs
+// built into this binary: a memory floor (floor.go) and a zero-logic
+// patcher (zerologic.go). One harness (harness.go, program.go, phase.go)
+// brings up a cluster, creates a scenario's objects, runs each program over
+// them and measures it from outside: peak RSS (VmHWM), CPU seconds, Go heap,
+// readiness, and latency from a source update to the patched pod template.
+// The scenarios are a table (scenario.go); one writer renders the Markdown
+// report (report.go), and each run appends its headline figures to a trend
+// file and redraws its plot (trend.go).
 //
-//	make bench BENCH_ARGS="[--scales 1,4] [--out FILE]"   # or: go -C hack/bench build -o ../../bin/bench . && bin/bench --controller bin/restart-controller ...
-//
-// With --scale-workloads N it runs the scale scenario instead
-// (scale.go): N workloads over --scale-sources small sources, beside a
-// memory floor and a zero-logic patcher (floor.go, zerologic.go).
+//	make bench BENCH_ARGS="[--scenarios default,fleet] [--scales 1,4] [--out FILE]"
 //
 // `make bench` builds the controller and runs this.
 package main
@@ -22,14 +22,19 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 )
 
+// defaultScenarios are what `make bench` runs unless told otherwise.
+const defaultScenarios = "default,fleet"
+
 type options struct {
 	controller     string // the copy that runs
+	floor          string // the floor program (test/floor), built by make bench
 	controllerPath string // as given
 	version        string
 	configFile     string
@@ -56,13 +61,15 @@ type options struct {
 	workDir        string
 	keep           bool
 	out            string
-	// The scale scenario (scale.go); off when scaleWorkloads is 0.
+	// The 10k scenario's sizes.
 	scaleWorkloads, scaleSources, scaleChanges, scaleCreators int
+	scenarios                                                 []string
+	trend, plot                                               string // "" writes none
 }
 
 // listFlags are the flags given as one string that options holds as a list.
 type listFlags struct {
-	scales, changes, controllerArgs, controllerEnv, apiserverArgs string
+	scales, changes, controllerArgs, controllerEnv, apiserverArgs, scenarios string
 }
 
 func main() {
@@ -71,32 +78,40 @@ func main() {
 		return
 	}
 	o := parseOptions()
+	scs, err := selectScenarios(o, o.scenarios)
+	if err != nil {
+		fail("%v", err)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	prepareWorkDir(&o)
 
 	began := time.Now()
 	logf("work folder %s; load average %s; controller %s (%s)", o.workDir, loadAverage(), o.controllerPath, o.version)
-	var report string
-	switch {
-	case o.scaleWorkloads > 0:
-		res, err := runScaleScenario(ctx, o)
-		if err != nil {
-			fail("scale scenario: %v", err)
+	var report strings.Builder
+	var runs []*scaleRun
+	for _, sc := range scs {
+		if sc.run != nil {
+			report.WriteString(sc.run(ctx, o))
+			continue
 		}
-		report = renderScaleReport(o, res, began)
-	case o.fleetOnly:
-		report = fleetReport(ctx, o)
-	default:
-		report = renderReport(o, runScales(ctx, o), began) + fleetReport(ctx, o)
+		res, err := runScenario(ctx, o, sc)
+		if err != nil {
+			fail("%v", err)
+		}
+		runs = append(runs, res...)
+		report.WriteString(renderScenario(o, sc, res, began))
 	}
 	fmt.Println()
-	fmt.Print(report)
+	fmt.Print(report.String())
 	if o.out != "" {
-		if err := os.WriteFile(o.out, []byte(report), 0o644); err != nil {
+		if err := os.WriteFile(o.out, []byte(report.String()), 0o644); err != nil {
 			fail("%v", err)
 		}
 		logf("report written to %s", o.out)
+	}
+	if err := recordTrend(o, runs, began); err != nil {
+		fail("trend: %v", err)
 	}
 }
 
@@ -111,6 +126,12 @@ func parseOptions() options {
 		fail("unexpected arguments: %v", flag.Args())
 	}
 	o.setLists(l)
+	// --scale-workloads alone keeps its old meaning: run the 10k scenario.
+	flag.Visit(func(f *flag.Flag) {
+		if f.Name == "scale-workloads" && l.scenarios == defaultScenarios {
+			o.scenarios = []string{"10k"}
+		}
+	})
 	o.validate()
 	o.resolvePaths()
 	return o
@@ -118,6 +139,7 @@ func parseOptions() options {
 
 func defineFlags(o *options, l *listFlags) {
 	flag.StringVar(&o.controller, "controller", "bin/restart-controller", "controller binary to measure")
+	flag.StringVar(&o.floor, "floor", "bin/floor", "the floor program (test/floor; the memory guard's floor, built by make bench)")
 	flag.StringVar(&o.configFile, "config", "examples/config.yaml", "controller config file")
 	flag.StringVar(&l.controllerArgs, "controller-args", "", "extra controller flags, space separated (e.g. \"--workers 16 --kube-api-qps 200 --kube-api-burst 400\")")
 	flag.StringVar(&l.controllerEnv, "controller-env", "", "extra controller environment, space separated NAME=VALUE")
@@ -132,8 +154,8 @@ func defineFlags(o *options, l *listFlags) {
 	flag.IntVar(&o.deployments, "deployments", 500, "Deployments; each reads 2 ConfigMaps and 2 Secrets")
 	flag.IntVar(&o.largeSources, "large-sources", 10, "ConfigMaps of --large-source-keys empty keys created in a namespace no workload uses, after the scenario, to measure what they cost; 0 skips that step")
 	flag.IntVar(&o.largeKeys, "large-source-keys", 80000, "keys of each large source (80,000 empty keys make a 1 MB ConfigMap)")
-	flag.IntVar(&o.fleet, "fleet", 60, "Deployments of 1 replica on one ConfigMap, changed once with waves and once unpaced on a cluster of their own after the scales; 0 skips that step")
-	flag.BoolVar(&o.fleetOnly, "fleet-only", false, "run only the --fleet step")
+	flag.IntVar(&o.fleet, "fleet", 60, "fleet scenario: Deployments of 1 replica on one ConfigMap, changed once with waves and once unpaced; 0 leaves the scenario out")
+	flag.BoolVar(&o.fleetOnly, "fleet-only", false, "run only the fleet scenario (--scenarios fleet)")
 	flag.StringVar(&l.changes, "changes", "200,1000", "sizes N of the simultaneous-change phases (N ≤ 2 × deployments)")
 	flag.IntVar(&o.singles, "singles", 10, "sequential single changes per single-change phase")
 	flag.DurationVar(&o.grace, "grace", 2*time.Second, "grace period of the second controller start (single changes with a grace period)")
@@ -142,10 +164,13 @@ func defineFlags(o *options, l *listFlags) {
 	flag.StringVar(&o.workDir, "workdir", "", "folder for clusters, controller logs and profiles (default: a new temp folder)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the etcd data of each cluster (otherwise removed after each scale)")
 	flag.StringVar(&o.out, "out", "", "also write the Markdown report to this file")
-	flag.IntVar(&o.scaleWorkloads, "scale-workloads", 0, "run the scale scenario (scale.go) instead of --scales: this many opted-in workloads (Deployments, StatefulSets, DaemonSets)")
-	flag.IntVar(&o.scaleSources, "scale-sources", 30000, "scale scenario: small ConfigMaps and Secrets, half each (at least 2 per workload)")
-	flag.IntVar(&o.scaleChanges, "scale-changes", 1000, "scale scenario: simultaneous changes, one per workload")
-	flag.IntVar(&o.scaleCreators, "scale-creators", 64, "scale scenario: concurrent object creations")
+	flag.StringVar(&l.scenarios, "scenarios", defaultScenarios, "scenarios to run, in order: default (the issue's, at --scales), 10k (--scale-workloads over --scale-sources), fleet (--fleet)")
+	flag.IntVar(&o.scaleWorkloads, "scale-workloads", 10000, "10k scenario: opted-in workloads (Deployments, StatefulSets, DaemonSets); given alone, runs --scenarios 10k")
+	flag.IntVar(&o.scaleSources, "scale-sources", 30000, "10k scenario: small ConfigMaps and Secrets, half each (at least 2 per workload)")
+	flag.IntVar(&o.scaleChanges, "scale-changes", 1000, "10k scenario: simultaneous changes, one per workload")
+	flag.IntVar(&o.scaleCreators, "scale-creators", 64, "10k scenario: concurrent object creations")
+	flag.StringVar(&o.trend, "trend", "BENCHMARKS.json", "append this run's headline figures to this JSON file (\"\" writes none)")
+	flag.StringVar(&o.plot, "plot", "BENCHMARKS.svg", "redraw the trend file's plot into this SVG file (\"\" draws none)")
 }
 
 func (o *options) setLists(l listFlags) {
@@ -156,14 +181,23 @@ func (o *options) setLists(l listFlags) {
 	if o.changes, err = intList(l.changes); err != nil {
 		fail("--changes: %v", err)
 	}
+	o.scenarios = strings.Split(l.scenarios, ",")
+	if o.fleetOnly {
+		o.scenarios = []string{"fleet"}
+	}
+	if o.fleet == 0 {
+		o.scenarios = slices.DeleteFunc(o.scenarios, func(s string) bool { return s == "fleet" })
+	}
 	o.controllerArgs = strings.Fields(l.controllerArgs)
 	o.controllerEnv = strings.Fields(l.controllerEnv)
 	o.apiserverArgs = strings.Fields(l.apiserverArgs)
 }
 
+// validate checks what no scenario checks; each scenario checks its own
+// sizes (scenario.validate).
 func (o *options) validate() {
-	if o.scaleWorkloads > 0 && (o.scaleSources < 2*o.scaleWorkloads || o.scaleChanges < 1 || o.singles > o.scaleWorkloads/2) {
-		fail("--scale-sources must be at least 2 × --scale-workloads, --scale-changes at least 1")
+	if slices.Contains(o.scenarios, "10k") && o.scaleSources < 2*o.scaleWorkloads {
+		fail("--scale-sources must be at least 2 × --scale-workloads")
 	}
 	if o.update != "put" && o.update != "merge-patch" {
 		fail("--update: want put or merge-patch, got %q", o.update)
@@ -177,22 +211,13 @@ func (o *options) validate() {
 	if o.configMaps < 2*o.deployments || o.secrets < 2*o.deployments {
 		fail("need at least 2 ConfigMaps and 2 Secrets per Deployment")
 	}
-	for _, n := range o.changes {
-		if n < 1 || n > 2*o.deployments {
-			fail("--changes: %d is not in 1..%d", n, 2*o.deployments)
-		}
-	}
-	// Each single-change phase takes its own Deployments (see runScale).
-	if o.singles > o.deployments/2 {
-		fail("--singles: at most %d", o.deployments/2)
-	}
 }
 
 // resolvePaths makes every path absolute: the controller and the clusters run
 // in other folders.
 func (o *options) resolvePaths() {
 	var err error
-	for _, p := range []*string{&o.controller, &o.configFile} {
+	for _, p := range []*string{&o.controller, &o.floor, &o.configFile} {
 		if *p, err = filepath.Abs(*p); err != nil {
 			fail("%v", err)
 		}
@@ -210,8 +235,8 @@ func (o *options) resolvePaths() {
 	}
 }
 
-// prepareWorkDir creates the work folder and points o.controller at a
-// snapshot of the binary in it: the binary under bin/ may be rebuilt while
+// prepareWorkDir creates the work folder and points o.controller (and
+// o.floor) at a snapshot of the binary in it: the binary under bin/ may be rebuilt while
 // this runs (go build replaces the file, so a hard link keeps the old one).
 func prepareWorkDir(o *options) {
 	if err := os.MkdirAll(o.workDir, 0o755); err != nil {
@@ -222,27 +247,12 @@ func prepareWorkDir(o *options) {
 		fail("copying the controller: %v", err)
 	}
 	o.controllerPath, o.controller = o.controller, snapshot
-	o.version = controllerVersion(snapshot)
-}
-
-// runScales runs the whole scenario once per scale, noting for each the
-// foreign processes that competed with it for CPU.
-func runScales(ctx context.Context, o options) []*scaleResult {
-	others := watchContention(ctx, o.workDir)
-	var results []*scaleResult
-	for _, s := range o.scales {
-		others.take()
-		r, err := runScale(ctx, o, s)
-		if err != nil {
-			fail("scale ×%d: %v", s, err)
-		}
-		r.others = others.take()
-		if r.others != "" {
-			logf("warning: other heavy processes ran during scale ×%d: %s", s, r.others)
-		}
-		results = append(results, r)
+	floor := filepath.Join(o.workDir, "floor")
+	if err := snapshotBinary(o.floor, floor); err != nil {
+		fail("copying the floor program: %v", err)
 	}
-	return results
+	o.floor = floor
+	o.version = controllerVersion(snapshot)
 }
 
 func intList(s string) ([]int, error) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	crand "crypto/rand"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -17,7 +16,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/restart-controller/restart-controller/internal/testcluster"
@@ -47,11 +45,6 @@ func sizesFor(o options, scale int) sizes {
 		cmKey:     o.configMapKB * 1000 * scale / keysPerSource / 4 * 4, // base64 text: a multiple of 4
 		secretKey: o.secretKB * 1000 * scale / keysPerSource,
 	}
-}
-
-// sourceBytes is the data of every ConfigMap and Secret at these sizes.
-func sourceBytes(o options, sz sizes) int64 {
-	return int64(o.configMaps)*int64(sz.cmKey)*keysPerSource + int64(o.secrets)*int64(sz.secretKey)*keysPerSource
 }
 
 // newRand returns a fast generator seeded from the OS; its output is
@@ -111,6 +104,7 @@ func deployment(i int) *appsv1.Deployment {
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: depName(i), Namespace: namespace,
+			Labels:      map[string]string{benchLabel: "default"},
 			Annotations: map[string]string{optInAnnotation: "enabled"},
 		},
 		Spec: appsv1.DeploymentSpec{
@@ -156,30 +150,30 @@ func deployment(i int) *appsv1.Deployment {
 	}
 }
 
-// createObjects creates the namespace, the sources and the Deployments with a
-// bounded pool of workers, retrying transient errors.
-func createObjects(ctx context.Context, cs kubernetes.Interface, o options, sz sizes, workers int) error {
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
+// createAll runs create for every job from workers goroutines, retrying
+// transient errors; the first lasting error stops them all. An object that
+// exists already counts as created: a retry after a timeout may find the
+// first attempt's.
+func createAll(ctx context.Context, workers int, jobs []creation, create func(context.Context, *rand.ChaCha8, creation) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	c := &creator{cs: cs, sz: sz, total: o.configMaps + o.secrets + o.deployments, cancel: cancel}
-	jobs := make(chan creation)
+	c := &creator{total: len(jobs), cancel: cancel, create: create}
+	ch := make(chan creation)
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c.work(ctx, jobs)
+			c.work(ctx, ch)
 		}()
 	}
-	// Interleaved per kind would not change the totals; sources go first so
-	// that no Deployment exists before what it reads.
-	sendCreations(ctx, jobs, "configmap", o.configMaps)
-	sendCreations(ctx, jobs, "secret", o.secrets)
-	sendCreations(ctx, jobs, "deployment", o.deployments)
-	close(jobs)
+	for _, j := range jobs {
+		select {
+		case ch <- j:
+		case <-ctx.Done():
+		}
+	}
+	close(ch)
 	wg.Wait()
 	if c.firstErr != nil {
 		return c.firstErr
@@ -187,62 +181,59 @@ func createObjects(ctx context.Context, cs kubernetes.Interface, o options, sz s
 	return ctx.Err()
 }
 
-// creation is one object to create: cm-i, secret-i or dep-i.
+// creation is one object to create: kind and index.
 type creation struct {
-	kind string // "configmap", "secret" or "deployment"
+	kind string // "configmap", "secret", or a workload
 	i    int
 }
 
-func sendCreations(ctx context.Context, jobs chan<- creation, kind string, n int) {
-	for i := range n {
-		select {
-		case jobs <- creation{kind, i}:
-		case <-ctx.Done():
-			return
-		}
+// creations lists n jobs of kind; sources go first in createAll's list so
+// that no workload exists before what it reads.
+func creations(kind string, n int) []creation {
+	out := make([]creation, n)
+	for i := range out {
+		out[i] = creation{kind, i}
 	}
+	return out
 }
 
-// creator is what the creating workers share; the first error stops them all.
+// creator is what the creating workers share.
 type creator struct {
-	cs       kubernetes.Interface
-	sz       sizes
 	total    int
 	done     atomic.Int64
 	errOnce  sync.Once
 	firstErr error
 	cancel   context.CancelFunc
+	create   func(context.Context, *rand.ChaCha8, creation) error
 }
 
 func (c *creator) work(ctx context.Context, jobs <-chan creation) {
 	r := newRand()
 	for j := range jobs {
-		if err := retryTransient(ctx, func() error { return c.create(ctx, r, j) }); err != nil {
+		err := retryTransient(ctx, func() error {
+			if err := c.create(ctx, r, j); !apierrors.IsAlreadyExists(err) {
+				return err
+			}
+			return nil
+		})
+		if err != nil {
 			c.errOnce.Do(func() { c.firstErr = fmt.Errorf("creating %s %d: %w", j.kind, j.i, err); c.cancel() })
 			continue
 		}
-		if n := c.done.Add(1); n%1000 == 0 || int(n) == c.total {
+		if n := c.done.Add(1); n%5000 == 0 || int(n) == c.total {
 			logf("  created %d/%d objects", n, c.total)
 		}
 	}
 }
 
-// create treats an object that exists already as created: a retry after a
-// timeout may find the first attempt's.
-func (c *creator) create(ctx context.Context, r *rand.ChaCha8, j creation) error {
-	var err error
-	switch j.kind {
-	case "configmap":
-		_, err = c.cs.CoreV1().ConfigMaps(namespace).Create(ctx, configMap(r, j.i, c.sz), metav1.CreateOptions{})
-	case "secret":
-		_, err = c.cs.CoreV1().Secrets(namespace).Create(ctx, secret(r, j.i, c.sz), metav1.CreateOptions{})
-	default:
-		_, err = c.cs.AppsV1().Deployments(namespace).Create(ctx, deployment(j.i), metav1.CreateOptions{})
+// createNamespaces creates each namespace unless it exists.
+func createNamespaces(ctx context.Context, cs kubernetes.Interface, names ...string) error {
+	for _, n := range names {
+		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating namespace %s: %w", n, err)
+		}
 	}
-	if apierrors.IsAlreadyExists(err) {
-		return nil
-	}
-	return err
+	return nil
 }
 
 func retryTransient(ctx context.Context, f func() error) error {
@@ -260,80 +251,6 @@ func retryTransient(ctx context.Context, f func() error) error {
 			return ctx.Err()
 		case <-time.After(time.Duration(attempt+1) * 200 * time.Millisecond):
 		}
-	}
-	return err
-}
-
-// sourceRef is one source a change rewrites, and the Deployment that reads it.
-type sourceRef struct {
-	kind  string // "configmap" or "secret", as in the applied-checksums keys
-	index int    // i of cm-i / secret-i
-	dep   int
-	form  string
-}
-
-func (c sourceRef) name() string {
-	if c.kind == "configmap" {
-		return cmName(c.index)
-	}
-	return secretName(c.index)
-}
-
-func (c sourceRef) id() string { return c.kind + "/" + namespace + "/" + c.name() }
-
-// readBy lists the four sources Deployment d reads, in the order of the
-// reference forms of deployment().
-func readBy(d int) [4]sourceRef {
-	return [4]sourceRef{
-		{"configmap", 2 * d, d, "ConfigMap volume"},
-		{"configmap", 2*d + 1, d, "ConfigMap env key"},
-		{"secret", 2 * d, d, "Secret envFrom"},
-		{"secret", 2*d + 1, d, "Secret projected items"},
-	}
-}
-
-// change is one prepared source update. With --update put it is the whole
-// object with new random data in every key, sent as an unconditional update in
-// protobuf (cheap for the API server, which shares the 2 cores with the
-// controller); with --update merge-patch it is a JSON merge patch of key k0
-// alone (what `kubectl patch` sends; the API server round-trips the whole
-// object through JSON to apply it). Both change data every reference form
-// reads. Changes are built before a phase starts so that generating data does
-// not delay the updates.
-type change struct {
-	patch  []byte
-	cm     *corev1.ConfigMap
-	secret *corev1.Secret
-}
-
-func prepareChange(r *rand.ChaCha8, c sourceRef, index int, sz sizes, method string) change {
-	if method == "merge-patch" {
-		var v string
-		if c.kind == "configmap" {
-			v = textValue(r, sz.cmKey)
-		} else {
-			v = base64.StdEncoding.EncodeToString(binValue(r, sz.secretKey))
-		}
-		body, _ := json.Marshal(map[string]any{"data": map[string]string{changedKey: v}})
-		return change{patch: body}
-	}
-	if c.kind == "configmap" {
-		return change{cm: configMap(r, index, sz)}
-	}
-	return change{secret: secret(r, index, sz)}
-}
-
-func applyChange(ctx context.Context, cs kubernetes.Interface, c sourceRef, ch change) error {
-	var err error
-	switch {
-	case ch.cm != nil:
-		_, err = cs.CoreV1().ConfigMaps(namespace).Update(ctx, ch.cm, metav1.UpdateOptions{})
-	case ch.secret != nil:
-		_, err = cs.CoreV1().Secrets(namespace).Update(ctx, ch.secret, metav1.UpdateOptions{})
-	case c.kind == "configmap":
-		_, err = cs.CoreV1().ConfigMaps(namespace).Patch(ctx, c.name(), types.MergePatchType, ch.patch, metav1.PatchOptions{})
-	default:
-		_, err = cs.CoreV1().Secrets(namespace).Patch(ctx, c.name(), types.MergePatchType, ch.patch, metav1.PatchOptions{})
 	}
 	return err
 }

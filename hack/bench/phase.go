@@ -6,10 +6,13 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"k8s.io/client-go/kubernetes"
 )
 
 type phaseResult struct {
 	name       string
+	n          int // N of a simultaneous-change phase; 0 for one change at a time
 	changes    int
 	grace      time.Duration
 	latencies  []time.Duration // update issued → carrying restart seen
@@ -17,17 +20,17 @@ type phaseResult struct {
 	returned   []time.Duration // update call duration
 	missing    int             // changes no restart carried in time
 	updateErrs int
-	deps       int // Deployments the changes target
+	deps       int // workloads the changes target
 	restarts   int // restarts of those
 	once       int // of those restarted exactly once
 	maxPerDep  int
-	stray      int // restarts of Deployments no change targets
+	stray      int // restarts of workloads no change targets
 	patches    float64
 	ctrlWrites float64
 	conflicts  float64
 	wall       time.Duration // first update issued → last carrying restart seen
-	cpu        float64       // controller CPU seconds from the first update to quiet
-	patchMean  time.Duration // mean duration of the controller's PATCH calls
+	cpu        float64       // the program's CPU seconds from the first update to quiet
+	patchMean  time.Duration // mean duration of the controller's PATCH calls (0 for other programs)
 	issueSpan  time.Duration // first update issued → last update issued
 }
 
@@ -37,16 +40,18 @@ type phaseResult struct {
 type phaseRun struct {
 	e        *env
 	changes  []sourceRef
-	before   []string // each source's applied checksum before its change
-	bodies   []change
-	targets  map[string]bool // Deployments the changes target
+	before   []string // each source's applied checksum before its change ("" for a program that records none)
+	apply    []func(context.Context, kubernetes.Interface) error
+	targets  map[string]bool // workloads the changes target
 	issued   []time.Time
 	returned []time.Time
 	errs     []error
 }
 
 // runPhase issues the changes (all at once from o.updaters goroutines, or one
-// after the other, each waiting for its restart) and measures them.
+// after the other, each waiting for its restart) and measures them, whatever
+// program runs: latency is update issued → the restart that carries it, as
+// the benchmark's own watch sees it.
 func (e *env) runPhase(ctx context.Context, name string, changes []sourceRef, concurrent bool, grace time.Duration) (*phaseResult, error) {
 	logf("--- %s (%d changes)", name, len(changes))
 	run, err := e.preparePhase(changes)
@@ -58,7 +63,7 @@ func (e *env) runPhase(ctx context.Context, name string, changes []sourceRef, co
 	if err != nil {
 		return nil, err
 	}
-	cpuBefore, _ := e.ctrl.cpuSeconds()
+	cpuBefore, _ := e.proc.cpuSeconds()
 	start := time.Now()
 	if concurrent {
 		run.issueAtOnce(ctx, e.o.updaters)
@@ -69,7 +74,7 @@ func (e *env) runPhase(ctx context.Context, name string, changes []sourceRef, co
 	run.collectLatencies(r, start, !concurrent)
 	e.settle(ctx)
 	end := time.Now()
-	cpuAfter, _ := e.ctrl.cpuSeconds()
+	cpuAfter, _ := e.proc.cpuSeconds()
 	r.cpu = cpuAfter - cpuBefore
 	after, err := e.counters(ctx)
 	if err != nil {
@@ -85,17 +90,19 @@ func (e *env) preparePhase(changes []sourceRef) (*phaseRun, error) {
 	n := len(changes)
 	run := &phaseRun{
 		e: e, changes: changes,
-		before: make([]string, n), bodies: make([]change, n), targets: map[string]bool{},
+		before: make([]string, n), apply: make([]func(context.Context, kubernetes.Interface) error, n), targets: map[string]bool{},
 		issued: make([]time.Time, n), returned: make([]time.Time, n), errs: make([]error, n),
 	}
 	rng := newRand()
 	for i, c := range changes {
-		run.before[i] = e.rec.applied(depName(c.dep))[c.id()]
-		if run.before[i] == "" {
-			return nil, fmt.Errorf("%s has no applied checksum for %s", depName(c.dep), c.id())
+		if e.recording {
+			run.before[i] = e.rec.applied(c.wl)[c.id()]
+			if run.before[i] == "" {
+				return nil, fmt.Errorf("%s has no applied checksum for %s", c.wl.key(), c.id())
+			}
 		}
-		run.bodies[i] = prepareChange(rng, c, c.index, e.sz, e.o.update)
-		run.targets[depName(c.dep)] = true
+		run.apply[i] = e.objs.newChange(rng, c)
+		run.targets[c.wl.key()] = true
 	}
 	return run, nil
 }
@@ -138,14 +145,14 @@ func (run *phaseRun) issueOneByOne(ctx context.Context, grace time.Duration) {
 
 func (run *phaseRun) update(ctx context.Context, i int) {
 	run.issued[i] = time.Now()
-	run.errs[i] = applyChange(ctx, run.e.cs, run.changes[i], run.bodies[i])
+	run.errs[i] = run.apply[i](ctx, run.e.cs)
 	run.returned[i] = time.Now()
 }
 
 // carried returns when the restart that carries change i was seen.
 func (run *phaseRun) carried(i int) (time.Time, bool) {
 	c := run.changes[i]
-	return run.e.rec.carried(depName(c.dep), c.id(), run.before[i], run.issued[i])
+	return run.e.rec.carried(c.wl.key(), c.id(), run.before[i], run.issued[i])
 }
 
 // waitCarried waits until every change in idx that was applied has its
@@ -201,7 +208,7 @@ func (run *phaseRun) collectLatencies(r *phaseResult, start time.Time, logEach b
 			lastSeen = seen
 		}
 		if logEach {
-			logf("  %-28s %s (%s): %s", c.id(), depName(c.dep), c.form, seen.Sub(run.issued[i]).Round(time.Millisecond))
+			logf("  %-28s %s (%s): %s", c.id(), c.wl.key(), c.form, seen.Sub(run.issued[i]).Round(time.Millisecond))
 		}
 	}
 	if !lastSeen.IsZero() {
@@ -236,7 +243,7 @@ func (r *phaseResult) countRestarts(perDep map[string]int, targets map[string]bo
 
 func (r *phaseResult) logSummary() {
 	st := stats(r.latencies)
-	logf("  latency p50 %s p90 %s p99 %s max %s; restarts %d for %d changes on %d Deployments (%d exactly once, %d stray, %d missing); %.0f PATCHes, %.0f conflicts; controller CPU %.2f s",
+	logf("  latency p50 %s p90 %s p99 %s max %s; restarts %d for %d changes on %d workloads (%d exactly once, %d stray, %d missing); %.0f PATCHes, %.0f conflicts; CPU %.2f s",
 		sec(st.p50), sec(st.p90), sec(st.p99), sec(st.max), r.restarts, r.changes, r.deps, r.once, r.stray, r.missing, r.patches, r.conflicts, r.cpu)
 }
 

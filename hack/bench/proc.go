@@ -25,7 +25,8 @@ import (
 // every Linux architecture Go supports.
 const clockTicks = 100
 
-// controllerProc is the controller binary running as a process.
+// controllerProc is a measured program running as a process: the
+// controller, the floor or the zero-logic patcher.
 type controllerProc struct {
 	cmd     *exec.Cmd
 	pid     int
@@ -41,44 +42,49 @@ type controllerProc struct {
 
 var httpClient = &http.Client{Timeout: 10 * time.Second}
 
-// startController starts the binary and samples its RSS every 200 ms until it
-// exits.
+// startController starts the controller binary with the benchmark's flags.
 func startController(o options, kubeconfig, logPath string, grace time.Duration) (*controllerProc, error) {
 	ports, err := testcluster.FreePorts(1)
 	if err != nil {
 		return nil, err
 	}
-	p := &controllerProc{
-		addr:       fmt.Sprintf("127.0.0.1:%d", ports[0]),
-		logPath:    logPath,
-		done:       make(chan struct{}),
-		stopSample: make(chan struct{}),
-	}
-	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
+	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
 	args := append([]string{
 		"--kubeconfig", kubeconfig,
 		"--config", o.configFile,
 		"--restart-grace-period", grace.String(),
-		"--metrics-address", p.addr,
+		"--metrics-address", addr,
 		"--enable-profiling",
 	}, o.controllerArgs...)
-	p.cmd = exec.Command(o.controller, args...)
-	p.cmd.Stdout = logFile
-	p.cmd.Stderr = logFile
-	p.cmd.Env = append(os.Environ(), o.controllerEnv...)
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	fmt.Fprintf(logFile, "=== bench: %s %s %s\n", strings.Join(o.controllerEnv, " "), o.controller, strings.Join(args, " "))
+	cmd := exec.Command(o.controller, args...)
+	cmd.Env = append(os.Environ(), o.controllerEnv...)
+	return startProc(cmd, logPath, addr)
+}
+
+// startProc starts any program the benchmark measures (the controller, or
+// this binary in a helper role), its output (stderr, and stdout unless the
+// caller reads it) appended to logPath, and samples its RSS every 200 ms
+// until it exits. addr is its metrics address, "" for a helper.
+func startProc(cmd *exec.Cmd, logPath, addr string) (*controllerProc, error) {
+	p := &controllerProc{cmd: cmd, addr: addr, logPath: logPath, done: make(chan struct{}), stopSample: make(chan struct{})}
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if cmd.Stdout == nil {
+		cmd.Stdout = logFile
+	}
+	cmd.Stderr = logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	fmt.Fprintf(logFile, "=== bench: %s\n", strings.Join(cmd.Args, " "))
 	p.started = time.Now()
-	if err := p.cmd.Start(); err != nil {
+	if err := cmd.Start(); err != nil {
 		logFile.Close()
 		return nil, err
 	}
-	p.pid = p.cmd.Process.Pid
+	p.pid = cmd.Process.Pid
 	go func() {
-		_ = p.cmd.Wait()
+		_ = cmd.Wait()
 		logFile.Close()
 		close(p.done)
 	}()
@@ -226,6 +232,9 @@ func (p *controllerProc) cpuSeconds() (float64, error) {
 }
 
 func (p *controllerProc) get(path string) ([]byte, error) {
+	if p.addr == "" {
+		return nil, fmt.Errorf("GET %s: a helper has no metrics port", path)
+	}
 	return p.fetch(httpClient, path)
 }
 
@@ -260,10 +269,10 @@ func (p *controllerProc) stop() error {
 	case <-time.After(30 * time.Second):
 		_ = p.cmd.Process.Kill()
 		<-p.done
-		return fmt.Errorf("controller did not exit within 30s of SIGTERM")
+		return fmt.Errorf("%s did not exit within 30s of SIGTERM", filepath.Base(p.cmd.Path))
 	}
 	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
-		return fmt.Errorf("controller exited with %d:\n%s", code, p.logTail(20))
+		return fmt.Errorf("%s exited with %d:\n%s", filepath.Base(p.cmd.Path), code, p.logTail(20))
 	}
 	return nil
 }

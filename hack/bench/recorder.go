@@ -8,84 +8,116 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 )
 
-// restartEvent is one change of a Deployment's pod-template timestamp, as the
+// restartEvent is one change of a workload's pod-template timestamp, as the
 // benchmark's own watch saw it.
 type restartEvent struct {
 	seen    time.Time
-	applied map[string]string // the applied-checksums annotation after the restart
+	applied string // the applied-checksums annotation after the restart
 }
 
-// recorder watches the Deployments and records, per Deployment, every
-// restart (pod-template timestamp change) and when the applied-checksums
-// annotation first appeared.
+// recorder is the benchmark's own watch of every workload a scenario
+// created (label restart-bench, every kind, every namespace): per workload,
+// every restart (pod-template timestamp change) and when its
+// applied-checksums annotation first appeared. Objects are reduced to those
+// two annotations.
 type recorder struct {
-	store cache.Store
+	stores map[string]cache.Store // per resource
 
-	writeLog // its mu guards restarts too
-	restarts map[string][]restartEvent
-}
-
-// writeLog is what both recorders (the scenario's and the scale step's)
-// keep of the controller's annotation writes.
-type writeLog struct {
 	mu          sync.Mutex
-	firstRecord map[string]time.Time // first sight of the applied-checksums annotation
-	lastWrite   time.Time            // last change of an annotation the controller writes
+	restarts    map[string][]restartEvent // workloadRef.key()
+	firstRecord map[string]time.Time      // first sight of the applied-checksums annotation
+	lastWrite   time.Time                 // last change of an annotation a program writes
 }
+
+const recTemplateTS = "bench/template-timestamp" // where the reduced object keeps the pod template's timestamp
 
 func startRecorder(ctx context.Context, cs kubernetes.Interface) (*recorder, error) {
-	r := &recorder{restarts: map[string][]restartEvent{}, writeLog: writeLog{firstRecord: map[string]time.Time{}}}
-	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(namespace))
-	inf := factory.Apps().V1().Deployments().Informer()
-	r.store = inf.GetStore()
-	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if d, ok := obj.(*appsv1.Deployment); ok {
-				r.observe(nil, d, time.Now())
-			}
-		},
-		UpdateFunc: func(oldObj, newObj any) {
-			o, ok1 := oldObj.(*appsv1.Deployment)
-			n, ok2 := newObj.(*appsv1.Deployment)
-			if ok1 && ok2 {
-				r.observe(o, n, time.Now())
-			}
-		},
-	})
-	if err != nil {
-		return nil, err
+	r := &recorder{stores: map[string]cache.Store{}, restarts: map[string][]restartEvent{}, firstRecord: map[string]time.Time{}}
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = benchLabel }),
+		informers.WithTransform(reduceForRecorder))
+	infs := map[string]cache.SharedIndexInformer{
+		"deployments":  factory.Apps().V1().Deployments().Informer(),
+		"statefulsets": factory.Apps().V1().StatefulSets().Informer(),
+		"daemonsets":   factory.Apps().V1().DaemonSets().Informer(),
 	}
-	go inf.RunWithContext(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-		return nil, fmt.Errorf("bench: deployment watch did not sync")
+	var synced []cache.InformerSynced
+	for resource, inf := range infs {
+		r.stores[resource] = inf.GetStore()
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { r.observe(resource, nil, obj, time.Now()) },
+			UpdateFunc: func(oldObj, newObj any) { r.observe(resource, oldObj, newObj, time.Now()) },
+		}); err != nil {
+			return nil, err
+		}
+		synced = append(synced, inf.HasSynced)
+	}
+	factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return nil, fmt.Errorf("bench: workload watch did not sync")
 	}
 	return r, nil
 }
 
-func (r *recorder) observe(old, d *appsv1.Deployment, now time.Time) {
-	applied, hasApplied := d.Annotations[appliedAnnotation]
-	ts := d.Spec.Template.Annotations[restartAnnotation]
+// reduceForRecorder keeps name, namespace and the two annotations read.
+func reduceForRecorder(obj any) (any, error) {
+	m, ok := obj.(metav1.Object)
+	if !ok {
+		return obj, nil
+	}
+	ann := map[string]string{}
+	if v, ok := m.GetAnnotations()[appliedAnnotation]; ok {
+		ann[appliedAnnotation] = v
+	}
+	ann[recTemplateTS] = templateAnnotations(obj)[restartAnnotation]
+	return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+		Name: m.GetName(), Namespace: m.GetNamespace(), ResourceVersion: m.GetResourceVersion(), Annotations: ann,
+	}}, nil
+}
+
+// templateAnnotations are the pod template's annotations of a workload.
+func templateAnnotations(obj any) map[string]string {
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		return o.Spec.Template.Annotations
+	case *appsv1.StatefulSet:
+		return o.Spec.Template.Annotations
+	case *appsv1.DaemonSet:
+		return o.Spec.Template.Annotations
+	}
+	return nil
+}
+
+func (r *recorder) observe(resource string, oldObj, newObj any, now time.Time) {
+	n, ok := newObj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return
+	}
+	key := workloadRef{resource, n.Namespace, n.Name}.key()
+	applied, hasApplied := n.Annotations[appliedAnnotation]
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if hasApplied {
-		if _, seen := r.firstRecord[d.Name]; !seen {
-			r.firstRecord[d.Name] = now
+		if _, seen := r.firstRecord[key]; !seen {
+			r.firstRecord[key] = now
 		}
 	}
-	if old == nil {
+	o, ok := oldObj.(*metav1.PartialObjectMetadata)
+	if !ok {
 		return
 	}
-	if old.Annotations[appliedAnnotation] != applied {
+	if o.Annotations[appliedAnnotation] != applied {
 		r.lastWrite = now
 	}
-	if old.Spec.Template.Annotations[restartAnnotation] != ts {
+	if o.Annotations[recTemplateTS] != n.Annotations[recTemplateTS] {
 		r.lastWrite = now
-		r.restarts[d.Name] = append(r.restarts[d.Name], restartEvent{seen: now, applied: parseApplied(applied)})
+		r.restarts[key] = append(r.restarts[key], restartEvent{seen: now, applied: applied})
 	}
 }
 
@@ -95,18 +127,18 @@ func parseApplied(s string) map[string]string {
 	return m
 }
 
-// applied returns the current applied-checksums annotation of a Deployment.
-func (r *recorder) applied(dep string) map[string]string {
-	obj, ok, _ := r.store.GetByKey(namespace + "/" + dep)
+// applied returns the current applied-checksums annotation of a workload.
+func (r *recorder) applied(w workloadRef) map[string]string {
+	obj, ok, _ := r.stores[w.resource].GetByKey(w.ns + "/" + w.name)
 	if !ok {
 		return map[string]string{}
 	}
-	return parseApplied(obj.(*appsv1.Deployment).Annotations[appliedAnnotation])
+	return parseApplied(obj.(*metav1.PartialObjectMetadata).Annotations[appliedAnnotation])
 }
 
 // recorded returns how many workloads carry the applied-checksums
 // annotation and when the last of them got it.
-func (r *writeLog) recorded() (n int, last time.Time) {
+func (r *recorder) recorded() (n int, last time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, t := range r.firstRecord {
@@ -118,39 +150,44 @@ func (r *writeLog) recorded() (n int, last time.Time) {
 	return n, last
 }
 
-func (r *writeLog) lastWriteSeen() time.Time {
+func (r *recorder) lastWriteSeen() time.Time {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.lastWrite
 }
 
-// restartsBetween counts restarts per Deployment seen in [from, to).
+// restartsBetween counts restarts per workload seen in [from, to).
 func (r *recorder) restartsBetween(from, to time.Time) map[string]int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := map[string]int{}
-	for name, evs := range r.restarts {
+	for key, evs := range r.restarts {
 		for _, e := range evs {
 			if !e.seen.Before(from) && e.seen.Before(to) {
-				out[name]++
+				out[key]++
 			}
 		}
 	}
 	return out
 }
 
-// carried returns when the first restart of the Deployment that carries the
-// change was seen: a restart seen after the update was issued whose applied
-// checksum for the config differs from the one before the change. It is
-// exact even when a Deployment restarts twice for two configs.
-func (r *recorder) carried(dep, id, before string, issued time.Time) (time.Time, bool) {
+// carried returns when the restart that carries a change was first seen: a
+// restart of the reader seen at or after the update was issued, and, when
+// before is not empty (a program that records applied checksums), whose
+// applied checksum for the source differs from before. The second rule is
+// exact even when a workload restarts twice for two sources; the zero-logic
+// patcher records nothing, so for it the first restart counts.
+func (r *recorder) carried(key, id, before string, issued time.Time) (time.Time, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, e := range r.restarts[dep] {
+	for _, e := range r.restarts[key] {
 		if e.seen.Before(issued) {
 			continue
 		}
-		if v, ok := e.applied[id]; ok && v != before {
+		if before == "" {
+			return e.seen, true
+		}
+		if v, ok := parseApplied(e.applied)[id]; ok && v != before {
 			return e.seen, true
 		}
 	}

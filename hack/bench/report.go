@@ -4,23 +4,30 @@ import (
 	"fmt"
 	"math"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 )
 
-// Targets of the issue (2-core machine).
+// Targets (2-core machine).
 const (
-	targetRSSKB       = 64 << 10 // 64 MiB
-	targetRSSGrowth   = 0.10     // peak RSS with sources ×4 within 10% of ×1
-	targetReady       = 10 * time.Second
-	targetSingleExtra = 100 * time.Millisecond // one change: grace + 100 ms
-	targetP99Small    = 2 * time.Second        // N=200
-	targetP99Large    = 6 * time.Second        // N=1000
-	targetLargeKB     = 5 << 10                // large sources in an unrelated namespace add ≤ 5 MiB
-	smallN, largeN    = 200, 1000
+	targetRSSKB           = 64 << 10 // 64 MiB
+	targetRSSGrowth       = 0.10     // peak RSS with sources ×4 within 10% of ×1
+	targetReady           = 10 * time.Second
+	targetSingleExtra     = 100 * time.Millisecond // one change: grace + 100 ms
+	targetP99Small        = 2 * time.Second        // N=200
+	targetP99Large        = 6 * time.Second        // N=1000
+	targetLargeKB         = 5 << 10                // large sources in an unrelated namespace add ≤ 5 MiB
+	targetPatcherRatio    = 1.3                    // fan-out p99 against the zero-logic patcher, default scenario
+	target10kPatcherRatio = 1.5                    // the same at 10,000 workloads
+	targetFloorRSSRatio   = 1.2                    // 10k: peak RSS against the floor
+	targetFloorCPURatio   = 1.3                    // 10k: CPU seconds to ready against the floor
+	smallN, largeN        = 200, 1000
 )
 
 func kbString(kb int64) string { return fmt.Sprintf("%.1f MiB", float64(kb)/1024) }
+
+func mib(b float64) string { return fmt.Sprintf("%.1f MiB", b/(1<<20)) }
 
 // noData stands for a figure without samples.
 const noData = time.Duration(math.MinInt64)
@@ -59,7 +66,7 @@ func (t *table) set(col, ncols int, label, value string) {
 }
 
 // write renders the table in Markdown under a header row of corner and the
-// column titles.
+// column titles; an empty cell is "–".
 func (t *table) write(b *strings.Builder, corner string, titles []string) {
 	fmt.Fprintf(b, "| %s |", corner)
 	for _, title := range titles {
@@ -73,13 +80,16 @@ func (t *table) write(b *strings.Builder, corner string, titles []string) {
 	for _, r := range t.rows {
 		fmt.Fprintf(b, "| %s |", r.label)
 		for _, v := range r.values {
+			if v == "" {
+				v = "–"
+			}
 			fmt.Fprintf(b, " %s |", v)
 		}
 		b.WriteString("\n")
 	}
 }
 
-// column fills one scale's column of a table; a row a scale lacks stays empty.
+// column fills one column of a table.
 type column struct {
 	t          *table
 	col, ncols int
@@ -89,240 +99,176 @@ func (c column) set(label, format string, args ...any) {
 	c.t.set(c.col, c.ncols, label, fmt.Sprintf(format, args...))
 }
 
-func scaleTitles(results []*scaleResult, format string) []string {
-	titles := make([]string, len(results))
-	for i, r := range results {
-		titles[i] = fmt.Sprintf(format, r.scale)
-	}
-	return titles
-}
-
-func renderReport(o options, results []*scaleResult, began time.Time) string {
+// renderScenario is the one report writer: a scenario's run notes, its
+// figures (a column per scale and program), its targets (a column per
+// scale) and any profiles.
+func renderScenario(o options, sc *scenario, runs []*scaleRun, began time.Time) string {
 	var b strings.Builder
-	writeRunNotes(&b, o, results, began)
-	figureTable(o, results).write(&b, "Figure", scaleTitles(results, "configs ×%d"))
+	writeRunNotes(&b, o, sc, runs, began)
+	t, titles := figureTable(o, sc, runs)
+	t.write(&b, "Figure", titles)
 	b.WriteString("\n### Targets\n\n")
-	targetTable(results).write(&b, "Target", scaleTitles(results, "×%d"))
-	writeProfiles(&b, o, results)
+	var scaleTitles []string
+	for _, r := range runs {
+		scaleTitles = append(scaleTitles, fmt.Sprintf("×%d", r.scale))
+	}
+	targetTable(sc, runs).write(&b, "Target", scaleTitles)
+	writeProfiles(&b, runs)
 	return b.String()
 }
 
 // writeRunNotes says what ran where, and warns of anything that slowed it.
-func writeRunNotes(b *strings.Builder, o options, results []*scaleResult, began time.Time) {
-	fmt.Fprintf(b, "## Benchmark run of %s\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"))
+func writeRunNotes(b *strings.Builder, o options, sc *scenario, runs []*scaleRun, began time.Time) {
+	fmt.Fprintf(b, "\n## Scenario %s: run of %s\n\n", sc.name, began.UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(b, "- %s\n", sc.about)
 	fmt.Fprintf(b, "- Machine: %s\n", machine())
 	fmt.Fprintf(b, "- Controller: `%s` (%s), config `%s`, extra flags: `%s`, extra env: `%s`; extra kube-apiserver flags: `%s`\n",
-		o.controllerPath, o.version, o.configFile, strings.Join(o.controllerArgs, " "), strings.Join(o.controllerEnv, " "), strings.Join(o.apiserverArgs, " "))
-	fmt.Fprintf(b, "- Scenario: %d ConfigMaps × %d kB and %d Secrets × %d kB (10 keys each, random data) at scale ×1; %d Deployments (replicas 0) each reading 2 ConfigMaps (volume; env configMapKeyRef) and 2 Secrets (envFrom; projected items)\n",
-		o.configMaps, o.configMapKB, o.secrets, o.secretKB, o.deployments)
-	if o.largeSources > 0 {
-		fmt.Fprintf(b, "- Large sources, last: %d ConfigMaps of %d empty keys in namespace %s, read by nothing; a fresh controller started before and one after they are created (the first also while they are created), each measured once ready and quiet\n",
+		o.controllerPath, o.version, o.configFile, strings.Join(o.controllerArgs, " "), strings.Join(o.controllerEnv, " "),
+		strings.Join(append(append([]string(nil), sc.apiserverArgs...), o.apiserverArgs...), " "))
+	fmt.Fprintf(b, "- Programs, in the order they ran on the same cluster and objects: %s\n", strings.Join(sc.programs, ", "))
+	for _, r := range runs {
+		fmt.Fprintf(b, "- ×%d: %s\n", r.scale, r.objs.summary())
+	}
+	if sc.large {
+		fmt.Fprintf(b, "- Large sources, after the controller's phases: %d ConfigMaps of %d empty keys in namespace %s, read by nothing; a fresh controller started before and one after they are created (the first also while they are created), each measured once ready and quiet\n",
 			o.largeSources, o.largeKeys, unrelatedNamespace)
 	}
-	fmt.Fprintf(b, "- Config changes: %s\n", map[string]string{
-		"put":         "unconditional update of the whole object, new random data in every key, protobuf (`--update put`)",
-		"merge-patch": "JSON merge patch of key k0 (`--update merge-patch`)",
-	}[o.update])
-	fmt.Fprintf(b, "- Whole run: %s\n", time.Since(began).Round(time.Second))
+	fmt.Fprintf(b, "- Whole run so far: %s\n", time.Since(began).Round(time.Second))
 	clean := true
-	for _, r := range results {
+	for _, r := range runs {
+		for _, n := range r.notes {
+			fmt.Fprintf(b, "- ×%d %s\n", r.scale, n)
+		}
 		if r.others != "" {
 			clean = false
-			fmt.Fprintf(b, "- **Warning**: other heavy processes ran during scale ×%d (%s); its figures are slowed by them\n", r.scale, r.others)
+			fmt.Fprintf(b, "- **Warning**: other heavy processes ran during ×%d (%s); its figures are slowed by them\n", r.scale, r.others)
 		}
 	}
 	if clean {
-		b.WriteString("- No other cluster or test process ran during the benchmark\n")
+		b.WriteString("- No other cluster or test process ran during the scenario\n")
 	}
 	b.WriteString("\n")
 }
 
-// figureTable has a column per scale and the rows in the order the scenario
-// measures them.
-func figureTable(o options, results []*scaleResult) *table {
+// figureTable has a column per scale and program, the rows in the order the
+// harness measures them.
+func figureTable(o options, sc *scenario, runs []*scaleRun) (*table, []string) {
 	t := &table{}
-	for col, r := range results {
-		c := column{t: t, col: col, ncols: len(results)}
-		syncRows(c, r)
-		phaseRows(c, r.singles, o.updaters)
-		for _, p := range r.fanOut {
-			phaseRows(c, p, o.updaters)
+	progs := displayOrder(sc.programs)
+	ncols := len(runs) * len(progs)
+	var titles []string
+	for si, r := range runs {
+		for pi, prog := range progs {
+			title := prog
+			if len(runs) > 1 {
+				title = fmt.Sprintf("×%d %s", r.scale, prog)
+			}
+			titles = append(titles, title)
+			c := column{t: t, col: si*len(progs) + pi, ncols: ncols}
+			if prog == progController {
+				setUpRows(c, r)
+			}
+			if p := r.program(prog); p != nil {
+				programRows(c, p, o.updaters)
+			}
+			if prog == progController {
+				floorRatioRows(c, r)
+				graceStartRows(c, o.grace, r.second)
+				largeRows(c, r.large)
+			}
 		}
-		firstRunRows(c, r.first)
-		graceStartRows(c, o.grace, r.second)
-		largeRows(c, r.large)
 	}
-	return t
+	return t, titles
 }
 
-func largeRows(c column, f *largeFigures) {
-	if f == nil {
+// displayOrder puts the controller first, then the references it is
+// compared with, whatever order they ran in.
+func displayOrder(programs []string) []string {
+	var out []string
+	for _, p := range []string{progController, progFloor, progPatcher} {
+		if slices.Contains(programs, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func setUpRows(c column, r *scaleRun) {
+	c.set("Config data", "%.0f MB", float64(r.objs.dataBytes())/1e6)
+	c.set("Objects created in (set-up, not the program)", "%.1f s", r.createDur.Seconds())
+}
+
+// programRows are every program's figures; a row a program has no figure
+// for stays empty.
+func programRows(c column, p *programRun, updaters int) {
+	c.set("Time to ready (start → caches synced; controller: /readyz 200 and restart_controller_ready 1)", "%s", sec(p.ready))
+	if p.readyz > 0 {
+		c.set("First /readyz 200 after start", "%s", sec(p.readyz))
+	}
+	c.set("CPU seconds to ready", "%.2f s", p.cpuReady)
+	c.set("Peak RSS at ready (VmHWM)", "%s", kbString(p.hwmReady))
+	c.set("Steady RSS (3 s after ready; controller: once every workload is recorded and it is quiet)", "%s", kbString(p.steady))
+	c.set("Steady RSS: anonymous / file-backed (the binary)", "%s / %s", kbString(p.anon), kbString(p.file))
+	c.set("Go heap in use after sync (after GC)", "%s", mib(p.heapInuse))
+	if p.prog == progController {
+		c.set("Controller's steady memory as the Go runtime sees it", "%s", p.goMem)
+		c.set("Initial recording: workloads annotated / time after ready / CPU seconds", "%d / %s / %.2f s", p.recorded, sec(p.recordDur), p.recordCPU)
+		c.set("Initial recording: PATCHes / restarts", "%.0f / %d", p.recordWrites, p.firstRestarts)
+	}
+	if p.singles != nil {
+		phaseRows(c, "One change (grace 0)", p.singles, updaters)
+	}
+	for _, ph := range p.fanOut {
+		phaseRows(c, fmt.Sprintf("N=%d simultaneous changes", ph.n), ph, updaters)
+	}
+	c.set("**Peak RSS, whole run (VmHWM)**", "**%s**", kbString(p.total.hwm))
+	c.set("Max sampled RSS (200 ms) / RSS at end", "%s / %s", kbString(p.total.sampled), kbString(p.total.rss))
+	c.set("RSS at end: anonymous (Go heap, stacks) / file-backed (mapped binary)", "%s / %s", kbString(p.total.anon), kbString(p.total.file))
+	c.set("CPU seconds, whole run", "%.2f s", p.total.cpu)
+}
+
+// floorRatioRows are the controller's figures over the floor's, measured in
+// the same run on the same cluster.
+func floorRatioRows(c column, r *scaleRun) {
+	ctl, fl := r.program(progController), r.program(progFloor)
+	if ctl == nil || fl == nil {
 		return
 	}
-	mib := func(kb int64) string { return fmt.Sprintf("%+.1f MiB", float64(kb)/1024) }
-	c.set("Large sources: ConfigMaps of empty keys in an unrelated namespace, created after the scenario", "%d × %d keys, %.1f MB",
-		f.sources, f.keys, float64(f.bytes)/1e6)
-	c.set("Large sources, fresh start: peak RSS without / with them (growth)", "%s / %s (**%s**)",
-		kbString(f.without.hwm), kbString(f.with.hwm), mib(f.with.hwm-f.without.hwm))
-	c.set("Large sources, fresh start: Go heap in use after sync without / with them", "%.1f / %.1f MiB",
-		f.without.heapInuse/(1<<20), f.with.heapInuse/(1<<20))
-	c.set("Large sources, created while running: peak RSS before → after (growth)", "%s → %s (**%s**)",
-		kbString(f.live.hwmBefore), kbString(f.live.hwmAfter), mib(f.live.hwmAfter-f.live.hwmBefore))
-	c.set("Large sources, created while running: RSS / Go heap in use before → after", "%s → %s / %.1f → %.1f MiB",
-		kbString(f.live.rssBefore), kbString(f.live.rssAfter), f.live.heapBefore/(1<<20), f.live.heapAfter/(1<<20))
-}
-
-// largeGrowth is the larger of the two peak RSS growths the large sources
-// cause: at a fresh start, and created while running.
-func largeGrowth(f *largeFigures) int64 {
-	return max(f.with.hwm-f.without.hwm, f.live.hwmAfter-f.live.hwmBefore)
-}
-
-func syncRows(c column, r *scaleResult) {
-	c.set("Config data", "%.0f MB", float64(r.setUp.sourceBytes)/1e6)
-	c.set("Objects created in (set-up, not the controller)", "%.1f s", r.setUp.createDur.Seconds())
-	s := r.sync
-	c.set("Time to ready (start → caches synced: /readyz 200 and restart_controller_ready 1)", "%s", sec(s.ready))
-	c.set("First /readyz 200 after start", "%s", sec(s.readyz))
-	c.set("CPU seconds to ready", "%.2f s", s.cpu)
-	c.set("Peak RSS at ready (VmHWM)", "%s", kbString(s.hwm))
-	c.set("Initial recording: Deployments annotated / time after ready", "%d / %s", s.recorded, sec(s.recordDur))
-	c.set("Initial recording: PATCHes / restarts", "%.0f / %d", s.recordWrites, s.firstRestarts)
-	c.set("Go heap in use after sync (after GC)", "%.1f MiB", s.heapInuse/(1<<20))
-}
-
-func firstRunRows(c column, p procFigures) {
-	c.set("**Peak RSS, whole run (VmHWM)**", "**%s**", kbString(p.hwm))
-	c.set("Max sampled RSS (200 ms) / RSS at end", "%s / %s", kbString(p.sampled), kbString(p.rss))
-	c.set("RSS at end: anonymous (Go heap, stacks) / file-backed (mapped binary)", "%s / %s", kbString(p.anon), kbString(p.file))
-	c.set("CPU seconds, whole run", "%.2f s", p.cpu)
-}
-
-func graceStartRows(c column, grace time.Duration, g graceStartFigures) {
-	c.set(fmt.Sprintf("Second start (grace %s): time to ready / first /readyz 200", grace), "%s / %s", sec(g.ready), sec(g.readyz))
-	c.set(fmt.Sprintf("Second start (grace %s): PATCHes at start-up", grace), "%.0f", g.writes)
-	if p := g.singles; p != nil {
-		st := stats(p.latencies)
-		lbl := fmt.Sprintf("One change, grace %s: latency − grace p50 / max (n=%d)", grace, p.changes)
-		c.set(lbl, "%s / %s", sec(minus(st.p50, p.grace)), sec(minus(st.max, p.grace)))
-		c.set(fmt.Sprintf("One change, grace %s: restarts / changes", grace), "%d / %d%s", p.restarts, p.changes, missingNote(p))
-	}
-	c.set(fmt.Sprintf("Second start (grace %s): peak RSS / CPU seconds", grace), "%s / %.2f s", kbString(g.proc.hwm), g.proc.cpu)
-}
-
-// target is one row of the targets table: how each scale fares.
-type target struct {
-	label   string
-	verdict func(r *scaleResult) string
-}
-
-func targetTable(results []*scaleResult) *table {
-	t := &table{}
-	for _, tg := range targets(results) {
-		r := &row{label: tg.label}
-		for _, res := range results {
-			r.values = append(r.values, tg.verdict(res))
+	x := func(a, b float64) string {
+		if b <= 0 {
+			return "–"
 		}
-		t.rows = append(t.rows, r)
+		return fmt.Sprintf("%.2f×", a/b)
 	}
-	return t
+	c.set("Controller ÷ floor: time to ready / CPU seconds to ready", "%s / %s", x(ctl.ready.Seconds(), fl.ready.Seconds()), x(ctl.cpuReady, fl.cpuReady))
+	c.set("Controller ÷ floor: peak RSS at ready / whole run (against the floor's peak) / steady RSS", "%s / %s / %s",
+		x(float64(ctl.hwmReady), float64(fl.hwmReady)), x(float64(ctl.total.hwm), float64(fl.hwmReady)), x(float64(ctl.steady), float64(fl.steady)))
+	c.set("Controller ÷ floor: Go heap in use after sync", "%s", x(ctl.heapInuse, fl.heapInuse))
 }
 
-func targets(results []*scaleResult) []target {
-	out := []target{{"Peak RSS ≤ 64 MiB", func(r *scaleResult) string {
-		return fmt.Sprintf("%s (%s)", mark(r.first.hwm <= targetRSSKB && r.second.proc.hwm <= targetRSSKB), kbString(max(r.first.hwm, r.second.proc.hwm)))
-	}}}
-	if len(results) > 1 {
-		first := results[0]
-		out = append(out, target{fmt.Sprintf("Peak RSS within 10%% of ×%d", first.scale), func(r *scaleResult) string {
-			g := float64(r.first.hwm)/float64(first.first.hwm) - 1
-			return fmt.Sprintf("%s (%+.1f%%)", mark(g <= targetRSSGrowth), 100*g)
-		}})
+func phaseRows(c column, short string, p *phaseResult, updaters int) {
+	st := stats(p.latencies)
+	if p.n == 0 {
+		c.set(short+": latency p50 / max (n="+fmt.Sprint(p.changes)+")", "%s / %s", sec(st.p50), sec(st.max))
+		c.set(short+": update call returned p50", "%s", sec(stats(p.returned).p50))
+		c.set(short+": restarts / changes", "%d / %d%s", p.restarts, p.changes, missingNote(p))
+		return
 	}
-	out = append(out,
-		target{"Ready within 10 s", func(r *scaleResult) string {
-			return fmt.Sprintf("%s (%s, %s)", mark(r.sync.ready <= targetReady && r.second.ready <= targetReady), sec(r.sync.ready), sec(r.second.ready))
-		}},
-		target{"One change: patched within grace + 100 ms (max)", singleChangeVerdict},
-	)
-	out = append(out, fanOutTargets(results[0].fanOut)...)
-	if results[0].large != nil {
-		f := results[0].large
-		out = append(out, target{fmt.Sprintf("%d ConfigMaps of %d keys in an unrelated namespace raise peak RSS by ≤ %d MiB (fresh start; created while running)", f.sources, f.keys, targetLargeKB>>10),
-			func(r *scaleResult) string {
-				if r.large == nil {
-					return "–"
-				}
-				return fmt.Sprintf("%s (%+.1f MiB; %+.1f MiB)", mark(largeGrowth(r.large) <= targetLargeKB),
-					float64(r.large.with.hwm-r.large.without.hwm)/1024, float64(r.large.live.hwmAfter-r.large.live.hwmBefore)/1024)
-			}})
+	c.set(short+": latency p50 / p90 / p99 / max", "%s / %s / %s / %s", sec(st.p50), sec(st.p90), sec(st.p99), sec(st.max))
+	sd := stats(p.sinceDone)
+	c.set(short+": latency from update returned p50 / p99 / max", "%s / %s / %s", sec(sd.p50), sec(sd.p99), sec(sd.max))
+	c.set(short+": update calls returned p50 / max", "%s / %s", sec(stats(p.returned).p50), sec(stats(p.returned).max))
+	c.set(fmt.Sprintf("%s: updates issued over (first → last issued, %d at a time)", short, updaters), "%s", sec(p.issueSpan))
+	c.set(short+": last restart seen after first update / program's CPU seconds", "%s / %.2f s", sec(p.wall), p.cpu)
+	c.set(short+": restarts / changes (workloads)", "%d / %d (%d)%s", p.restarts, p.changes, p.deps, missingNote(p))
+	c.set(short+": workloads restarted exactly once", "%d / %d (max %d each)", p.once, p.deps, p.maxPerDep)
+	perRestart := "–"
+	if p.restarts > 0 {
+		perRestart = fmt.Sprintf("%.2f", p.patches/float64(p.restarts))
 	}
-	return out
-}
-
-func singleChangeVerdict(r *scaleResult) string {
-	var worst time.Duration
-	ok := true
-	for _, p := range []*phaseResult{r.singles, r.second.singles} {
-		if p == nil {
-			continue
-		}
-		st := stats(p.latencies)
-		worst = max(worst, minus(st.max, p.grace))
-		ok = ok && st.n > 0 && p.missing == 0 && p.updateErrs == 0 && st.max-p.grace <= targetSingleExtra
-	}
-	return fmt.Sprintf("%s (worst %s over grace)", mark(ok), sec(worst))
-}
-
-// fanOutTargets has a row for each fan-out phase the issue sets a target for
-// (N=200, N=1000), named after the first scale's phases.
-func fanOutTargets(phases []*phaseResult) []target {
-	var out []target
-	for _, p := range phases {
-		var limit time.Duration
-		switch {
-		case strings.HasPrefix(p.name, fmt.Sprintf("N=%d ", smallN)):
-			limit = targetP99Small
-		case strings.HasPrefix(p.name, fmt.Sprintf("N=%d ", largeN)):
-			limit = targetP99Large
-		default:
-			continue
-		}
-		extra := ""
-		if p.changes == p.deps {
-			extra = ", every Deployment restarted exactly once"
-		}
-		label := fmt.Sprintf("%s: p99 ≤ %s%s", strings.TrimSuffix(p.name, ", grace 0"), sec(limit), extra)
-		out = append(out, target{label, fanOutVerdict(p.name, limit)})
-	}
-	return out
-}
-
-func fanOutVerdict(name string, limit time.Duration) func(r *scaleResult) string {
-	return func(r *scaleResult) string {
-		for _, q := range r.fanOut {
-			if q.name != name {
-				continue
-			}
-			st := stats(q.latencies)
-			ok := st.n > 0 && st.p99 <= limit && q.missing == 0 && q.updateErrs == 0 && q.stray == 0
-			if q.changes == q.deps {
-				ok = ok && q.once == q.deps
-			}
-			return fmt.Sprintf("%s (p99 %s)", mark(ok), sec(st.p99))
-		}
-		return "–"
-	}
-}
-
-func writeProfiles(b *strings.Builder, o options, results []*scaleResult) {
-	for _, r := range results {
-		if r.sync.cpuProfile != "" {
-			fmt.Fprintf(b, "\n### CPU profile of the first %s after start (the sync), configs ×%d\n\n```\n%s```\n", o.cpuProfileSync, r.scale, r.sync.cpuProfile)
-		}
-		if r.heapTop != "" {
-			fmt.Fprintf(b, "\n### Heap profile after sync, configs ×%d (peak RSS over target)\n\n```\n%s```\n", r.scale, r.heapTop)
-		}
+	c.set(short+": PATCHes per restart (controller's conflicts)", "%s (%.0f)", perRestart, p.conflicts)
+	if p.patchMean > 0 {
+		c.set(short+": controller's PATCH call, mean duration", "%s", sec(p.patchMean))
 	}
 }
 
@@ -335,7 +281,7 @@ func missingNote(p *phaseResult) string {
 		notes = append(notes, fmt.Sprintf("%d updates failed", p.updateErrs))
 	}
 	if p.stray > 0 {
-		notes = append(notes, fmt.Sprintf("%d restarts of untouched Deployments", p.stray))
+		notes = append(notes, fmt.Sprintf("%d restarts of untouched workloads", p.stray))
 	}
 	if len(notes) == 0 {
 		return ""
@@ -343,29 +289,57 @@ func missingNote(p *phaseResult) string {
 	return " (" + strings.Join(notes, ", ") + ")"
 }
 
-func phaseRows(c column, p *phaseResult, updaters int) {
-	st := stats(p.latencies)
-	short := strings.TrimSuffix(p.name, ", grace 0")
-	if p.changes <= 20 && !strings.HasPrefix(p.name, "N=") {
-		c.set(short+" (grace 0): latency p50 / max (n="+fmt.Sprint(p.changes)+")", "%s / %s", sec(st.p50), sec(st.max))
-		c.set(short+" (grace 0): update call returned p50", "%s", sec(stats(p.returned).p50))
-		c.set(short+" (grace 0): restarts / changes", "%d / %d%s", p.restarts, p.changes, missingNote(p))
+func graceStartRows(c column, grace time.Duration, g *graceStartFigures) {
+	if g == nil {
 		return
 	}
-	c.set(short+": latency p50 / p90 / p99 / max", "%s / %s / %s / %s", sec(st.p50), sec(st.p90), sec(st.p99), sec(st.max))
-	sd := stats(p.sinceDone)
-	c.set(short+": latency from update returned p50 / p99 / max", "%s / %s / %s", sec(sd.p50), sec(sd.p99), sec(sd.max))
-	c.set(short+": update calls returned p50 / max", "%s / %s", sec(stats(p.returned).p50), sec(stats(p.returned).max))
-	c.set(fmt.Sprintf("%s: updates issued over (first → last issued, %d at a time)", short, updaters), "%s", sec(p.issueSpan))
-	c.set(short+": last restart seen after first update / controller CPU seconds", "%s / %.2f s", sec(p.wall), p.cpu)
-	c.set(short+": restarts / changes (Deployments)", "%d / %d (%d)%s", p.restarts, p.changes, p.deps, missingNote(p))
-	c.set(short+": Deployments restarted exactly once", "%d / %d (max %d each)", p.once, p.deps, p.maxPerDep)
-	perRestart := "–"
-	if p.restarts > 0 {
-		perRestart = fmt.Sprintf("%.2f", p.patches/float64(p.restarts))
+	c.set(fmt.Sprintf("Second start (grace %s): time to ready / first /readyz 200", grace), "%s / %s", sec(g.ready), sec(g.readyz))
+	c.set(fmt.Sprintf("Second start (grace %s): PATCHes at start-up", grace), "%.0f", g.writes)
+	if p := g.singles; p != nil {
+		st := stats(p.latencies)
+		lbl := fmt.Sprintf("One change, grace %s: latency − grace p50 / max (n=%d)", grace, p.changes)
+		c.set(lbl, "%s / %s", sec(minus(st.p50, p.grace)), sec(minus(st.max, p.grace)))
+		c.set(fmt.Sprintf("One change, grace %s: restarts / changes", grace), "%d / %d%s", p.restarts, p.changes, missingNote(p))
 	}
-	c.set(short+": PATCHes per restart (conflicts)", "%s (%.0f)", perRestart, p.conflicts)
-	c.set(short+": controller's PATCH call, mean duration", "%s", sec(p.patchMean))
+	c.set(fmt.Sprintf("Second start (grace %s): peak RSS / CPU seconds", grace), "%s / %.2f s", kbString(g.proc.hwm), g.proc.cpu)
+}
+
+func largeRows(c column, f *largeFigures) {
+	if f == nil {
+		return
+	}
+	d := func(kb int64) string { return fmt.Sprintf("%+.1f MiB", float64(kb)/1024) }
+	c.set("Large sources: ConfigMaps of empty keys in an unrelated namespace, created after the scenario", "%d × %d keys, %.1f MB",
+		f.sources, f.keys, float64(f.bytes)/1e6)
+	c.set("Large sources, fresh start: peak RSS without / with them (growth)", "%s / %s (**%s**)",
+		kbString(f.without.hwm), kbString(f.with.hwm), d(f.with.hwm-f.without.hwm))
+	c.set("Large sources, fresh start: Go heap in use after sync without / with them", "%.1f / %.1f MiB",
+		f.without.heapInuse/(1<<20), f.with.heapInuse/(1<<20))
+	c.set("Large sources, created while running: peak RSS before → after (growth)", "%s → %s (**%s**)",
+		kbString(f.live.hwmBefore), kbString(f.live.hwmAfter), d(f.live.hwmAfter-f.live.hwmBefore))
+	c.set("Large sources, created while running: RSS / Go heap in use before → after", "%s → %s / %.1f → %.1f MiB",
+		kbString(f.live.rssBefore), kbString(f.live.rssAfter), f.live.heapBefore/(1<<20), f.live.heapAfter/(1<<20))
+}
+
+// largeGrowth is the larger of the two peak RSS growths the large sources
+// cause: at a fresh start, and created while running.
+func largeGrowth(f *largeFigures) int64 {
+	return max(f.with.hwm-f.without.hwm, f.live.hwmAfter-f.live.hwmBefore)
+}
+
+func writeProfiles(b *strings.Builder, runs []*scaleRun) {
+	for _, r := range runs {
+		c := r.program(progController)
+		for _, p := range []struct{ name, top string }{
+			{"CPU profile of the controller's start (the sync)", c.cpuProfile},
+			{"CPU profile of the controller's last fan-out", c.cpuFanOut},
+			{"Heap profile after sync (peak RSS over target)", r.heapTop},
+		} {
+			if p.top != "" {
+				fmt.Fprintf(b, "\n<details><summary>%s, ×%d</summary>\n\n```\n%s```\n</details>\n", p.name, r.scale, p.top)
+			}
+		}
+	}
 }
 
 // controllerVersion is what the binary reports with --version (main.version
@@ -383,4 +357,24 @@ func minus(d, by time.Duration) time.Duration {
 		return noData
 	}
 	return d - by
+}
+
+// ratioOf is a/b, or NaN when b is not positive.
+func ratioOf(a, b float64) float64 {
+	if b <= 0 {
+		return math.NaN()
+	}
+	return a / b
+}
+
+// fanOutPhase is a program's fan-out of n changes, nil when it has none.
+func (p *programRun) fanOutPhase(n int) *phaseResult {
+	if p == nil {
+		return nil
+	}
+	i := slices.IndexFunc(p.fanOut, func(ph *phaseResult) bool { return ph.n == n })
+	if i < 0 {
+		return nil
+	}
+	return p.fanOut[i]
 }

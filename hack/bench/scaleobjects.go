@@ -4,12 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sync"
-	"sync/atomic"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
@@ -30,12 +27,12 @@ import (
 // sources beyond 3W); each lives in its reader's namespace.
 const (
 	scaleNamespaces = 10
-	scaleLabel      = "restart-bench"
-	scaleLabelValue = "scale"
 	scaleValueBytes = 32 // per key; two keys per source: object counts, not bytes
 )
 
 type scaleSpec struct{ workloads, sources int }
+
+func (s scaleSpec) workloadCount() int { return s.workloads }
 
 func (s scaleSpec) extra() int      { return s.sources - 2*s.workloads }
 func (s scaleSpec) configMaps() int { return s.workloads + (s.extra()+1)/2 }
@@ -61,13 +58,6 @@ func wlResource(i int) string {
 	}
 }
 
-// scaleRef is one source and the workload that reads it.
-type scaleRef struct {
-	kind string // configmap or secret
-	idx  int
-	wl   int
-}
-
 // readerOf is the workload index that reads source idx of kind (its
 // namespace's index too); ok is false for an unread source.
 func (s scaleSpec) readerOf(kind string, idx int) (int, bool) {
@@ -86,20 +76,24 @@ func (s scaleSpec) sourceNS(kind string, idx int) string {
 	return scaleNS(i)
 }
 
+// ref is source idx of kind, read by workload wl.
+func (s scaleSpec) ref(kind string, idx, wl int, form string) sourceRef {
+	return sourceRef{kind: kind, ns: scaleNS(wl), idx: idx, name: scaleSourceName(kind, idx),
+		wl: workloadRef{wlResource(wl), scaleNS(wl), wlName(wl)}, form: form}
+}
+
 // reads lists the sources workload i reads.
-func (s scaleSpec) reads(i int) []scaleRef {
-	out := []scaleRef{{"configmap", i, i}, {"secret", i, i}}
+func (s scaleSpec) reads(i int) []sourceRef {
+	out := []sourceRef{s.ref("configmap", i, i, "ConfigMap volume"), s.ref("secret", i, i, "Secret envFrom")}
 	if i < s.extra() {
-		kind := "configmap"
-		if i%2 == 1 {
-			kind = "secret"
+		if i%2 == 0 {
+			out = append(out, s.ref("configmap", s.workloads+i/2, i, "ConfigMap env key"))
+		} else {
+			out = append(out, s.ref("secret", s.workloads+i/2, i, "Secret projected items"))
 		}
-		out = append(out, scaleRef{kind, s.workloads + i/2, i})
 	}
 	return out
 }
-
-func (r scaleRef) key() string { return wlResource(r.wl) + "/" + scaleNS(r.wl) + "/" + wlName(r.wl) }
 
 func (s scaleSpec) configMap(r *rand.ChaCha8, idx int) *corev1.ConfigMap {
 	return &corev1.ConfigMap{
@@ -155,7 +149,7 @@ func (s scaleSpec) podTemplate(i int, nodeSelector map[string]string) corev1.Pod
 func (s scaleSpec) createWorkload(ctx context.Context, cs kubernetes.Interface, i int) error {
 	meta := metav1.ObjectMeta{
 		Name: wlName(i), Namespace: scaleNS(i),
-		Labels:      map[string]string{scaleLabel: scaleLabelValue},
+		Labels:      map[string]string{benchLabel: "scale"},
 		Annotations: map[string]string{optInAnnotation: "enabled"},
 	}
 	selector := &metav1.LabelSelector{MatchLabels: map[string]string{"app": wlName(i)}}
@@ -176,76 +170,86 @@ func (s scaleSpec) createWorkload(ctx context.Context, cs kubernetes.Interface, 
 	return err
 }
 
-// createScaleObjects creates the namespaces, the sources, then the
-// workloads, from workers concurrent creators.
-func createScaleObjects(ctx context.Context, cs kubernetes.Interface, s scaleSpec, workers int) error {
+func (s scaleSpec) summary() string {
+	return fmt.Sprintf("%d opted-in workloads (%d Deployments, %d StatefulSets, %d DaemonSets; no pods) over %d ConfigMaps and %d Secrets of 2 keys × %d bytes in %d namespaces; changes: whole-object protobuf updates of every key",
+		s.workloads, s.countKind("deployments"), s.countKind("statefulsets"), s.countKind("daemonsets"), s.configMaps(), s.secrets(), scaleValueBytes, scaleNamespaces)
+}
+
+func (s scaleSpec) countKind(resource string) int {
+	n := 0
+	for i := range s.workloads {
+		if wlResource(i) == resource {
+			n++
+		}
+	}
+	return n
+}
+
+func (s scaleSpec) dataBytes() int64 {
+	return int64(s.configMaps()+s.secrets()) * 2 * scaleValueBytes
+}
+
+func (s scaleSpec) maxFanOut() int { return s.workloads }
+
+// singles take the last workloads (each kind, each reference form), apart
+// for each round.
+func (s scaleSpec) singles(round, n int) []sourceRef {
+	var out []sourceRef
+	for j := range n {
+		i := s.workloads - 1 - round*n - j
+		refs := s.reads(i)
+		out = append(out, refs[j%len(refs)])
+	}
+	return out
+}
+
+// fanOut changes one source of each of the first n workloads.
+func (s scaleSpec) fanOut(n int) []sourceRef {
+	var out []sourceRef
+	for i := range n {
+		refs := s.reads(i)
+		out = append(out, refs[i%len(refs)])
+	}
+	return out
+}
+
+// create creates the namespaces, the sources, then the workloads.
+func (s scaleSpec) create(ctx context.Context, cs kubernetes.Interface, creators int) error {
+	var names []string
 	for n := range scaleNamespaces {
-		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: scaleNS(n)}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		names = append(names, scaleNS(n))
+	}
+	if err := createNamespaces(ctx, cs, names...); err != nil {
+		return err
+	}
+	jobs := append(append(creations("configmap", s.configMaps()), creations("secret", s.secrets())...), creations("workload", s.workloads)...)
+	return createAll(ctx, creators, jobs, func(ctx context.Context, r *rand.ChaCha8, j creation) error {
+		var err error
+		switch j.kind {
+		case "configmap":
+			_, err = cs.CoreV1().ConfigMaps(s.sourceNS(j.kind, j.i)).Create(ctx, s.configMap(r, j.i), metav1.CreateOptions{})
+		case "secret":
+			_, err = cs.CoreV1().Secrets(s.sourceNS(j.kind, j.i)).Create(ctx, s.secret(r, j.i), metav1.CreateOptions{})
+		default:
+			err = s.createWorkload(ctx, cs, j.i)
+		}
+		return err
+	})
+}
+
+// newChange rewrites every key of the source (a whole-object protobuf
+// update, as the default scenario's --update put).
+func (s scaleSpec) newChange(r *rand.ChaCha8, ref sourceRef) func(context.Context, kubernetes.Interface) error {
+	if ref.kind == "configmap" {
+		cm := s.configMap(r, ref.idx)
+		return func(ctx context.Context, cs kubernetes.Interface) error {
+			_, err := cs.CoreV1().ConfigMaps(cm.Namespace).Update(ctx, cm, metav1.UpdateOptions{})
 			return err
 		}
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	total := s.configMaps() + s.secrets() + s.workloads
-	jobs := make(chan creation)
-	var (
-		wg       sync.WaitGroup
-		done     atomic.Int64
-		errOnce  sync.Once
-		firstErr error
-	)
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := newRand()
-			for j := range jobs {
-				err := retryTransient(ctx, func() error {
-					var err error
-					switch j.kind {
-					case "configmap":
-						_, err = cs.CoreV1().ConfigMaps(s.sourceNS(j.kind, j.i)).Create(ctx, s.configMap(r, j.i), metav1.CreateOptions{})
-					case "secret":
-						_, err = cs.CoreV1().Secrets(s.sourceNS(j.kind, j.i)).Create(ctx, s.secret(r, j.i), metav1.CreateOptions{})
-					default:
-						err = s.createWorkload(ctx, cs, j.i)
-					}
-					if apierrors.IsAlreadyExists(err) {
-						return nil
-					}
-					return err
-				})
-				if err != nil {
-					errOnce.Do(func() { firstErr = fmt.Errorf("creating %s %d: %w", j.kind, j.i, err); cancel() })
-					continue
-				}
-				if n := done.Add(1); n%5000 == 0 || int(n) == total {
-					logf("  created %d/%d objects", n, total)
-				}
-			}
-		}()
+	sec := s.secret(r, ref.idx)
+	return func(ctx context.Context, cs kubernetes.Interface) error {
+		_, err := cs.CoreV1().Secrets(sec.Namespace).Update(ctx, sec, metav1.UpdateOptions{})
+		return err
 	}
-	sendCreations(ctx, jobs, "configmap", s.configMaps())
-	sendCreations(ctx, jobs, "secret", s.secrets())
-	sendCreations(ctx, jobs, "workload", s.workloads)
-	close(jobs)
-	wg.Wait()
-	if firstErr != nil {
-		return firstErr
-	}
-	return ctx.Err()
-}
-
-// applyScaleChange rewrites every key of the source (a whole-object
-// protobuf update, as the default scenario's --update put).
-func (s scaleSpec) applyScaleChange(ctx context.Context, cs kubernetes.Interface, ref scaleRef, r *rand.ChaCha8) error {
-	var err error
-	if ref.kind == "configmap" {
-		cm := s.configMap(r, ref.idx)
-		_, err = cs.CoreV1().ConfigMaps(cm.Namespace).Update(ctx, cm, metav1.UpdateOptions{})
-	} else {
-		sec := s.secret(r, ref.idx)
-		_, err = cs.CoreV1().Secrets(sec.Namespace).Update(ctx, sec, metav1.UpdateOptions{})
-	}
-	return err
 }

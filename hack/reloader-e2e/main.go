@@ -19,8 +19,8 @@
 // docs/switching-from-reloader.md: the restart annotation is the one the
 // suites wait for (reloader.stakater.com/last-reloaded-from), and the
 // config is migrated with Reloader's pace (migrate --reloader-pace: no
-// grace period, waves or breaker; with a grace period, a suite's "no
-// reload within 3 s" checks would pass without deciding anything).
+// waves or breaker) but a grace period of 4 s, between the suites' reads
+// and their deadlines (graceForSuites says why).
 package main
 
 import (

@@ -35,6 +35,7 @@ func TestReportSummary(t *testing.T) {
 	 {"ContainerHierarchyTexts":["Deployment"],"LeafNodeText":"reloads","LeafNodeType":"It","State":"passed"},
 	 {"ContainerHierarchyTexts":["CronJob"],"LeafNodeText":"runs a job","LeafNodeType":"It","State":"failed","Failure":{"Message":"timed out\nmore"}},
 	 {"ContainerHierarchyTexts":["Argo"],"LeafNodeText":"restartAt","LeafNodeType":"It","State":"skipped"},
+	 {"ContainerHierarchyTexts":["StatefulSet"],"LeafNodeText":"reloads","LeafNodeType":"It","State":"passed","NumAttempts":2},
 	 {"LeafNodeText":"","LeafNodeType":"SynchronizedBeforeSuite","State":"passed"}]}]`
 	path := filepath.Join(t.TempDir(), "core.json")
 	if err := os.WriteFile(path, []byte(report), 0o644); err != nil {
@@ -45,7 +46,7 @@ func TestReportSummary(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := summarize([]suiteResult{r})
-	for _, want := range []string{"| core | 1 | 1 | 1 |", "- CronJob runs a job: timed out\n"} {
+	for _, want := range []string{"| core | 2 | 1 | 1 | 1 |", "- CronJob runs a job: timed out\n", "passed on a retry:\n- StatefulSet reloads\n"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("summary lacks %q:\n%s", want, got)
 		}

@@ -24,6 +24,7 @@ func run(ctx context.Context, args []string) error {
 	suites := fs.String("suites", "core,annotations,flags,advanced,argo,csi", "Reloader's suites to run (directories of test/e2e)")
 	workdir := fs.String("workdir", "", "where the cluster, binaries, logs and reports go (default: a new temporary directory)")
 	focus := fs.String("focus", "", "a ginkgo focus regexp, to run some specs only")
+	attempts := fs.Int("attempts", 2, "attempts per spec (ginkgo's flake-attempts); a spec that passes only on a later one is reported as such")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -56,7 +57,7 @@ func run(ctx context.Context, args []string) error {
 	env = append(env, "KUBECONFIG="+cluster.Kubeconfig)
 	var results []suiteResult
 	for _, suite := range strings.Split(*suites, ",") {
-		r, err := runSuite(ctx, dir, src, suite, *focus, env)
+		r, err := runSuite(ctx, dir, src, suite, *focus, *attempts, env)
 		if err != nil {
 			return err
 		}
@@ -130,17 +131,21 @@ func modfile(ctx context.Context, dir, src string) error {
 
 // suiteResult is one suite's specs, by outcome.
 type suiteResult struct {
-	name    string
-	counts  map[string]int
-	failed  []string
+	name   string
+	counts map[string]int
+	failed []string
+	// retried passed only on a later attempt: a timing race of the spec
+	// (e.g. a restart landing before the spec reads its "prior" value),
+	// listed so that it is seen, not counted as a plain pass.
+	retried []string
 	elapsed time.Duration
 	err     string
 }
 
-func runSuite(ctx context.Context, dir, src, suite, focus string, env []string) (suiteResult, error) {
+func runSuite(ctx context.Context, dir, src, suite, focus string, attempts int, env []string) (suiteResult, error) {
 	report := filepath.Join(dir, suite+".json")
 	args := []string{"test", "-modfile=" + filepath.Join(dir, "reloader.mod"), "./test/e2e/" + suite + "/", "-count=1", "-timeout=90m",
-		"-args", "-ginkgo.json-report=" + report, "-ginkgo.no-color"}
+		"-args", "-ginkgo.json-report=" + report, "-ginkgo.no-color", fmt.Sprintf("-ginkgo.flake-attempts=%d", attempts)}
 	if focus != "" {
 		args = append(args, "-ginkgo.focus="+focus)
 	}
@@ -170,6 +175,7 @@ type ginkgoReport struct {
 		LeafNodeText            string
 		LeafNodeType            string
 		State                   string
+		NumAttempts             int
 		Failure                 struct{ Message string }
 	}
 }
@@ -189,9 +195,13 @@ func readReport(path string, r *suiteResult) error {
 				continue
 			}
 			r.counts[s.State]++
+			name := strings.TrimSpace(strings.Join(s.ContainerHierarchyTexts, " ") + " " + s.LeafNodeText)
+			if s.State == "passed" && s.NumAttempts > 1 {
+				r.retried = append(r.retried, name)
+			}
 			if s.State != "passed" && s.State != "skipped" && s.State != "pending" {
 				msg, _, _ := strings.Cut(strings.TrimSpace(s.Failure.Message), "\n")
-				r.failed = append(r.failed, fmt.Sprintf("%s %s: %s", strings.Join(s.ContainerHierarchyTexts, " "), s.LeafNodeText, msg))
+				r.failed = append(r.failed, fmt.Sprintf("%s: %s", name, msg))
 			}
 		}
 	}
@@ -200,7 +210,7 @@ func readReport(path string, r *suiteResult) error {
 
 func summarize(results []suiteResult) string {
 	var b strings.Builder
-	b.WriteString("| suite | passed | failed | skipped | time |\n|---|---|---|---|---|\n")
+	b.WriteString("| suite | passed | of which on a retry | failed | skipped | time |\n|---|---|---|---|---|---|\n")
 	for _, r := range results {
 		failed := 0
 		for state, n := range r.counts {
@@ -208,11 +218,18 @@ func summarize(results []suiteResult) string {
 				failed += n
 			}
 		}
-		fmt.Fprintf(&b, "| %s | %d | %d | %d | %s |\n", r.name, r.counts["passed"], failed, r.counts["skipped"]+r.counts["pending"], r.elapsed)
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %s |\n", r.name, r.counts["passed"], len(r.retried), failed, r.counts["skipped"]+r.counts["pending"], r.elapsed)
 	}
 	for _, r := range results {
 		if r.err != "" {
 			fmt.Fprintf(&b, "\n%s: %s\n", r.name, r.err)
+		}
+		if len(r.retried) > 0 {
+			sort.Strings(r.retried)
+			fmt.Fprintf(&b, "\n%s, passed on a retry:\n", r.name)
+			for _, f := range r.retried {
+				fmt.Fprintf(&b, "- %s\n", f)
+			}
 		}
 		if len(r.failed) > 0 {
 			sort.Strings(r.failed)

@@ -130,8 +130,19 @@ func install(ctx context.Context, cs *kubernetes.Clientset, dir string, h helmAr
 	return waitReady(ctx, port, h.timeout)
 }
 
+// graceForSuites is the grace period the suites are run with. Their specs
+// read a workload's restart annotation as the "prior" value after their
+// update returns (positive specs), or after a 3 s sleep (negative ones:
+// NegativeTestWait), then wait up to 15 s or 5 s for it to change. A
+// restart within 3 s of the update therefore either lands before a
+// positive spec reads its prior value (a false failure) or before a
+// negative spec does (a false pass: a wrong restart goes unseen). 4 s puts
+// every restart after both reads and inside both windows, so each spec
+// decides what it claims to.
+const graceForSuites = 4 * time.Second
+
 // writeConfig migrates the --set values and sets the restart annotation
-// the suites wait for.
+// the suites wait for, and the grace period they can observe.
 func writeConfig(path string, h helmArgs) error {
 	v := migrate.Values{}
 	for _, s := range h.sets {
@@ -157,6 +168,7 @@ func writeConfig(path string, h helmArgs) error {
 		tree["annotations"] = ann
 	}
 	ann["restartTimestamp"] = os.Getenv(envAnnotation)
+	tree["restartGracePeriod"] = graceForSuites.String()
 	out, err := yaml.Marshal(tree)
 	if err != nil {
 		return fmt.Errorf("writing the config: %w", err)

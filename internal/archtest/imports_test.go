@@ -43,6 +43,7 @@ func importRules() []rule {
 		{pkg: "internal/logging"},
 		{pkg: "internal/memlimit"},
 		{pkg: "internal/server"},
+		{pkg: "internal/kube", tests: []string{"internal/testcluster"}},
 		{pkg: "internal/promtext"},
 		{pkg: "internal/testcluster"},
 		{pkg: "internal/explain/explaintest"},
@@ -52,15 +53,20 @@ func importRules() []rule {
 		{pkg: "internal/config", may: []string{"internal/pacing", "internal/refs", "internal/rollout"}},
 		{pkg: "internal/cli", may: []string{"internal/config"}},
 		{pkg: "internal/checksumkey", may: []string{"internal/checksum"}},
+		// Leader election and Events on internal/kube's clients.
+		{pkg: "internal/election", tests: []string{"internal/kube", "internal/testcluster"}},
+		{pkg: "internal/events", tests: []string{"internal/kube", "internal/testcluster"}},
+		// Notifications to chat and webhook sinks, for the controller.
+		{pkg: "internal/notify", may: []string{"internal/config", "internal/metrics"}},
 		// The caches, and what fills and reads them.
 		{pkg: "internal/catalog", may: append([]string{"internal/checksum", "internal/sourcecodec"}, policy...)},
-		{pkg: "internal/watch", may: []string{"internal/catalog", "internal/checksum", "internal/config", "internal/metrics"}},
+		{pkg: "internal/watch", may: []string{"internal/catalog", "internal/checksum", "internal/config", "internal/kube", "internal/metrics"}},
 		// The one decision, pure, for the controller and explain alike.
 		{pkg: "internal/decision", may: []string{"internal/catalog", "internal/checksum", "internal/config", "internal/pacing", "internal/rollout"},
 			tests: []string{"internal/decision/decisiontest"}},
 		{pkg: "internal/decision/decisiontest", may: []string{"internal/catalog", "internal/checksum"}},
 		{pkg: "internal/strategy", may: []string{"internal/catalog", "internal/decision", "internal/config", "internal/pacing", "internal/refs", "internal/rollout"}},
-		{pkg: "internal/restart", may: append([]string{"internal/catalog", "internal/checksum", "internal/sourcecodec", "internal/metrics", "internal/decision", "internal/strategy"}, policy...),
+		{pkg: "internal/restart", may: append([]string{"internal/catalog", "internal/checksum", "internal/sourcecodec", "internal/metrics", "internal/decision", "internal/notify", "internal/strategy"}, policy...),
 			tests: []string{"internal/decision/decisiontest", "internal/explain"}},
 		{pkg: "internal/explain", may: append([]string{"internal/decision", "internal/catalog", "internal/checksum", "internal/checksumkey", "internal/explain/explaintest"}, policy...)},
 		{pkg: "internal/check", may: []string{"internal/cli", "internal/config", "internal/explain", "internal/explain/explaintest"}},

@@ -108,12 +108,18 @@ func (c *Catalog) Source(id SourceID) (*SourceState, bool) {
 	return lookup[*SourceState](stores, id.Namespace+"/"+id.Name)
 }
 
-// Workload returns the cached state of a workload, or false when it is gone.
+// Workload returns the state of a workload as decisions read it, or false
+// when it is gone: the cached state, with the sources its regex source
+// lists match among the cached sources now (WithMatches).
 func (c *Catalog) Workload(key WorkloadKey) (*WorkloadState, bool) {
 	c.mu.RLock()
 	stores := c.workloads[key.Resource]
 	c.mu.RUnlock()
-	return lookup[*WorkloadState](stores, key.Namespace+"/"+key.Name)
+	w, ok := lookup[*WorkloadState](stores, key.Namespace+"/"+key.Name)
+	if !ok || len(w.Patterns) == 0 {
+		return w, ok
+	}
+	return w.WithMatches(func(kind string) []string { return c.sourceNames(kind, w.Namespace) }), true
 }
 
 // lookup finds the object with the cache key in the first store holding it:
@@ -131,7 +137,8 @@ func lookup[T any](stores []cache.Indexer, key string) (T, bool) {
 }
 
 // WorkloadsReading returns the keys of every cached workload whose pod
-// template references the source, as far as WorkloadCached has been told.
+// template references the source, that lists it, or one of whose regex
+// source lists matches its name, as far as WorkloadCached has been told.
 func (c *Catalog) WorkloadsReading(id SourceID) []WorkloadKey {
 	return c.readers.readersOf(id)
 }

@@ -51,14 +51,18 @@ func runReloaderCases(t *testing.T, optInAll bool, cases []reloaderCase) {
 		t.Run(fmt.Sprintf("workload{%s} template{%s}", tt.workload, tt.template), func(t *testing.T) {
 			cfg := presetConfig(t, "reloader")
 			cfg.OptInAll = optInAll
-			w := reduceWorkloadOf(t, cfg, fromYAML(t, fmt.Sprintf(templatePodSpec, tt.workload, tt.template)))
+			w := withFixtureSources(reduceWorkloadOf(t, cfg, fromYAML(t, fmt.Sprintf(templatePodSpec, tt.workload, tt.template))))
 			if w.OptedIn != tt.optedIn {
 				t.Errorf("opted in %v, want %v", w.OptedIn, tt.optedIn)
 			}
 			if got := describeRefs(w); got != tt.refs {
 				t.Errorf("references\n got %s\nwant %s", got, tt.refs)
 			}
-			if got := strings.Join(w.IgnoreSources, " "); got != tt.ignores {
+			ignores := w.IgnoreSources
+			for _, e := range w.Excluded {
+				ignores = append(ignores, e.Entry)
+			}
+			if got := strings.Join(ignores, " "); got != tt.ignores {
 				t.Errorf("ignores %q, want %q", got, tt.ignores)
 			}
 		})

@@ -64,6 +64,14 @@ func describeRefs(w *WorkloadState) string {
 	return strings.Join(out, " ")
 }
 
+// withFixtureSources is w as the catalog reads it when the sources its
+// tests name exist: Reloader's reload lists are regular expressions, matched
+// against the sources that exist.
+func withFixtureSources(w *WorkloadState) *WorkloadState {
+	existing := map[string][]string{"configmap": {"cm-env", "cm-vol", "other"}, "secret": {"sec", "x"}}
+	return w.WithMatches(func(kind string) []string { return existing[kind] })
+}
+
 // TestPresetsOptInAndReferences reduces one pod spec annotated each peer's
 // way under that peer's preset: who is opted in, and what each reads.
 func TestPresetsOptInAndReferences(t *testing.T) {
@@ -109,7 +117,7 @@ func TestPresetsOptInAndReferences(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.preset+" "+tt.annotations, func(t *testing.T) {
 			cfg := presetConfig(t, tt.preset)
-			w := reduceWorkloadOf(t, cfg, fromYAML(t, fmt.Sprintf(presetPodSpec, tt.annotations)))
+			w := withFixtureSources(reduceWorkloadOf(t, cfg, fromYAML(t, fmt.Sprintf(presetPodSpec, tt.annotations))))
 			if w.OptedIn != tt.optedIn {
 				t.Errorf("opted in %v, want %v", w.OptedIn, tt.optedIn)
 			}
@@ -121,10 +129,12 @@ func TestPresetsOptInAndReferences(t *testing.T) {
 }
 
 // TestPresetsKeepSourceAnnotations: the sources' cache keeps the annotation
-// an opt-in requires, or decisions could never see it.
+// an opt-in requires, and both ignore annotations, xing's and Reloader's, or
+// decisions could never see them.
 func TestPresetsKeepSourceAnnotations(t *testing.T) {
 	keys := presetConfig(t, "reloader").SourceAnnotations()
-	want := []string{"reloader.stakater.com/ignore", "com.xing.deployment-restart.release", "reloader.stakater.com/match"}
+	want := []string{"com.xing.deployment-restart.ignore", "com.xing.deployment-restart.release", "reloader.stakater.com/ignore",
+		"reloader.stakater.com/match"}
 	if strings.Join(keys, " ") != strings.Join(want, " ") {
 		t.Errorf("source annotations kept %v, want %v", keys, want)
 	}

@@ -6,6 +6,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/restart-controller/restart-controller/internal/config"
 )
 
 // readerIndex maps each source to the workloads that read it: what a source
@@ -23,13 +25,19 @@ import (
 // leave the workload's namespace. Sources a source-list annotation names in
 // another namespace ("NAMESPACE/NAME") are rare and kept apart, with whole
 // keys, so that the common case pays nothing for them.
+//
+// Workloads with regex source lists are kept apart too, by namespace and
+// source kind: a source event matches its name against the patterns of the
+// workloads of its namespace that list its kind by pattern, never against
+// every workload of the cluster.
 type readerIndex struct {
 	mu sync.RWMutex
 	// first holds one reader of each source read; more the others of the
 	// few sources read by several workloads.
 	first     map[SourceID]reader
 	more      map[SourceID][]reader
-	elsewhere map[SourceID][]WorkloadKey    // readers in other namespaces
+	elsewhere map[SourceID][]WorkloadKey // readers in other namespaces
+	patterns  map[patternPlace][]patternReader
 	resources []schema.GroupVersionResource // a reader's resource is its position here
 	position  map[schema.GroupVersionResource]uint16
 }
@@ -39,9 +47,19 @@ type reader struct {
 	resource uint16
 }
 
+// patternPlace is where a regex source list looks: its workload's
+// namespace and its source kind.
+type patternPlace struct{ namespace, kind string }
+
+// patternReader is a workload with patterns of one place.
+type patternReader struct {
+	reader
+	patterns []config.ListPattern
+}
+
 func newReaderIndex() *readerIndex {
 	return &readerIndex{first: map[SourceID]reader{}, more: map[SourceID][]reader{}, elsewhere: map[SourceID][]WorkloadKey{},
-		position: map[schema.GroupVersionResource]uint16{}}
+		patterns: map[patternPlace][]patternReader{}, position: map[schema.GroupVersionResource]uint16{}}
 }
 
 // resourceLocked returns the position of resource, adding it if new.
@@ -59,12 +77,13 @@ func (x *readerIndex) resourceLocked(resource schema.GroupVersionResource) uint1
 // updated reads; old is nil for a new workload, updated nil for a deleted
 // one.
 func (x *readerIndex) update(resource schema.GroupVersionResource, old, updated *WorkloadState) {
-	if old != nil && updated != nil && sameIDs(old.References, updated.References) {
+	if old != nil && updated != nil && sameIDs(old.References, updated.References) && samePatterns(old.Patterns, updated.Patterns) {
 		return
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	p := x.resourceLocked(resource)
+	x.updatePatternsLocked(p, old, updated)
 	if old != nil {
 		r := reader{name: old.Name, resource: p}
 		for _, ref := range old.References {
@@ -92,6 +111,44 @@ func (x *readerIndex) update(resource schema.GroupVersionResource, old, updated 
 			}
 		}
 	}
+}
+
+// updatePatternsLocked moves a workload's entry among the pattern readers.
+func (x *readerIndex) updatePatternsLocked(p uint16, old, updated *WorkloadState) {
+	if old != nil {
+		r := reader{name: old.Name, resource: p}
+		for _, place := range placesOf(old) {
+			readers := slices.DeleteFunc(x.patterns[place], func(pr patternReader) bool { return pr.reader == r })
+			if len(readers) == 0 {
+				delete(x.patterns, place)
+			} else {
+				x.patterns[place] = readers
+			}
+		}
+	}
+	if updated != nil {
+		r := reader{name: updated.Name, resource: p}
+		for _, place := range placesOf(updated) {
+			var mine []config.ListPattern
+			for _, pattern := range updated.Patterns {
+				if pattern.Kind == place.kind {
+					mine = append(mine, pattern)
+				}
+			}
+			x.patterns[place] = append(x.patterns[place], patternReader{reader: r, patterns: mine})
+		}
+	}
+}
+
+// placesOf returns the places a workload's patterns look at, each once.
+func placesOf(w *WorkloadState) []patternPlace {
+	var places []patternPlace
+	for _, pattern := range w.Patterns {
+		if place := (patternPlace{w.Namespace, pattern.Kind}); !slices.Contains(places, place) {
+			places = append(places, place)
+		}
+	}
+	return places
 }
 
 func (x *readerIndex) removeElsewhereLocked(id SourceID, key WorkloadKey) {
@@ -150,19 +207,28 @@ func (x *readerIndex) setMore(id SourceID, more []reader) {
 	}
 }
 
-// readersOf returns the keys of the workloads that read id.
+// readersOf returns the keys of the workloads that read id: by name, or by
+// a pattern that matches its name.
 func (x *readerIndex) readersOf(id SourceID) []WorkloadKey {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	elsewhere := x.elsewhere[id]
 	first, ok := x.first[id]
-	if !ok {
-		return slices.Clone(elsewhere)
+	var named []reader
+	if ok {
+		named = append([]reader{first}, x.more[id]...)
 	}
-	more := x.more[id]
-	keys := make([]WorkloadKey, 0, 1+len(more)+len(elsewhere))
-	for _, r := range append([]reader{first}, more...) {
+	keys := make([]WorkloadKey, 0, len(named)+len(elsewhere))
+	for _, r := range named {
 		keys = append(keys, WorkloadKey{Resource: x.resources[r.resource], Namespace: id.Namespace, Name: r.name})
+	}
+	for _, pr := range x.patterns[patternPlace{id.Namespace, id.Kind}] {
+		if !slices.Contains(named, pr.reader) && matchesAny(pr.patterns, id) {
+			keys = append(keys, WorkloadKey{Resource: x.resources[pr.resource], Namespace: id.Namespace, Name: pr.name})
+		}
+	}
+	if len(keys) == 0 && len(elsewhere) == 0 {
+		return nil
 	}
 	return append(keys, elsewhere...)
 }

@@ -42,6 +42,10 @@ type Reference struct {
 	// Optional only when every place that names the source marks it optional: a
 	// single required use keeps the pods from starting without it.
 	Optional bool
+	// Matched: read only because a regex source list matches its name
+	// (WithMatches). Absent, it matches nothing: its entry leaves the
+	// applied checksums rather than being recorded absent.
+	Matched bool `json:"matched,omitempty"`
 	// SourceAnnotation, when set, is the source annotation that must be
 	// "true" for a change of the source to restart the workload (an opt-in's
 	// sourceAnnotation); changes of a source without it are recorded only.
@@ -88,6 +92,18 @@ type WorkloadState struct {
 	// IgnoreSources are the entries of the ignore-sources annotation:
 	// "KIND/NAME" or "NAME".
 	IgnoreSources []string `json:"ignoreSources,omitempty"`
+	// Excluded are the sources its exclude annotations name: the same
+	// opt-out, kept apart to name the annotation that says so.
+	Excluded []config.ExcludedSource `json:"excluded,omitempty"`
+	// Patterns are the entries of its regex source lists: the sources in
+	// its namespace whose names they match are read too. They depend on
+	// which sources exist, so they are kept as patterns and matched when
+	// the workload is read from the catalog (Catalog.Workload, WithMatches),
+	// never resolved into References here.
+	Patterns []config.ListPattern `json:"patterns,omitempty"`
+	// ListProblems describe entries of its source lists that were skipped
+	// (not a regular expression), naming the annotation and the entry.
+	ListProblems []string `json:"listProblems,omitempty"`
 	// Strategy is the value of the restart-strategy annotation that picks
 	// one of the kind's strategies; empty for the kind's own (strategy.go).
 	// RestartMark is the value at a timestampAt strategy's field.
@@ -95,15 +111,32 @@ type WorkloadState struct {
 	RestartMark string `json:"restartMark,omitempty"`
 }
 
-// Ignores reports whether the workload's ignore-sources annotation names the
-// source, as "KIND/NAME" or as a bare NAME (any kind).
+// Ignores reports whether changes of the source restart the workload not
+// by its own say: its ignore-sources annotation names it (IgnoreListed), or
+// an exclude annotation does (ExcludedBy).
 func (w *WorkloadState) Ignores(id SourceID) bool {
+	return w.IgnoreListed(id) || w.ExcludedBy(id) != ""
+}
+
+// IgnoreListed reports whether the workload's ignore-sources annotation
+// names the source, as "KIND/NAME" or as a bare NAME (any kind).
+func (w *WorkloadState) IgnoreListed(id SourceID) bool {
 	for _, entry := range w.IgnoreSources {
 		if entry == id.Name || entry == id.Kind+"/"+id.Name {
 			return true
 		}
 	}
 	return false
+}
+
+// ExcludedBy returns the exclude annotation that names the source, or "".
+func (w *WorkloadState) ExcludedBy(id SourceID) string {
+	for _, e := range w.Excluded {
+		if e.Entry == id.Kind+"/"+id.Name {
+			return e.Annotation
+		}
+	}
+	return ""
 }
 
 // DeepCopyObject is required of cached objects.
@@ -114,6 +147,16 @@ func (w *WorkloadState) DeepCopyObject() runtime.Object {
 	// reflect.DeepEqual, which tells nil from empty.
 	if w.IgnoreSources != nil {
 		out.IgnoreSources = append([]string(nil), w.IgnoreSources...)
+	}
+	if w.Excluded != nil {
+		out.Excluded = append([]config.ExcludedSource(nil), w.Excluded...)
+	}
+	// A compiled expression is safe to share; the slices are copied.
+	if w.Patterns != nil {
+		out.Patterns = append([]config.ListPattern(nil), w.Patterns...)
+	}
+	if w.ListProblems != nil {
+		out.ListProblems = append([]string(nil), w.ListProblems...)
 	}
 	if w.References != nil {
 		out.References = make([]Reference, len(w.References))
@@ -135,7 +178,8 @@ func (w *WorkloadState) SameDecisionInputs(other *WorkloadState) bool {
 		w.TemplateRV != other.TemplateRV || w.NotRolled != other.NotRolled ||
 		w.Problem != other.Problem || len(w.References) != len(other.References) || w.Strategy != other.Strategy ||
 		w.Rollout.Phase != other.Rollout.Phase || w.LastRestart != other.LastRestart || w.Hold != other.Hold ||
-		!slices.Equal(w.IgnoreSources, other.IgnoreSources) {
+		!slices.Equal(w.IgnoreSources, other.IgnoreSources) || !slices.Equal(w.Excluded, other.Excluded) || !samePatterns(w.Patterns, other.Patterns) ||
+		!slices.Equal(w.ListProblems, other.ListProblems) {
 		return false
 	}
 	for i := range w.References {
@@ -183,8 +227,9 @@ func reduceWorkload(u *unstructured.Unstructured, kind config.WorkloadKind, cfg 
 		LastRestart:         annotations[cfg.Annotations.Rollout],
 		Hold:                annotations[cfg.Annotations.Hold],
 		// The exclude annotations are opt-outs like ignore-sources, so
-		// decisions apply them the one way they apply the others.
-		IgnoreSources: append(splitList(annotations[cfg.Annotations.IgnoreSources]), cfg.ExcludedSources(annotations)...),
+		// decisions apply them the one way they apply the others (Ignores).
+		IgnoreSources: splitList(annotations[cfg.Annotations.IgnoreSources]),
+		Excluded:      cfg.ExcludedSources(annotations),
 	}
 	reduceStrategy(state, kind, cfg, annotations, u.Object)
 	if record, err := pacing.ParseLastRestart(state.LastRestart); err == nil && record.InFlight() {
@@ -202,6 +247,9 @@ func reduceWorkload(u *unstructured.Unstructured, kind config.WorkloadKind, cfg 
 	optIns := cfg.WorkloadAnnotationsOf(kind, u.Object, annotations)
 	coverage := cfg.Coverage(optIns)
 	listed, listOptsIn := cfg.ListedSourcesOf(optIns, u.GetNamespace(), coverage.OptedIn)
+	patterns, problems, patternsOptIn := cfg.ListPatternsOf(optIns, coverage.OptedIn)
+	listOptsIn = listOptsIn || patternsOptIn
+	state.Patterns, state.ListProblems = patterns, problems
 	state.OptedIn = coverage.OptedIn || listOptsIn
 	template, ok := kind.PodTemplatePath.Object(u.Object)
 	if !ok {

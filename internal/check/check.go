@@ -2,7 +2,9 @@
 // deployed: the config file (exactly as the controller loads it), and, when
 // a cluster is reachable, that every configured kind is served and that the
 // controller's ServiceAccount holds every permission the controller uses,
-// asked of the API server with SubjectAccessReviews.
+// asked of the API server with SubjectAccessReviews, and which other
+// restart controllers' annotations the watched workloads carry that the
+// config does not read (peers.go).
 package check
 
 import (

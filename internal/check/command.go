@@ -15,6 +15,7 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/restart-controller/restart-controller/internal/cli"
@@ -177,6 +178,16 @@ func checkCluster(ctx context.Context, kube *genericclioptions.ConfigFlags, cfg 
 	user, groups := ServiceAccountUser(saNamespace, saName)
 	report.Subject = user
 	report.Results = append(report.Results, RBAC(ctx, kc.AuthorizationV1().SubjectAccessReviews(), user, groups, Needs(cfg))...)
+
+	// Other controllers' annotations on the workloads that this config
+	// would not read, read with the caller's credentials.
+	dc, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		report.Results = append(report.Results, Result{LevelError, "cluster", err.Error()})
+		return
+	}
+	kinds, workloads, problems := listWorkloads(ctx, dc, cfg)
+	report.Results = append(append(report.Results, problems...), PeerAnnotations(cfg, kinds, workloads)...)
 }
 
 // unreachable tells "no API server there" from an API server's answer.

@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/restart-controller/restart-controller/internal/checksum"
 )
@@ -19,12 +18,21 @@ import (
 // DataKey is the Secret's data key that holds the checksum key.
 const DataKey = "key"
 
-// Ensure returns the checksum key held in the Secret namespace/name. When the
+// Secrets reads and creates the Secrets of one namespace: client-go's typed
+// SecretInterface (the CLI's) or internal/kube's Secrets (the controller's,
+// which does not link client-go's typed clients).
+type Secrets interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Secret, error)
+	Create(ctx context.Context, secret *corev1.Secret, opts metav1.CreateOptions) (*corev1.Secret, error)
+}
+
+// Ensure returns the checksum key held in the Secret namespace/name
+// (secrets are namespace's Secrets). When the
 // Secret does not exist it is created with a new random key; when another
 // replica creates it first, that one is used. Deleting the Secret makes a new
 // key at the next start, which re-baselines every recorded checksum without
 // restarting anything.
-func Ensure(ctx context.Context, secrets typedcorev1.SecretsGetter, namespace, name string) ([]byte, error) {
+func Ensure(ctx context.Context, secrets Secrets, namespace, name string) ([]byte, error) {
 	key, err := Read(ctx, secrets, namespace, name)
 	if !apierrors.IsNotFound(err) {
 		return key, err
@@ -33,7 +41,7 @@ func Ensure(ctx context.Context, secrets typedcorev1.SecretsGetter, namespace, n
 	if _, err := rand.Read(fresh); err != nil {
 		return nil, fmt.Errorf("making a checksum key: %w", err)
 	}
-	_, err = secrets.Secrets(namespace).Create(ctx, &corev1.Secret{
+	_, err = secrets.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{
 			"app.kubernetes.io/name": "restart-controller", "app.kubernetes.io/component": "checksum-key"}},
 		Type: corev1.SecretTypeOpaque,
@@ -51,8 +59,8 @@ func Ensure(ctx context.Context, secrets typedcorev1.SecretsGetter, namespace, n
 
 // Read returns the checksum key held in the Secret namespace/name; a
 // NotFound error when there is none.
-func Read(ctx context.Context, secrets typedcorev1.SecretsGetter, namespace, name string) ([]byte, error) {
-	s, err := secrets.Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+func Read(ctx context.Context, secrets Secrets, namespace, name string) ([]byte, error) {
+	s, err := secrets.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, err
 	}

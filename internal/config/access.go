@@ -55,8 +55,8 @@ type Need struct {
 // Needs lists every permission the controller uses with this configuration:
 // its informers list and watch every source and workload kind, it patches
 // workloads, records Events on them, reads (creating it once) its checksum
-// key Secret in its own namespace, and holds a Lease when leader election is
-// on.
+// key Secret in its own namespace, reads the Secrets holding notification
+// sinks' URLs there, and holds a Lease when leader election is on.
 func (c *Config) Needs() []Need {
 	scopes := c.Namespaces
 	if len(scopes) == 0 {
@@ -77,6 +77,7 @@ func (c *Config) Needs() []Need {
 	out = append(out, Need{Resource: schema.GroupResource{Resource: "secrets"}, Verbs: KeySecretVerbs(),
 		Namespace: c.Settings.LeaseNamespace, Why: "the checksum key Secret " + c.Settings.ChecksumKeySecret,
 		Name: c.Settings.ChecksumKeySecret})
+	out = append(out, c.notificationNeeds()...)
 	if c.Settings.LeaderElect {
 		out = append(out, Need{Resource: schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, Verbs: LeaseVerbs(),
 			Namespace: c.Settings.LeaseNamespace, Why: "leader election"})

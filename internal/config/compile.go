@@ -63,18 +63,20 @@ func compile(f *File, p *problems) *Config {
 	c.OrderByResourceVersion = f.OrderByResourceVersion
 	c.Waves, c.MaxInFlight = compileWaves(f.Waves, p)
 	c.Breaker = compileBreaker(f.Breaker, p)
-	c.OptIns, c.SourceLists, c.Excludes = compileOptIns(f, p)
+	c.OptIns, c.SourceLists, c.Excludes, c.IgnoreAnnotations = compileOptIns(f, p)
 	c.OptInAll = f.OptInAll
+	c.SourceLifecycle = SourceLifecycle(f.SourceLifecycle)
+	c.Sinks = compileNotifications(f.Notifications, p)
 	return c
 }
 
-// compileOptIns checks the opt-in, source-list and exclude annotations.
+// compileOptIns checks the opt-in, source-list, exclude and ignore annotations.
 // Their keys must differ from each other and from the annotations of
 // annotations.*: a key with two meanings would opt workloads in or out by
 // accident. That also keeps them apart from annotations.restartTimestamp,
 // the one annotation restarts write into pod templates, so a restart never
 // changes what a workload opts into.
-func compileOptIns(f *File, p *problems) ([]OptIn, []SourceList, []Exclude) {
+func compileOptIns(f *File, p *problems) ([]OptIn, []SourceList, []Exclude, []string) {
 	known := make([]string, len(f.Sources))
 	for i, k := range f.Sources {
 		known[i] = k.Name
@@ -132,6 +134,18 @@ func compileOptIns(f *File, p *problems) ([]OptIn, []SourceList, []Exclude) {
 		checkKey(path+".annotation", l.Annotation)
 		checkKnown(path+".source", l.Source)
 		lists[i] = SourceList{Annotation: l.Annotation, Kind: l.Source, OptIn: l.OptIn, ReadFrom: compilePlace(path+".readFrom", l.ReadFrom, p)}
+		switch l.Match {
+		case "", MatchExact:
+		case MatchRegex:
+			lists[i].Regex = true
+		default:
+			p.addf(path+".match", "must be %s or %s, got %q", MatchExact, MatchRegex, l.Match)
+		}
+	}
+	ignores := make([]string, len(f.IgnoreAnnotations))
+	for i, a := range f.IgnoreAnnotations {
+		checkKey(fmt.Sprintf("ignoreAnnotations[%d].annotation", i), a.Annotation)
+		ignores[i] = a.Annotation
 	}
 	excludes := make([]Exclude, len(f.ExcludeAnnotations))
 	for i, e := range f.ExcludeAnnotations {
@@ -140,7 +154,7 @@ func compileOptIns(f *File, p *problems) ([]OptIn, []SourceList, []Exclude) {
 		checkKnown(path+".source", e.Source)
 		excludes[i] = Exclude{Annotation: e.Annotation, Kind: e.Source}
 	}
-	return optIns, lists, excludes
+	return optIns, lists, excludes, ignores
 }
 
 // compilePlace reads where an annotation is read; empty means the workload.
@@ -232,6 +246,12 @@ func compileSettings(f *File, p *problems) Settings {
 		LeaseDuration:      time.Duration(f.LeaderElection.LeaseDuration),
 		LeaseRenewDeadline: time.Duration(f.LeaderElection.RenewDeadline),
 		LeaseRetryPeriod:   time.Duration(f.LeaderElection.RetryPeriod),
+
+		ReloaderMetrics:            f.Metrics.ReloaderCompatible,
+		ReloaderMetricsByNamespace: f.Metrics.ReloaderByNamespace,
+	}
+	if s.ReloaderMetricsByNamespace && !s.ReloaderMetrics {
+		p.addf("metrics.reloaderByNamespace", "needs metrics.reloaderCompatible: true")
 	}
 	checkDuration(p, "restartCheckPeriod", s.CheckPeriod, minCheckPeriod, maxCheckPeriod)
 	checkDuration(p, "restartGracePeriod", s.GracePeriod, 0, maxGracePeriod)

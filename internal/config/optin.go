@@ -1,6 +1,8 @@
 package config
 
 import (
+	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,7 +52,16 @@ type SourceList struct {
 	OptIn bool
 	// ReadFrom says where the annotation is read.
 	ReadFrom Place
+	// Regex: each entry is the anchored regular expression ^(?:ENTRY)$
+	// matched against names of sources in the workload's namespace.
+	Regex bool
 }
+
+// How the entries of a source list name sources (sourceListAnnotations[].match).
+const (
+	MatchExact = "exact"
+	MatchRegex = "regex"
+)
 
 // Exclude is a workload annotation listing names of sources of kind Kind
 // whose changes restart the workload not. It is read on the workload only.
@@ -244,7 +255,7 @@ type ListedSource struct {
 func (c *Config) ListedSourcesOf(a WorkloadAnnotations, namespace string, optedIn bool) (listed []ListedSource, optsIn bool) {
 	for _, l := range c.SourceLists {
 		value, ok := l.ReadFrom.pick(a, c.onBoth(a, l.Kind))[l.Annotation]
-		if !ok || !(l.OptIn || optedIn) {
+		if !ok || !(l.OptIn || optedIn) || l.Regex {
 			continue
 		}
 		for _, entry := range strings.Split(value, ",") {
@@ -266,16 +277,68 @@ func (c *Config) ListedSourcesOf(a WorkloadAnnotations, namespace string, optedI
 	return listed, optsIn
 }
 
+// ListPattern is an entry of a source list with match: regex: the sources
+// of kind Kind in the workload's namespace whose names Re matches.
+type ListPattern struct {
+	Kind string
+	// Entry is the entry as written; Re is ^(?:Entry)$.
+	Entry string
+	Re    *regexp.Regexp
+	// Annotation is the list that holds it.
+	Annotation string
+}
+
+// ListPatternsOf returns the entries of a workload's regex source lists
+// (match: regex), read as ListedSourcesOf reads lists, and whether one of
+// them opts it in. An entry that is not a regular expression is left out
+// and described in problems, naming the annotation and the entry, for the
+// workload's owners; the other entries still count.
+//
+// Entries are compiled each time a workload enters the cache: a pattern is
+// small, and a cache of compiled expressions would be state shared by every
+// informer for little gain.
+func (c *Config) ListPatternsOf(a WorkloadAnnotations, optedIn bool) (patterns []ListPattern, problems []string, optsIn bool) {
+	for _, l := range c.SourceLists {
+		value, ok := l.ReadFrom.pick(a, c.onBoth(a, l.Kind))[l.Annotation]
+		if !ok || !(l.OptIn || optedIn) || !l.Regex {
+			continue
+		}
+		for _, entry := range strings.Split(value, ",") {
+			entry = strings.TrimSpace(entry)
+			if entry == "" {
+				continue
+			}
+			re, err := regexp.Compile("^(?:" + entry + ")$")
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("%s: entry %q is not a regular expression, skipped: %v", l.Annotation, entry, err))
+				continue
+			}
+			patterns = append(patterns, ListPattern{Kind: l.Kind, Entry: entry, Re: re, Annotation: l.Annotation})
+			optsIn = optsIn || l.OptIn
+		}
+	}
+	return patterns, problems, optsIn
+}
+
+// ExcludedSource is a source an exclude annotation names.
+type ExcludedSource struct {
+	// Entry is "KIND/NAME", as an entry of the ignore-sources opt-out.
+	Entry string
+	// Annotation is the exclude annotation that names it.
+	Annotation string
+}
+
 // ExcludedSources returns the sources a workload's exclude annotations name,
-// as "KIND/NAME" entries of the ignore-sources opt-out, so that decisions
-// apply both the same way. An entry is a name in the workload's namespace;
-// one with a "/" names nothing, as in Reloader, which compares whole names.
-func (c *Config) ExcludedSources(workload map[string]string) []string {
-	var out []string
+// as "KIND/NAME" entries like those of the ignore-sources opt-out, so that
+// decisions apply both the same way, with the annotation that names each.
+// An entry is a name in the workload's namespace; one with a "/" names
+// nothing, as in Reloader, which compares whole names.
+func (c *Config) ExcludedSources(workload map[string]string) []ExcludedSource {
+	var out []ExcludedSource
 	for _, e := range c.Excludes {
 		for _, name := range strings.Split(workload[e.Annotation], ",") {
 			if name = strings.TrimSpace(name); name != "" && !strings.Contains(name, "/") {
-				out = append(out, e.Kind+"/"+name)
+				out = append(out, ExcludedSource{Entry: e.Kind + "/" + name, Annotation: e.Annotation})
 			}
 		}
 	}
@@ -283,9 +346,10 @@ func (c *Config) ExcludedSources(workload map[string]string) []string {
 }
 
 // SourceAnnotations are the source annotations decisions read: the ignore
-// and release annotations, and those opt-ins require.
+// annotations (annotations.ignore and ignoreAnnotations), the release
+// annotation, and those opt-ins require.
 func (c *Config) SourceAnnotations() []string {
-	keys := []string{c.Annotations.Ignore, c.Annotations.Release}
+	keys := append([]string{c.Annotations.Ignore, c.Annotations.Release}, c.IgnoreAnnotations...)
 	for _, o := range c.OptIns {
 		if o.SourceAnnotation != "" && !slices.Contains(keys, o.SourceAnnotation) {
 			keys = append(keys, o.SourceAnnotation)
@@ -338,10 +402,14 @@ func (l SourceList) String() string {
 	if l.ReadFrom != OnWorkload && l.ReadFrom != "" {
 		where = "; read " + l.ReadFrom.describe()
 	}
-	if l.OptIn {
-		return l.Annotation + ": NAME,... (" + l.Kind + " sources it lists; opts in for them" + where + ")"
+	entries, sources := "NAME,...", " sources it lists"
+	if l.Regex {
+		entries, sources = "REGEX,...", " sources whose names an entry matches whole"
 	}
-	return l.Annotation + ": NAME,... (" + l.Kind + " sources it lists, read too when opted in" + where + ")"
+	if l.OptIn {
+		return l.Annotation + ": " + entries + " (" + l.Kind + sources + "; opts in for them" + where + ")"
+	}
+	return l.Annotation + ": " + entries + " (" + l.Kind + sources + ", read too when opted in" + where + ")"
 }
 
 // OptInDescriptions lists every way a workload opts in or adds sources,

@@ -65,7 +65,8 @@ excludeAnnotations:
 	if len(listed) != 1 || listed[0].Name != "b" {
 		t.Errorf("listed %+v; want the pod template's b", listed)
 	}
-	if got := cfg.ExcludedSources(map[string]string{"example.com/exclude": " a, ,ns/b,c"}); !reflect.DeepEqual(got, []string{"configmap/a", "configmap/c"}) {
+	if got := cfg.ExcludedSources(map[string]string{"example.com/exclude": " a, ,ns/b,c"}); !reflect.DeepEqual(got, []ExcludedSource{
+		{"configmap/a", "example.com/exclude"}, {"configmap/c", "example.com/exclude"}}) {
 		t.Errorf("excluded %q", got)
 	}
 	want := []string{
@@ -79,5 +80,41 @@ excludeAnnotations:
 	cfg.OptInAll = true
 	if got := cfg.OptInDescriptions(); len(got) != 4 || !strings.Contains(got[1], "optInAll") {
 		t.Errorf("with optInAll, descriptions %q", got)
+	}
+}
+
+// TestListPatterns: a regex list's entries are anchored whole (an
+// alternation too), a bad entry is reported and skipped, and a list that
+// does not opt in counts only on a workload opted in another way.
+func TestListPatterns(t *testing.T) {
+	cfg, err := Parse([]byte(`
+sourceListAnnotations:
+- {annotation: example.com/reload, source: configmap, optIn: true, match: regex}
+- {annotation: example.com/extra, source: secret, match: regex}
+- {annotation: example.com/names, source: secret}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := WorkloadAnnotations{Workload: map[string]string{"example.com/reload": " a|b ,, (", "example.com/extra": "s.*", "example.com/names": "x.*"}}
+	patterns, problems, optsIn := cfg.ListPatternsOf(a, false)
+	if !optsIn || len(patterns) != 1 || patterns[0].Entry != "a|b" || patterns[0].Kind != "configmap" {
+		t.Fatalf("patterns %+v, opts in %v", patterns, optsIn)
+	}
+	for name, want := range map[string]bool{"a": true, "b": true, "ab": false, "xa": false} {
+		if got := patterns[0].Re.MatchString(name); got != want {
+			t.Errorf("%q matched %v, want %v", name, got, want)
+		}
+	}
+	if len(problems) != 1 || !strings.HasPrefix(problems[0], `example.com/reload: entry "(" is not a regular expression, skipped: `) {
+		t.Errorf("problems %q", problems)
+	}
+	if patterns, _, _ := cfg.ListPatternsOf(a, true); len(patterns) != 2 || patterns[1].Annotation != "example.com/extra" {
+		t.Errorf("opted in: patterns %+v", patterns)
+	}
+	if listed, _ := cfg.ListedSourcesOf(a, "shop", true); len(listed) != 1 || listed[0].Name != "x.*" {
+		t.Errorf("exact lists: %+v (a regex list's entries are no names)", listed)
+	}
+	if got := cfg.SourceLists[0].String(); got != "example.com/reload: REGEX,... (configmap sources whose names an entry matches whole; opts in for them)" {
+		t.Errorf("description %q", got)
 	}
 }

@@ -395,7 +395,10 @@ optInAnnotations:
 - {annotation: "", sourceAnnotation: "bad key!", valu: "true"}
 sourceListAnnotations:
 - {annotation: example.com/reload, source: configmap}
-- {annotation: example.com/reload}`,
+- {annotation: example.com/reload}
+- {annotation: example.com/regex, source: secret, match: regexp}
+- {annotation: example.com/exact, source: secret, match: exact}
+- {annotation: example.com/pattern, source: secret, match: regex}`,
 			want: []string{
 				`optInAnnotations[1].annotation: must differ from annotations.ignore (both "com.xing.deployment-restart.ignore")`,
 				`optInAnnotations[1].sources[1]: unknown source kind "cm" (known: configmap, secret)`,
@@ -406,6 +409,7 @@ sourceListAnnotations:
 				`optInAnnotations[3].valu: unknown field`,
 				`sourceListAnnotations[1].annotation: must differ from sourceListAnnotations[0].annotation (both "example.com/reload")`,
 				`sourceListAnnotations[1].source: required`,
+				`sourceListAnnotations[2].match: must be exact or regex, got "regexp"`,
 			},
 		},
 		{
@@ -438,6 +442,24 @@ excludeAnnotations:
 				`optInAnnotations[1].parseBool: must be a boolean, got string "true"`,
 				`optInAnnotations[1].readFrom: must be workload, podTemplate or both, got "Both"`,
 				`sourceListAnnotations[0].readFrom: must be workload, podTemplate or both, got "template"`,
+			},
+		},
+		{
+			name: "source lifecycle, metrics, ignore annotations",
+			file: `
+sourceLifecycle: {restartOnCreate: "no", restartOnDelet: true}
+metrics: {reloaderByNamespace: true}
+ignoreAnnotations:
+- {annotation: com.xing.deployment-restart.ignore}
+- {annotation: ""}
+- {annotation: example.com/ignore, value: "yes"}`,
+			want: []string{
+				`ignoreAnnotations[0].annotation: must differ from annotations.ignore (both "com.xing.deployment-restart.ignore")`,
+				`ignoreAnnotations[1].annotation: required`,
+				`ignoreAnnotations[2].value: unknown field`,
+				`metrics.reloaderByNamespace: needs metrics.reloaderCompatible: true`,
+				`sourceLifecycle.restartOnCreate: must be a boolean, got string "no"`,
+				`sourceLifecycle.restartOnDelet: unknown field`,
 			},
 		},
 		{
@@ -787,5 +809,24 @@ workloads:
 		if !reflect.DeepEqual(w.Rollout, want[i]) {
 			t.Errorf("workloads[%d].rollout = %+v, want %+v", i, w.Rollout, want[i])
 		}
+	}
+}
+
+// Creations and deletions of optional sources restart their readers by
+// default; each can be turned off alone.
+func TestSourceLifecycleDefaults(t *testing.T) {
+	cfg, err := Parse(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (SourceLifecycle{RestartOnCreate: true, RestartOnDelete: true}); cfg.SourceLifecycle != want {
+		t.Errorf("default %+v, want %+v", cfg.SourceLifecycle, want)
+	}
+	cfg, err = Parse([]byte("sourceLifecycle: {restartOnCreate: false}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (SourceLifecycle{RestartOnDelete: true}); cfg.SourceLifecycle != want {
+		t.Errorf("got %+v, want %+v", cfg.SourceLifecycle, want)
 	}
 }

@@ -79,6 +79,57 @@ type File struct {
 	// that does not opt in, or annotations.optIn is set to a non-empty value
 	// other than "enabled".
 	OptInAll bool `json:"optInAll"`
+	// Notifications are posted to chat and webhook sinks (notifications.go).
+	Notifications FileNotifications `json:"notifications"`
+	// SourceLifecycle says whether a source's creation and deletion restart
+	// the workloads that read it optionally.
+	SourceLifecycle FileSourceLifecycle `json:"sourceLifecycle"`
+	// Metrics adds other controllers' metric names, so that their
+	// dashboards and alerts keep working after a switch.
+	Metrics FileMetrics `json:"metrics"`
+	// IgnoreAnnotations are more source annotations that, set to "true",
+	// make a source's changes restart nothing, beside annotations.ignore:
+	// other controllers' (Reloader's reloader.stakater.com/ignore), so that
+	// both keep working.
+	IgnoreAnnotations []FileIgnoreAnnotation `json:"ignoreAnnotations"`
+}
+
+// FileIgnoreAnnotation is a source annotation that, set to "true", makes
+// the source's changes restart nothing (they are recorded).
+type FileIgnoreAnnotation struct {
+	Annotation string `json:"annotation"`
+}
+
+// FileMetrics are metrics exported beside the controller's own. They live as
+// long as the process: changing them needs a restart of it.
+type FileMetrics struct {
+	// ReloaderCompatible also exports Reloader's
+	// reloader_reload_executed_total{success}: restart patches that
+	// succeeded ("true") or failed ("false").
+	ReloaderCompatible bool `json:"reloaderCompatible"`
+	// ReloaderByNamespace also exports
+	// reloader_reload_executed_total_by_namespace{success,namespace}, as
+	// Reloader does with METRICS_COUNT_BY_NAMESPACE=enabled. It needs
+	// reloaderCompatible.
+	ReloaderByNamespace bool `json:"reloaderByNamespace"`
+}
+
+// FileSourceLifecycle says what the creation and the deletion of a source
+// do to the workloads reading it. Only readers for which the source is
+// optional (listed, or every reference to it optional) are concerned: a
+// required source's creation lets pods start that waited for it, and its
+// deletion never restarts (new pods could not start; a Warning Event on
+// each reader says so).
+type FileSourceLifecycle struct {
+	// RestartOnCreate: a source created after its readers' pods started
+	// restarts them, so that the next pods read it (Reloader's
+	// --reload-on-create). Off, the creation is recorded only.
+	RestartOnCreate bool `json:"restartOnCreate"`
+	// RestartOnDelete: a source deleted after its readers' pods started
+	// restarts them, so that the next pods start without it (Reloader's
+	// --reload-on-delete). Off, the deletion restarts nothing and the
+	// recorded checksum is kept, so a re-creation with other data restarts.
+	RestartOnDelete bool `json:"restartOnDelete"`
 }
 
 // FileOptInAnnotation opts a workload in when the workload's annotation
@@ -121,6 +172,13 @@ type FileSourceListAnnotation struct {
 	OptIn bool `json:"optIn"`
 	// ReadFrom says where the annotation is read, as for optInAnnotations[].readFrom.
 	ReadFrom string `json:"readFrom"`
+	// Match says how an entry names sources: exact (the default), a NAME or
+	// NAMESPACE/NAME; or regex, the anchored regular expression
+	// ^(?:ENTRY)$ (Go's RE2 syntax) matched against the names of the
+	// sources of its kind in the workload's namespace, as Reloader matches
+	// its reload lists. An entry that is no regular expression is skipped,
+	// and reported in a Warning Event on the workload.
+	Match string `json:"match"`
 }
 
 // FileExcludeAnnotation is a workload annotation listing, separated by

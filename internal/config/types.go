@@ -42,6 +42,20 @@ type Config struct {
 	Excludes []Exclude
 	// OptInAll opts every watched workload in unless it opts out (optin.go).
 	OptInAll bool
+	// Sinks receive notifications (notifications.go).
+	Sinks []Sink
+	// SourceLifecycle says whether creations and deletions of optional
+	// sources restart their readers.
+	SourceLifecycle SourceLifecycle
+	// IgnoreAnnotations are source annotations that, "true", make changes
+	// restart nothing, beside Annotations.Ignore.
+	IgnoreAnnotations []string
+}
+
+// SourceLifecycle is FileSourceLifecycle compiled (no checks needed).
+type SourceLifecycle struct {
+	RestartOnCreate bool
+	RestartOnDelete bool
 }
 
 // Settings are the process settings layered from defaults, file, env and flags.
@@ -64,6 +78,10 @@ type Settings struct {
 	// ChecksumKeySecret names the Secret, in LeaseNamespace (the
 	// controller's own namespace), holding the key of the checksums.
 	ChecksumKeySecret string
+	// ReloaderMetrics exports Reloader's reload counter too, and
+	// ReloaderMetricsByNamespace its per-namespace one (metrics.*).
+	ReloaderMetrics            bool
+	ReloaderMetricsByNamespace bool
 
 	// Leader election on a coordination.k8s.io Lease.
 	LeaderElect        bool

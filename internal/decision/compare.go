@@ -3,6 +3,7 @@ package decision
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -25,6 +26,20 @@ const Absent = ""
 // period ends.
 // Being on the workload, it survives a crash of the controller.
 const Pending = "pending"
+
+// PatternMark is the applied value of a pattern's entry (PatternKey).
+const PatternMark = "pattern"
+
+// PatternKey is the applied-checksums key that records a regex source list
+// entry in force when the checksums were recorded: "KIND/NAMESPACE/~ENTRY"
+// ("~" is in no object name, so it names no source). With it, a source the
+// entry matches that has no checksum of its own appeared since: a creation,
+// which restarts the workload like that of a listed source; without it (a
+// new or edited entry) the source is recorded without a restart, as a name
+// added to a list is.
+func PatternKey(namespace string, p config.ListPattern) string {
+	return p.Kind + "/" + namespace + "/~" + p.Entry
+}
 
 // SourceLookup finds the current state of a source.
 type SourceLookup interface {
@@ -64,6 +79,9 @@ type Plan struct {
 	// sources may lag behind the cache of workloads, so the caller confirms
 	// the absence with the API server before writing it.
 	Unverified []catalog.SourceID
+	// RequiredGone lists required sources deleted since the pods started:
+	// never restarted for (new pods could not start), reported instead.
+	RequiredGone []catalog.SourceID
 	// Extra are workload annotations fleet safety adds to the patch (the
 	// rollout record; nil removes a hold). Compare never sets them.
 	Extra map[string]interface{}
@@ -141,9 +159,16 @@ func writtenBefore(a, b string) bool {
 //
 // sums computes and compares checksums: the current version is keyed, and a
 // checksum recorded with another key is re-baselined without a restart.
-func Compare(w *catalog.WorkloadState, sources SourceLookup, windows WindowLookup, now time.Time, ordered bool, sums checksum.Hasher) Plan {
+// life says whether the creation and the deletion of an optional source
+// restart the workload.
+func Compare(w *catalog.WorkloadState, sources SourceLookup, windows WindowLookup, now time.Time, ordered bool, sums checksum.Hasher,
+	life config.SourceLifecycle) Plan {
 	c, plan := newComparison(w, windows, now, ordered)
-	plan.Applied = make(map[string]string, len(w.References))
+	c.life = life
+	plan.Applied = make(map[string]string, len(w.References)+len(w.Patterns))
+	for _, p := range w.Patterns {
+		plan.Applied[PatternKey(w.Namespace, p)] = PatternMark
+	}
 	changed, current := c.each(&plan, sources, sums)
 	c.schedule(&plan, changed, current)
 	plan.Patch = plan.Restart || plan.TemplateRecord != w.AppliedTemplateHash || !w.HasApplied || !sameChecksums(c.applied, plan.Applied) || plan.Warning != ""
@@ -164,6 +189,11 @@ type comparison struct {
 	// setAt is the resourceVersion of the write that set the template,
 	// when known: every pod of the template is created after it.
 	setAt string
+	// life: whether creations and deletions of optional sources restart.
+	life config.SourceLifecycle
+	// gone are the matched sources (Reference.Matched) that do not exist:
+	// their entries leave the record.
+	gone []catalog.SourceID
 }
 
 func newComparison(w *catalog.WorkloadState, windows WindowLookup, now time.Time, ordered bool) (*comparison, Plan) {
@@ -224,7 +254,7 @@ func (c *comparison) missed(ref catalog.Reference, s *catalog.SourceState) bool 
 	// reference, an update, or a write the watch has not delivered as an
 	// event yet (no window) may have been missed.
 	_, open := c.windows.Due(ref.ID, c.now)
-	return !open || c.windows.Updating(ref.ID, c.now) || ref.Optional
+	return !open || c.windows.Updating(ref.ID, c.now) || (ref.Optional && c.life.RestartOnCreate)
 }
 
 // each compares every source the workload reads, filling plan.Applied, and
@@ -237,18 +267,13 @@ func (c *comparison) each(plan *Plan, sources SourceLookup, sums checksum.Hasher
 		old, known := c.applied[id]
 		state, exists := sources.Source(ref.ID)
 		if !exists {
-			// A deleted source restarts nothing; keeping what the pods started
-			// with lets a re-creation with other data restart them. Pods of a
-			// new template start without it, though, so then it is absent.
-			if known && !c.recordOnly {
-				plan.Applied[id] = old
-			} else {
-				plan.Applied[id] = Absent
-				if !known || old != Absent {
-					plan.Unverified = append(plan.Unverified, ref.ID)
-				}
-			}
+			changed = c.absent(plan, ref, old, known, changed)
 			continue
+		}
+		if !known && ref.Matched && c.patternRecorded(ref.ID) {
+			// Matched by an entry in force when the checksums were
+			// recorded, yet not recorded: it appeared since.
+			old, known = Absent, true
 		}
 		checksum := state.Checksum(sums, ref.Keys)
 		current[ref.ID] = checksum
@@ -265,8 +290,9 @@ func (c *comparison) each(plan *Plan, sources SourceLookup, sums checksum.Hasher
 			plan.Applied[id] = checksum
 		case c.recordOnly || !known:
 			plan.Applied[id] = checksum
-		case old == Absent && !ref.Optional:
-			// The pods could not start without it, so they start with it now.
+		case old == Absent && (!ref.Optional || !c.life.RestartOnCreate):
+			// The pods could not start without it, so they start with it
+			// now; or creations restart nothing by configuration.
 			plan.Applied[id] = checksum
 		case c.inPods(state):
 			// Written before the template its pods run was set: they read it
@@ -278,6 +304,55 @@ func (c *comparison) each(plan *Plan, sources SourceLookup, sums checksum.Hasher
 		}
 	}
 	return changed, current
+}
+
+// patternRecorded reports whether an entry of the workload's regex source
+// lists that matches the source was in force when the checksums its pods
+// started with were recorded.
+func (c *comparison) patternRecorded(id catalog.SourceID) bool {
+	if c.recordOnly || id.Namespace != c.w.Namespace {
+		return false
+	}
+	for _, p := range c.w.Patterns {
+		if p.Kind == id.Kind && p.Re.MatchString(id.Name) && c.applied[PatternKey(c.w.Namespace, p)] == PatternMark {
+			return true
+		}
+	}
+	return false
+}
+
+// absent compares a source that does not exist (deleted, or never
+// created) and returns changed, with the source added when its deletion
+// restarts the workload: an optional source deleted since the pods started,
+// with RestartOnDelete; the next pods start without it, as they would have
+// had it been absent all along. A required one never restarts (the new pods
+// could not start) and is reported in RequiredGone. Otherwise what the pods
+// started with is kept, so that a re-creation with other data restarts
+// them. Pods of a new template start without it, though, so then it is
+// recorded absent. A matched source (Reference.Matched) leaves the record
+// instead of being recorded absent: absent, it matches nothing.
+func (c *comparison) absent(plan *Plan, ref catalog.Reference, old string, known bool, changed []catalog.SourceID) []catalog.SourceID {
+	id := ref.ID.String()
+	deleted := known && old != Absent && !c.recordOnly
+	switch {
+	case deleted && ref.Optional && c.life.RestartOnDelete:
+		plan.Applied[id] = old // until the restart (schedule)
+		changed = append(changed, ref.ID)
+	case deleted && !ref.Optional:
+		plan.Applied[id] = old
+		plan.RequiredGone = append(plan.RequiredGone, ref.ID)
+	case known && !c.recordOnly:
+		plan.Applied[id] = old
+	default:
+		plan.Applied[id] = Absent
+		if !known || old != Absent {
+			plan.Unverified = append(plan.Unverified, ref.ID)
+		}
+	}
+	if ref.Matched {
+		c.gone = append(c.gone, ref.ID)
+	}
+	return changed
 }
 
 // schedule splits the changed sources into those whose grace period is over
@@ -301,11 +376,26 @@ func (c *comparison) schedule(plan *Plan, changed []catalog.SourceID, current ma
 		plan.Changed = ready
 		plan.NotRolled = c.w.NotRolled
 		for _, id := range append(ready, waiting...) {
-			plan.Applied[id.String()] = current[id]
+			now, exists := current[id]
+			plan.Applied[id.String()] = now // Absent for a deleted one
+			if !exists {
+				plan.Unverified = append(plan.Unverified, id)
+			}
 		}
 		sort.Slice(plan.Changed, func(i, j int) bool { return plan.Changed[i].String() < plan.Changed[j].String() })
 	} else if len(waiting) > 0 {
 		plan.Wait = earliestDue.Sub(c.now)
+	}
+	// A matched source that is gone leaves the record once nothing waits
+	// for its deletion to restart the workload; its absence is confirmed
+	// first, as that of a source recorded absent.
+	for _, id := range c.gone {
+		if plan.Restart || !slices.Contains(changed, id) {
+			delete(plan.Applied, id.String())
+			if !slices.Contains(plan.Unverified, id) {
+				plan.Unverified = append(plan.Unverified, id)
+			}
+		}
 	}
 }
 

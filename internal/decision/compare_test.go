@@ -3,10 +3,12 @@ package decision
 import (
 	"encoding/json"
 	"reflect"
+	"regexp"
 	"testing"
 	"time"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/config"
 )
 
 var (
@@ -16,6 +18,9 @@ var (
 	secDB  = catalog.SourceID{Kind: "secret", Namespace: "shop", Name: "db"}
 	cmGone = catalog.SourceID{Kind: "configmap", Namespace: "shop", Name: "retired"}
 )
+
+// bothRestart is the default source lifecycle.
+var bothRestart = config.SourceLifecycle{RestartOnCreate: true, RestartOnDelete: true}
 
 const (
 	tmplNow = "1111111111111111" // current template hash
@@ -31,6 +36,9 @@ func TestDecide(t *testing.T) {
 	dbV2 := sourceState(t, secDB, map[string]string{"pw": "y"})
 
 	whole := catalog.Reference{ID: cmApp}
+	matched := catalog.Reference{ID: cmApp, Optional: true, Matched: true}
+	appPattern := config.ListPattern{Kind: "configmap", Entry: "ap+", Re: regexp.MustCompile("^(?:ap+)$"), Annotation: "example.com/reload"}
+	appKey := "configmap/shop/~ap+"
 	wholeOptional := catalog.Reference{ID: cmApp, Optional: true}
 	keyA := catalog.Reference{ID: cmApp, Keys: []string{"a"}}
 	dbPW := catalog.Reference{ID: secDB, Keys: []string{"pw"}}
@@ -55,7 +63,9 @@ func TestDecide(t *testing.T) {
 		ordered      bool // resourceVersions are compared
 		sources      sourceMap
 		windows      dueAt
-		createdOnly  bool // the windows were opened by creations, not updates
+		createdOnly  bool                    // the windows were opened by creations, not updates
+		life         *config.SourceLifecycle // both restart when nil
+		patterns     []config.ListPattern    // regex source list entries
 
 		want        Plan // Warning compared as "present or not"; TemplateRecord the template hash when empty
 		wantWarning bool
@@ -180,20 +190,114 @@ func TestDecide(t *testing.T) {
 			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1}, Patch: true},
 		},
 		{
-			name:        "source deleted: nothing, entry kept",
+			name:        "required source deleted: nothing restarts, entry kept, reported",
 			refs:        []catalog.Reference{whole, dbPW},
 			applied:     ann(map[string]string{"configmap/shop/app": app1, "secret/shop/db": db1}),
 			appliedHash: tmplNow,
 			sources:     sourceMap{secDB: dbV1},
-			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1, "secret/shop/db": db1}},
+			want: Plan{Applied: map[string]string{"configmap/shop/app": app1, "secret/shop/db": db1},
+				RequiredGone: []catalog.SourceID{cmApp}},
 		},
 		{
-			name:        "optional source deleted: nothing, entry kept",
+			name:        "required source deleted, restartOnDelete off: the same",
+			refs:        []catalog.Reference{whole},
+			applied:     ann(map[string]string{"configmap/shop/app": app1}),
+			appliedHash: tmplNow,
+			sources:     sourceMap{},
+			life:        &config.SourceLifecycle{RestartOnCreate: true},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1}, RequiredGone: []catalog.SourceID{cmApp}},
+		},
+		{
+			name:        "optional source deleted: restart, recorded absent (confirmed first)",
+			refs:        []catalog.Reference{wholeOptional, dbPW},
+			applied:     ann(map[string]string{"configmap/shop/app": app1, "secret/shop/db": db1}),
+			appliedHash: tmplNow,
+			sources:     sourceMap{secDB: dbV1},
+			want: Plan{Applied: map[string]string{"configmap/shop/app": "", "secret/shop/db": db1}, Patch: true, Restart: true,
+				Changed: []catalog.SourceID{cmApp}, Unverified: []catalog.SourceID{cmApp}},
+		},
+		{
+			name:        "optional source deleted inside its grace period: wait",
 			refs:        []catalog.Reference{wholeOptional},
 			applied:     ann(map[string]string{"configmap/shop/app": app1}),
 			appliedHash: tmplNow,
 			sources:     sourceMap{},
+			windows:     dueAt{cmApp: decideNow.Add(time.Second)},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1}, Wait: time.Second},
+		},
+		{
+			name:        "optional source deleted, restartOnDelete off: nothing, entry kept",
+			refs:        []catalog.Reference{wholeOptional},
+			applied:     ann(map[string]string{"configmap/shop/app": app1}),
+			appliedHash: tmplNow,
+			sources:     sourceMap{},
+			life:        &config.SourceLifecycle{RestartOnCreate: true},
 			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1}},
+		},
+		{
+			name:        "source a pattern matched deleted: restart, its entry leaves the record",
+			refs:        []catalog.Reference{{ID: cmApp, Optional: true, Matched: true}},
+			applied:     ann(map[string]string{"configmap/shop/app": app1}),
+			appliedHash: tmplNow,
+			sources:     sourceMap{},
+			want: Plan{Applied: map[string]string{}, Patch: true, Restart: true, Changed: []catalog.SourceID{cmApp},
+				Unverified: []catalog.SourceID{cmApp}},
+		},
+		{
+			name:        "source a pattern matched deleted, restartOnDelete off: its entry leaves the record",
+			refs:        []catalog.Reference{{ID: cmApp, Optional: true, Matched: true}},
+			applied:     ann(map[string]string{"configmap/shop/app": app1}),
+			appliedHash: tmplNow,
+			sources:     sourceMap{},
+			life:        &config.SourceLifecycle{RestartOnCreate: true},
+			want:        Plan{Applied: map[string]string{}, Patch: true, Unverified: []catalog.SourceID{cmApp}},
+		},
+		{
+			name:        "source a recorded pattern matches appears: restart",
+			refs:        []catalog.Reference{matched},
+			patterns:    []config.ListPattern{appPattern},
+			applied:     ann(map[string]string{appKey: PatternMark}),
+			appliedHash: tmplNow,
+			sources:     sourceMap{cmApp: appV1},
+			want: Plan{Applied: map[string]string{"configmap/shop/app": app1, appKey: PatternMark},
+				Patch: true, Restart: true, Changed: []catalog.SourceID{cmApp}},
+		},
+		{
+			name:        "source a recorded pattern matches appears, restartOnCreate off: record only",
+			refs:        []catalog.Reference{matched},
+			patterns:    []config.ListPattern{appPattern},
+			applied:     ann(map[string]string{appKey: PatternMark}),
+			appliedHash: tmplNow,
+			sources:     sourceMap{cmApp: appV1},
+			life:        &config.SourceLifecycle{RestartOnDelete: true},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1, appKey: PatternMark}, Patch: true},
+		},
+		{
+			name:        "source a new pattern matches (an edited list): record only, the pattern with it",
+			refs:        []catalog.Reference{matched},
+			patterns:    []config.ListPattern{appPattern},
+			applied:     ann(map[string]string{}),
+			appliedHash: tmplNow,
+			sources:     sourceMap{cmApp: appV1},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1, appKey: PatternMark}, Patch: true},
+		},
+		{
+			name:        "pattern and its match recorded, nothing changed: nothing",
+			refs:        []catalog.Reference{matched},
+			patterns:    []config.ListPattern{appPattern},
+			applied:     ann(map[string]string{"configmap/shop/app": app1, appKey: PatternMark}),
+			appliedHash: tmplNow,
+			sources:     sourceMap{cmApp: appV1},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1, appKey: PatternMark}},
+		},
+		{
+			name:        "optional source appears, restartOnCreate off: record only",
+			refs:        []catalog.Reference{wholeOptional},
+			applied:     ann(map[string]string{"configmap/shop/app": ""}),
+			appliedHash: tmplNow,
+			sources:     sourceMap{cmApp: appV1},
+			life:        &config.SourceLifecycle{RestartOnDelete: true},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1}, Patch: true},
 		},
 		{
 			name:         "template changed while an optional source is deleted: recorded as absent",
@@ -614,7 +718,7 @@ func TestDecide(t *testing.T) {
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
 			w := &catalog.WorkloadState{References: r.refs, AppliedTemplateHash: r.appliedHash, TemplateHash: r.templateHash,
-				TemplateRV: r.templateRV, NotRolled: r.notRolled}
+				TemplateRV: r.templateRV, NotRolled: r.notRolled, Patterns: r.patterns}
 			w.Namespace, w.Name, w.UID = "shop", "web", webUID
 			if w.TemplateHash == "" {
 				w.TemplateHash = tmplNow
@@ -632,8 +736,12 @@ func TestDecide(t *testing.T) {
 			if r.createdOnly {
 				windows = createdOnly{DueAt: r.windows}
 			}
+			life := config.SourceLifecycle{RestartOnCreate: true, RestartOnDelete: true}
+			if r.life != nil {
+				life = *r.life
+			}
 			before := w.DeepCopyObject()
-			plan := Compare(w, r.sources, windows, decideNow, r.ordered, testSums)
+			plan := Compare(w, r.sources, windows, decideNow, r.ordered, testSums, life)
 
 			if (plan.Warning != "") != r.wantWarning {
 				t.Errorf("warning %q, want warning: %v", plan.Warning, r.wantWarning)
@@ -646,7 +754,7 @@ func TestDecide(t *testing.T) {
 				t.Error("Decide changed the workload state")
 			}
 			// Same inputs, same plan.
-			again := Compare(w, r.sources, windows, decideNow, r.ordered, testSums)
+			again := Compare(w, r.sources, windows, decideNow, r.ordered, testSums, life)
 			again.Warning = ""
 			if !reflect.DeepEqual(again, plan) {
 				t.Errorf("second Decide differs: %+v", again)
@@ -663,10 +771,10 @@ func TestDecide(t *testing.T) {
 					w.HasApplied, w.Applied, w.AppliedTemplateHash = true, string(b), p.TemplateRecord
 				}
 				write(plan)
-				next := Compare(w, r.sources, dueAt{}, decideNow.Add(time.Hour), r.ordered, testSums)
+				next := Compare(w, r.sources, dueAt{}, decideNow.Add(time.Hour), r.ordered, testSums, life)
 				if plan.Wait > 0 && next.Restart {
 					write(next)
-					next = Compare(w, r.sources, dueAt{}, decideNow.Add(time.Hour), r.ordered, testSums)
+					next = Compare(w, r.sources, dueAt{}, decideNow.Add(time.Hour), r.ordered, testSums, life)
 				}
 				if next.Patch || next.Restart || next.Warning != "" {
 					t.Errorf("after writing the plan, Decide still wants %+v", next)
@@ -702,7 +810,7 @@ func FuzzDecideHostileAnnotation(f *testing.F) {
 		w := &catalog.WorkloadState{References: refs, HasApplied: true, Applied: applied,
 			AppliedTemplateHash: appliedHash, TemplateHash: tmplNow}
 		w.UID = webUID
-		plan := Compare(w, sources, dueAt{cmApp: decideNow.Add(time.Second)}, decideNow, true, testSums)
+		plan := Compare(w, sources, dueAt{cmApp: decideNow.Add(time.Second)}, decideNow, true, testSums, bothRestart)
 
 		// Whatever was read, the plan writes a record that reads back as
 		// the current template, and reaches a fixed point once written.
@@ -713,11 +821,11 @@ func FuzzDecideHostileAnnotation(f *testing.F) {
 			written := *w
 			b, _ := json.Marshal(plan.Applied)
 			written.Applied, written.AppliedTemplateHash = string(b), plan.TemplateRecord
-			next := Compare(&written, sources, dueAt{}, decideNow.Add(time.Hour), true, testSums)
+			next := Compare(&written, sources, dueAt{}, decideNow.Add(time.Hour), true, testSums, bothRestart)
 			if next.Restart {
 				b, _ = json.Marshal(next.Applied)
 				written.Applied, written.AppliedTemplateHash = string(b), next.TemplateRecord
-				next = Compare(&written, sources, dueAt{}, decideNow.Add(time.Hour), true, testSums)
+				next = Compare(&written, sources, dueAt{}, decideNow.Add(time.Hour), true, testSums, bothRestart)
 			}
 			if next.Patch {
 				t.Fatalf("no fixed point: %+v after %+v", next, plan)

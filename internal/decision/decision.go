@@ -31,6 +31,11 @@ type Rules struct {
 	Waves       pacing.Waves
 	MaxInFlight int
 	Sums        checksum.Hasher
+	// Lifecycle: whether creations and deletions of optional sources restart.
+	Lifecycle config.SourceLifecycle
+	// IgnoreAnnotations are source ignore annotations beside
+	// Annotations.Ignore.
+	IgnoreAnnotations []string
 	// Restarts are the restart strategies of each workload kind.
 	Restarts map[schema.GroupVersionResource]config.Restart
 }
@@ -42,7 +47,8 @@ func RulesOf(cfg *config.Config, sums checksum.Hasher) Rules {
 		restarts[w.GVR] = w.Restart
 	}
 	return Rules{Annotations: cfg.Annotations, Ordered: cfg.OrderByResourceVersion, Breaker: cfg.Breaker,
-		Waves: cfg.Waves, MaxInFlight: cfg.MaxInFlight, Sums: sums, Restarts: restarts}
+		Waves: cfg.Waves, MaxInFlight: cfg.MaxInFlight, Sums: sums, Lifecycle: cfg.SourceLifecycle,
+		IgnoreAnnotations: cfg.IgnoreAnnotations, Restarts: restarts}
 }
 
 // FleetView is what the fleet knows that the workload alone does not. The
@@ -134,8 +140,8 @@ type Verdict struct {
 
 // Decide decides what to do with the workload now.
 func (r Rules) Decide(s Snapshot) Verdict {
-	view, optedOut := OptOutView(r.Annotations, r.Sums, s.Workload, s.Sources)
-	plan := Compare(view, s.Sources, s.Windows, s.Now, r.Ordered, r.Sums)
+	view, optedOut := r.OptOutView(s.Workload, s.Sources)
+	plan := Compare(view, s.Sources, s.Windows, s.Now, r.Ordered, r.Sums, r.Lifecycle)
 	plan.Strategy = r.Restarts[s.Key.Resource].StrategyOf(s.Workload.Strategy)
 	if len(optedOut) > 0 {
 		plan.Patch = true // the view's checksums differ from the annotation's

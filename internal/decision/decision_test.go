@@ -1,6 +1,7 @@
 package decision
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -162,5 +163,102 @@ func TestDecideQueuedDropsUnreadableHold(t *testing.T) {
 	v := testRules.Decide(Snapshot{Key: key, Workload: w, Sources: sourceMap{cmApp: v2}, Windows: dueAt{}, Fleet: fleet, Now: decideNow})
 	if v.Action != Queue || !v.Unhold {
 		t.Fatalf("verdict %s, unhold %v: want queue, removing the unreadable hold", v.Action, v.Unhold)
+	}
+}
+
+// The deletion of an optional source restarts through the fleet's part of
+// the decision too (a deleted source takes no wave part), unless the
+// workload ignores it: then the absence is recorded, nothing restarts.
+func TestDecideDeletedOptionalSource(t *testing.T) {
+	v1 := sourceState(t, cmApp, map[string]string{"a": "1"})
+	rules := testRules
+	rules.Lifecycle = bothRestart
+	for _, tc := range []struct {
+		name    string
+		ignores []string
+		want    Action
+	}{
+		{"read: restart", nil, Restart},
+		{"ignored: recorded", []string{"configmap/app"}, Record},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &catalog.WorkloadState{OptedIn: true, HasApplied: true, TemplateHash: tmplNow, AppliedTemplateHash: tmplNow,
+				Applied:    annotation(t, map[string]string{cmApp.String(): v1.Checksum(testSums, nil)}),
+				References: []catalog.Reference{{ID: cmApp, Optional: true}}, IgnoreSources: tc.ignores}
+			w.Namespace, w.Name = "shop", "web"
+			v := rules.Decide(Snapshot{Key: catalog.WorkloadKey{Namespace: "shop", Name: "web"}, Workload: w, Sources: sourceMap{},
+				Windows: dueAt{}, Fleet: stubFleet{now: decideNow, sources: sourceMap{}}, Now: decideNow})
+			if v.Action != tc.want || v.Plan.Applied[cmApp.String()] != Absent {
+				t.Fatalf("verdict %s recording %q, want %s recording absent; reasons %q", v.Action, v.Plan.Applied[cmApp.String()], tc.want, v.Reasons)
+			}
+		})
+	}
+}
+
+// WhyOptedOut names the opt-out that holds: either ignore annotation of the
+// source (annotations.ignore and ignoreAnnotations both work), the
+// workload's ignore-sources annotation, or the exclude annotation that
+// names the source.
+func TestWhyOptedOutNamesTheAnnotation(t *testing.T) {
+	rules := testRules
+	rules.IgnoreAnnotations = []string{"example.com/ignore"}
+	src := func(annotations map[string]string) *catalog.SourceState {
+		s := sourceState(t, cmApp, map[string]string{"a": "1"})
+		s.Annotations = annotations
+		return s
+	}
+	w := func(ignoreSources []string, excluded []config.ExcludedSource) *catalog.WorkloadState {
+		w := &catalog.WorkloadState{IgnoreSources: ignoreSources, Excluded: excluded, References: []catalog.Reference{{ID: cmApp}}}
+		w.Namespace, w.Name = "shop", "web"
+		return w
+	}
+	for _, tc := range []struct {
+		name string
+		w    *catalog.WorkloadState
+		src  *catalog.SourceState
+		want string
+	}{
+		{"annotations.ignore", w(nil, nil), src(map[string]string{"ignore": "true"}), `the source's annotation ignore is "true"`},
+		{"ignoreAnnotations", w(nil, nil), src(map[string]string{"example.com/ignore": "true"}), `the source's annotation example.com/ignore is "true"`},
+		{"ignore-sources", w([]string{"app"}, nil), src(nil), "the workload's annotation ignore-sources names it"},
+		{"exclude annotation", w(nil, []config.ExcludedSource{{Entry: "configmap/app", Annotation: "example.com/exclude"}}), src(nil),
+			"the workload's annotation example.com/exclude names it"},
+		{"another kind excluded", w(nil, []config.ExcludedSource{{Entry: "secret/app", Annotation: "example.com/exclude"}}), src(nil), ""},
+		{"none", w(nil, nil), src(map[string]string{"example.com/ignore": "false"}), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := rules.WhyOptedOut(tc.w, cmApp, tc.src); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// Under the Reloader preset, xing's ignore annotation keeps working beside
+// Reloader's, and an excluded source names Reloader's exclude annotation.
+func TestReloaderPresetOptOuts(t *testing.T) {
+	data, err := os.ReadFile("../../examples/presets/reloader.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := RulesOf(cfg, testSums)
+	w := &catalog.WorkloadState{References: []catalog.Reference{{ID: cmApp}},
+		Excluded: cfg.ExcludedSources(map[string]string{"configmaps.exclude.reloader.stakater.com/reload": "app"})}
+	for key, want := range map[string]string{
+		"reloader.stakater.com/ignore":       `the source's annotation reloader.stakater.com/ignore is "true"`,
+		"com.xing.deployment-restart.ignore": `the source's annotation com.xing.deployment-restart.ignore is "true"`,
+	} {
+		src := sourceState(t, cmApp, map[string]string{"a": "1"})
+		src.Annotations = map[string]string{key: "true"}
+		if got := rules.WhyOptedOut(&catalog.WorkloadState{References: w.References}, cmApp, src); got != want {
+			t.Errorf("%s: %q, want %q", key, got, want)
+		}
+	}
+	if got, want := rules.WhyOptedOut(w, cmApp, sourceState(t, cmApp, nil)), "the workload's annotation configmaps.exclude.reloader.stakater.com/reload names it"; got != want {
+		t.Errorf("excluded: %q, want %q", got, want)
 	}
 }

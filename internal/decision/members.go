@@ -32,7 +32,9 @@ func TrustedApplied(w *catalog.WorkloadState) map[string]string {
 // find, leaving aside grace periods, which waves do not need). known is
 // false when the state cannot tell: a large source that does not cover the
 // keys the reader reads. applied is TrustedApplied of the reader.
-func PendingFor(sums checksum.Hasher, w *catalog.WorkloadState, applied map[string]string, id catalog.SourceID, src *catalog.SourceState) (pending, known bool) {
+// onCreate is config.SourceLifecycle.RestartOnCreate.
+func PendingFor(sums checksum.Hasher, w *catalog.WorkloadState, applied map[string]string, id catalog.SourceID, src *catalog.SourceState,
+	onCreate bool) (pending, known bool) {
 	if applied == nil {
 		return false, true
 	}
@@ -47,7 +49,7 @@ func PendingFor(sums checksum.Hasher, w *catalog.WorkloadState, applied map[stri
 		if !src.Covers(ref.Keys) {
 			return false, false
 		}
-		if src.Matches(sums, old, ref.Keys) || sums.Rebaseline(old) || (old == Absent && !ref.Optional) {
+		if src.Matches(sums, old, ref.Keys) || sums.Rebaseline(old) || (old == Absent && (!ref.Optional || !onCreate)) {
 			return false, true
 		}
 		return true, true
@@ -75,7 +77,7 @@ type Reader struct {
 // itself, as Self, and counts once restarted).
 func (r Rules) Member(rd Reader, id catalog.SourceID, src *catalog.SourceState, change string) (pacing.Member, bool) {
 	w := rd.State
-	if !w.OptedIn || w.Problem != "" || OptedOut(r.Annotations, w, id, src) {
+	if !w.OptedIn || w.Problem != "" || r.OptedOut(w, id, src) {
 		return pacing.Member{}, false
 	}
 	sid := id.String()
@@ -92,7 +94,7 @@ func (r Rules) Member(rd Reader, id catalog.SourceID, src *catalog.SourceState, 
 	case rd.Self:
 		m.Pending = true
 	default:
-		pending, known := PendingFor(r.Sums, w, TrustedApplied(w), id, src)
+		pending, known := PendingFor(r.Sums, w, TrustedApplied(w), id, src, r.Lifecycle.RestartOnCreate)
 		if !known && !m.Restarted {
 			return pacing.Member{}, false
 		}

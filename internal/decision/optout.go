@@ -5,15 +5,13 @@ import (
 	"strings"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
-	"github.com/restart-controller/restart-controller/internal/checksum"
-	"github.com/restart-controller/restart-controller/internal/config"
 )
 
 // OptOutView returns the workload as decisions should see it: for each
 // source whose changes it opts out of (OptedOut), the current checksum as
 // if its pods had read it. The change is recorded, never restarted for.
-// ann names the opt-out annotations; sums computes checksums.
-func OptOutView(ann config.Annotations, sums checksum.Hasher, w *catalog.WorkloadState, sources SourceLookup) (*catalog.WorkloadState, []catalog.SourceID) {
+func (r Rules) OptOutView(w *catalog.WorkloadState, sources SourceLookup) (*catalog.WorkloadState, []catalog.SourceID) {
+	sums := r.Sums
 	if !w.HasApplied {
 		return w, nil // first sight records every checksum anyway
 	}
@@ -24,7 +22,16 @@ func OptOutView(ann config.Annotations, sums checksum.Hasher, w *catalog.Workloa
 	var ignored []catalog.SourceID
 	for _, ref := range w.References {
 		src, ok := sources.Source(ref.ID)
-		if !ok || !OptedOut(ann, w, ref.ID, src) {
+		if !ok {
+			// The deletion of a source the workload ignores is recorded
+			// (absent), never restarted for or reported.
+			if old, known := applied[ref.ID.String()]; known && old != Absent && w.Ignores(ref.ID) {
+				applied[ref.ID.String()] = Absent
+				ignored = append(ignored, ref.ID)
+			}
+			continue
+		}
+		if !r.OptedOut(w, ref.ID, src) {
 			continue
 		}
 		old, known := applied[ref.ID.String()]
@@ -45,20 +52,27 @@ func OptOutView(ann config.Annotations, sums checksum.Hasher, w *catalog.Workloa
 
 // OptedOut reports whether changes of the source restart the workload not
 // (WhyOptedOut says which opt-out).
-func OptedOut(ann config.Annotations, w *catalog.WorkloadState, id catalog.SourceID, src *catalog.SourceState) bool {
-	return WhyOptedOut(ann, w, id, src) != ""
+func (r Rules) OptedOut(w *catalog.WorkloadState, id catalog.SourceID, src *catalog.SourceState) bool {
+	return r.WhyOptedOut(w, id, src) != ""
 }
 
 // WhyOptedOut names the opt-out by which changes of the source restart the
-// workload not, or returns "": the source's ignore annotation is "true",
-// the workload's ignore-sources annotation names it, or the opt-in that
-// covers the reference needs a source annotation the source does not have.
-func WhyOptedOut(ann config.Annotations, w *catalog.WorkloadState, id catalog.SourceID, src *catalog.SourceState) string {
-	switch {
-	case src.Annotations[ann.Ignore] == "true":
-		return "the source's annotation " + ann.Ignore + " is \"true\""
-	case w.Ignores(id):
-		return "the workload's annotation " + ann.IgnoreSources + " names it"
+// workload not, or returns "": an ignore annotation of the source
+// (annotations.ignore, ignoreAnnotations) is "true", the workload's
+// ignore-sources annotation or one of its exclude annotations names it,
+// or the opt-in that covers the reference needs a source annotation the
+// source does not have.
+func (r Rules) WhyOptedOut(w *catalog.WorkloadState, id catalog.SourceID, src *catalog.SourceState) string {
+	for _, key := range append([]string{r.Annotations.Ignore}, r.IgnoreAnnotations...) {
+		if src.Annotations[key] == "true" {
+			return "the source's annotation " + key + " is \"true\""
+		}
+	}
+	if w.IgnoreListed(id) {
+		return "the workload's annotation " + r.Annotations.IgnoreSources + " names it"
+	}
+	if by := w.ExcludedBy(id); by != "" {
+		return "the workload's annotation " + by + " names it"
 	}
 	for _, ref := range w.References {
 		if ref.ID == id {

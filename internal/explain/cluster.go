@@ -130,6 +130,23 @@ func reduceSource(kind config.SourceKind, u *unstructured.Unstructured, keep ...
 	return state, nil
 }
 
+// SourceNames returns a lister of the names of the sources of a kind in a
+// namespace, which a workload's regex source lists are matched against
+// (metadata only: no source data is read).
+func (cl *Cluster) SourceNames(ctx context.Context) func(kind config.SourceKind, namespace string) ([]string, error) {
+	return func(kind config.SourceKind, namespace string) ([]string, error) {
+		list, err := cl.Dynamic.Resource(kind.GVR).Namespace(namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("listing %s in %s: %w", kind.GVR.GroupResource(), namespace, err)
+		}
+		names := make([]string, len(list.Items))
+		for i := range list.Items {
+			names[i] = list.Items[i].GetName()
+		}
+		return names, nil
+	}
+}
+
 // Workloads lists the workloads of every configured kind in a namespace, with
 // the config's selector as the controller lists them. A kind the API server
 // does not serve (a CRD not installed) has none; a kind that cannot be listed

@@ -150,7 +150,7 @@ func connect(ctx context.Context, kube *genericclioptions.ConfigFlags, cfg *Conf
 		return nil, "", nil, err
 	}
 	if kc, err := kubernetes.NewForConfig(rc); err == nil {
-		if key, err := checksumkey.Read(ctx, kc.CoreV1(), cfg.Settings.LeaseNamespace, cfg.Settings.ChecksumKeySecret); err != nil {
+		if key, err := checksumkey.Read(ctx, kc.CoreV1().Secrets(cfg.Settings.LeaseNamespace), cfg.Settings.LeaseNamespace, cfg.Settings.ChecksumKeySecret); err != nil {
 			fmt.Fprintf(env.Stderr, "note: cannot read the checksum key (%v); keyed checksums are not compared\n", err)
 		} else if cfg.Sums, err = checksum.NewHasher(key); err != nil {
 			fmt.Fprintf(env.Stderr, "note: %v; keyed checksums are not compared\n", err)
@@ -178,6 +178,7 @@ func explainTarget(ctx context.Context, cl *Cluster, cfg *Config, target Target,
 			workloads, _ := cl.Workloads(ctx, cfg, namespace)
 			return workloads
 		}
+		cfg.SourceNames = cl.SourceNames(ctx)
 		r, err := cfg.ExplainWorkloadIn(*target.Workload, obj, cl.Fetcher(ctx, cfg.SourceAnnotations()), fleet, time.Now())
 		if err != nil {
 			return nil, 0, err

@@ -36,8 +36,12 @@ type Config struct {
 	File string
 	// Sums computes checksums as the controller does. Without the key (the
 	// caller may not read its Secret) the keyed ones cannot be compared.
-	Sums  checksum.Hasher
-	forms []form
+	Sums checksum.Hasher
+	// SourceNames lists the names of the sources of a kind in a namespace,
+	// for regex source lists (Cluster.SourceNames); nil when they cannot be
+	// listed, and a workload with such lists is then not decided.
+	SourceNames func(kind config.SourceKind, namespace string) ([]string, error)
+	forms       []form
 }
 
 // form is one references[i] entry: its from paths, each split at its [*]

@@ -322,7 +322,7 @@ func TestUsesAgreeWithCatalog(t *testing.T) {
 	f := loadFixture(t, defaultConfig(t, ""))
 	for _, w := range f.workloads {
 		state := reduceWorkload(t, f.cfg, w)
-		uses := f.cfg.usesByID(w.Kind, w.Object, w.Object.GetNamespace())
+		uses := f.cfg.usesByID(w.Kind, w.Object, state)
 		if len(uses) != len(state.References) {
 			t.Errorf("%s: %d sources by place, %d in the catalog", w.Object.GetName(), len(uses), len(state.References))
 		}
@@ -455,4 +455,114 @@ func (f *fixture) explainInFleet(t *testing.T, name, as string, annotations, oth
 		t.Fatal(err)
 	}
 	return r
+}
+
+// A regex source list reads, for explain as for the controller, the sources
+// of its kind in the workload's namespace whose whole names an entry
+// matches; explain names the annotation and the entry as the place, lists
+// the entries it skips, and decides nothing when it cannot list sources.
+func TestExplainRegexSourceLists(t *testing.T) {
+	cfg := defaultConfig(t, `
+sourceListAnnotations:
+- {annotation: example.com/reload, source: configmap, match: regex}`)
+	f := loadFixture(t, cfg)
+	cfg.SourceNames = func(kind config.SourceKind, namespace string) ([]string, error) {
+		var names []string
+		for id := range f.sources {
+			if k, name, _ := strings.Cut(id, "/"); k == kind.Name && namespace == "shop" {
+				names = append(names, name)
+			}
+		}
+		return names, nil
+	}
+	r := f.explainAnnotated(t, "worker", map[string]string{"example.com/reload": "[a-z]+-config, x["})
+	var got []string
+	for _, s := range r.Sources {
+		for _, u := range s.Uses {
+			if strings.HasPrefix(u.Reference, "annotation ") {
+				got = append(got, s.Source+" "+u.Reference)
+			}
+		}
+	}
+	slices.Sort(got)
+	want := []string{}
+	for _, name := range []string{"app-config", "eph-config", "init-config", "late-config"} {
+		want = append(want, "configmap/shop/"+name+" annotation example.com/reload, regex [a-z]+-config")
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("sources by list\n%q\nwant\n%q", got, want)
+	}
+	if len(r.ListProblems) != 1 || !strings.Contains(r.ListProblems[0], `"x["`) {
+		t.Errorf("list problems %q", r.ListProblems)
+	}
+	if !strings.Contains(render(t, r, FormatTable), "List entry skipped") {
+		t.Error("the table does not show the skipped entry")
+	}
+	// The source's view names the same reader, by the same place.
+	state, err := f.fetch(t)(config.SourceKind{Name: "configmap", DataFields: []string{"data", "binaryData"}}, "shop", "eph-config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := f.workload(t, "worker").Object.DeepCopy()
+	obj.SetAnnotations(map[string]string{"com.xing.deployment-restart": "enabled", "example.com/reload": "eph-.*"})
+	kind, _ := cfg.sourceKind("configmap")
+	sr, err := cfg.ExplainSource(kind, "shop", "eph-config", state, []Workload{{Kind: f.workload(t, "worker").Kind, Object: obj}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sr.Readers) != 1 || len(sr.Readers[0].Uses) != 1 || sr.Readers[0].Uses[0].Reference != "annotation example.com/reload, regex eph-.*" {
+		t.Errorf("readers %+v", sr.Readers)
+	}
+	// Recorded with the entry in force and without eph-config: it appeared
+	// since, and a restart is due, as the controller decides.
+	recorded := `{"configmap/shop/app-config":"0123456789abcdef","secret/shop/app-secret":"x","configmap/shop/~eph-.*":"pattern"}`
+	r = f.explainAnnotated(t, "worker", map[string]string{"example.com/reload": "eph-.*", "com.xing.deployment-restart.applied-config-checksums": recorded})
+	for _, s := range r.Sources {
+		if s.Name == "eph-config" && s.Status != StatusAppeared {
+			t.Errorf("eph-config: %s (%s), want %s", s.Status, s.Note, StatusAppeared)
+		}
+	}
+	if r.Decision.Action != ActionRestart || !slices.Contains(r.Decision.Changed, "configmap/shop/eph-config") {
+		t.Errorf("decision %+v, want a restart for eph-config", r.Decision)
+	}
+	cfg.SourceNames = nil
+	if r := f.explainAnnotated(t, "worker", map[string]string{"example.com/reload": "a.*"}); r.Decision.Action != ActionUnknown {
+		t.Errorf("decided %s without a way to list sources", r.Decision.Action)
+	}
+}
+
+// A list read on the pod template is named there as the place that lists
+// the source, exact or regex.
+func TestExplainNamesPodTemplateLists(t *testing.T) {
+	cfg := defaultConfig(t, `
+sourceListAnnotations:
+- {annotation: example.com/reload, source: configmap, readFrom: podTemplate}
+- {annotation: example.com/match, source: configmap, readFrom: podTemplate, match: regex}`)
+	f := loadFixture(t, cfg)
+	cfg.SourceNames = func(config.SourceKind, string) ([]string, error) { return []string{"eph-config"}, nil }
+	w := f.workload(t, "worker")
+	obj := w.Object.DeepCopy()
+	if err := unstructured.SetNestedStringMap(obj.Object, map[string]string{"example.com/reload": "init-config", "example.com/match": "eph-.*"},
+		"spec", "template", "metadata", "annotations"); err != nil {
+		t.Fatal(err)
+	}
+	r, err := cfg.ExplainWorkload(w.Kind, obj, f.fetch(t), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	places := map[string]string{}
+	for _, s := range r.Sources {
+		for _, u := range s.Uses {
+			if strings.HasPrefix(u.Reference, "annotation ") {
+				places[s.Name] = u.Path
+			}
+		}
+	}
+	want := map[string]string{
+		"init-config": "spec.template.metadata.annotations[example.com/reload]",
+		"eph-config":  "spec.template.metadata.annotations[example.com/match]",
+	}
+	if !reflect.DeepEqual(places, want) {
+		t.Errorf("places %v, want %v", places, want)
+	}
 }

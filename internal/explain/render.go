@@ -148,6 +148,9 @@ func renderWorkload(w io.Writer, r *WorkloadReport) {
 	if r.Problem != "" {
 		pairs = append(pairs, "Problem", r.Problem)
 	}
+	for _, p := range r.ListProblems {
+		pairs = append(pairs, "List entry skipped", p)
+	}
 	fields(w, pairs...)
 
 	if len(r.Sources) == 0 {

@@ -66,6 +66,17 @@ type Workload struct {
 // reads reports whether a change of key would reach the reader.
 func (r Reader) reads(key string) bool { return r.AllKeys || slices.Contains(r.Keys, key) }
 
+// withMatchOf is w reading the source id too when it exists and an entry
+// of w's regex source lists matches its name, as the controller matches them.
+func withMatchOf(w *catalog.WorkloadState, id catalog.SourceID, exists bool) *catalog.WorkloadState {
+	return w.WithMatches(func(kind string) []string {
+		if kind == id.Kind && exists {
+			return []string{id.Name}
+		}
+		return nil
+	})
+}
+
 // ExplainSource explains a source given its reduced state (nil when it does
 // not exist) and the workloads of its namespace, listed with the config's
 // workload selector. key, when not empty, keeps only the readers a change of
@@ -93,6 +104,7 @@ func (c *Config) ExplainSource(kind config.SourceKind, namespace, name string, s
 		if !ok {
 			return nil, fmt.Errorf("reducing %s: got %T", wl.Object.GetName(), reduced)
 		}
+		w = withMatchOf(w, id, state != nil)
 		i := slices.IndexFunc(w.References, func(ref catalog.Reference) bool { return ref.ID == id })
 		if i < 0 {
 			continue
@@ -104,7 +116,7 @@ func (c *Config) ExplainSource(kind config.SourceKind, namespace, name string, s
 		}
 		rd := Reader{
 			Workload: workloadName(wl.Object), Keys: ref.Keys, AllKeys: ref.Keys == nil, Optional: ref.Optional,
-			Uses: c.usesByID(wl.Kind, wl.Object, namespace)[id],
+			Uses: c.usesByID(wl.Kind, wl.Object, w)[id],
 		}
 		applied := map[string]string{}
 		if w.HasApplied && json.Unmarshal([]byte(w.Applied), &applied) == nil {
@@ -118,7 +130,7 @@ func (c *Config) ExplainSource(kind config.SourceKind, namespace, name string, s
 			ws.Current = rd.Current
 			ws.same, ws.incomparable = c.compare(state, ws.Applied, ref.Keys)
 		}
-		rd.Status, rd.Note = sourceStatus(ws, nil)
+		rd.Status, rd.Note = sourceStatus(ws, nil, c.SourceLifecycle)
 		readers = append(readers, rd)
 	}
 	sort.Slice(readers, func(i, j int) bool { return readers[i].Workload < readers[j].Workload })

@@ -2,6 +2,7 @@ package explain
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -59,6 +60,9 @@ type WorkloadReport struct {
 	NotWatched string `json:"notWatched,omitempty"`
 	// Problem says why its references cannot be read, e.g. no pod template.
 	Problem string `json:"problem,omitempty"`
+	// ListProblems are entries of its source lists that are skipped (not a
+	// regular expression), as the controller's Warning Events say.
+	ListProblems []string `json:"listProblems,omitempty"`
 	// Recorded is true when the workload has an applied-checksums annotation.
 	Recorded bool `json:"recorded"`
 	// TemplateRecorded is true when the checksums were recorded against the
@@ -134,6 +138,9 @@ func (c *Config) ExplainWorkloadIn(kind config.WorkloadKind, obj *unstructured.U
 	if !ok {
 		return nil, fmt.Errorf("reducing %s: got %T", obj.GetName(), reduced)
 	}
+	// Regex source lists are matched against the sources that exist now, as
+	// the controller matches them against its cache (Catalog.Workload).
+	w, unlisted := c.withMatches(w)
 	recordedHash := decision.RecordedTemplateHash(w.AppliedTemplateHash)
 	r := &WorkloadReport{
 		Workload:         workloadName(obj),
@@ -141,6 +148,7 @@ func (c *Config) ExplainWorkloadIn(kind config.WorkloadKind, obj *unstructured.U
 		Resource:         resourceString(kind),
 		OptedIn:          w.OptedIn,
 		Problem:          w.Problem,
+		ListProblems:     w.ListProblems,
 		Recorded:         w.HasApplied,
 		TemplateRecorded: w.HasApplied && recordedHash != "" && recordedHash == w.TemplateHash,
 		Sources:          []WorkloadSource{},
@@ -165,6 +173,8 @@ func (c *Config) ExplainWorkloadIn(kind config.WorkloadKind, obj *unstructured.U
 		r.Decision = Decision{Action: ActionNothing, Reasons: []string{"the controller does not watch it: " + r.NotWatched}}
 	case w.Problem != "":
 		r.Decision = Decision{Action: ActionNothing, Reasons: []string{"its references cannot be read (" + w.Problem + "); the controller skips it"}}
+	case unlisted != nil:
+		r.Decision = Decision{Action: ActionUnknown, Reasons: []string{"the sources its regex source lists match could not be listed: " + unlisted.Error()}}
 	case unreadable:
 		r.Decision = Decision{Action: ActionUnknown, Reasons: []string{"a source it reads could not be read with your credentials; see the sources"}}
 	default:
@@ -178,6 +188,27 @@ func (c *Config) ExplainWorkloadIn(kind config.WorkloadKind, obj *unstructured.U
 	return r, nil
 }
 
+// withMatches returns the workload with the sources its regex source lists
+// match (catalog.WorkloadState.WithMatches), listed through SourceNames.
+func (c *Config) withMatches(w *catalog.WorkloadState) (*catalog.WorkloadState, error) {
+	if len(w.Patterns) == 0 {
+		return w, nil
+	}
+	if c.SourceNames == nil {
+		return w, errors.New("no way to list sources was given")
+	}
+	var failed error
+	resolved := w.WithMatches(func(kind string) []string {
+		sk, _ := c.sourceKind(kind) // list patterns name configured kinds only
+		names, err := c.SourceNames(sk, w.Namespace)
+		if err != nil && failed == nil {
+			failed = err
+		}
+		return names
+	})
+	return resolved, failed
+}
+
 // readSources reads every source the workload reads, with the caller's
 // credentials, into the report's table; it returns them for the decision,
 // and whether any could not be read. recordOnly: the decision records the
@@ -185,7 +216,7 @@ func (c *Config) ExplainWorkloadIn(kind config.WorkloadKind, obj *unstructured.U
 // changed since).
 func (c *Config) readSources(r *WorkloadReport, kind config.WorkloadKind, obj *unstructured.Unstructured, w *catalog.WorkloadState,
 	applied map[string]string, fetch SourceFetcher, recordOnly bool) (sourceLookup, bool) {
-	usesOf := c.usesByID(kind, obj, w.Namespace)
+	usesOf := c.usesByID(kind, obj, w)
 	lookup := sourceLookup{}
 	unreadable := false
 	for _, ref := range w.References {
@@ -196,6 +227,10 @@ func (c *Config) readSources(r *WorkloadReport, kind config.WorkloadKind, obj *u
 		}
 		if old, known := applied[ref.ID.String()]; known {
 			ws.Applied = &old
+		} else if ref.Matched && patternRecorded(w, applied, ref.ID) {
+			// Matched by an entry recorded with the checksums: absent then.
+			absent := appliedAbsent
+			ws.Applied = &absent
 		}
 		// Extractors only name configured source kinds.
 		sk, _ := c.sourceKind(ref.ID.Kind)
@@ -209,13 +244,24 @@ func (c *Config) readSources(r *WorkloadReport, kind config.WorkloadKind, obj *u
 			ws.Current = state.Checksum(c.Sums, ref.Keys)
 			ws.same, ws.incomparable = c.compare(state, ws.Applied, ref.Keys)
 		}
-		ws.Status, ws.Note = sourceStatus(ws, fetchErr)
+		ws.Status, ws.Note = sourceStatus(ws, fetchErr, c.SourceLifecycle)
 		if recordOnly && (ws.Status == StatusChanged || ws.Status == StatusPending || ws.Status == StatusAppeared) {
 			ws.Note += "; but see the decision: the workload's checksums are recorded afresh"
 		}
 		r.Sources = append(r.Sources, ws)
 	}
 	return lookup, unreadable
+}
+
+// patternRecorded reports whether the applied checksums record an entry of
+// the workload's regex lists that matches the source (decision.PatternKey).
+func patternRecorded(w *catalog.WorkloadState, applied map[string]string, id catalog.SourceID) bool {
+	for _, p := range w.Patterns {
+		if p.Kind == id.Kind && p.Re.MatchString(id.Name) && applied[decision.PatternKey(w.Namespace, p)] == decision.PatternMark {
+			return true
+		}
+	}
+	return false
 }
 
 // snapshot is what the decision reads, as explain sees it: the sources
@@ -249,6 +295,10 @@ func (c *Config) decision(snap decision.Snapshot, r *WorkloadReport, appliedErr 
 	for _, id := range optedOut {
 		d.Reasons = append(d.Reasons, fmt.Sprintf("%s changed, but its changes restart this workload not (%s): recorded without a restart",
 			shortID(id.Kind, id.Name), c.whyOptedOut(w, id, lookup)))
+	}
+	for _, id := range plan.RequiredGone {
+		d.Reasons = append(d.Reasons, fmt.Sprintf("%s was deleted, and its pods need it: nothing restarts for it (new pods could not start); "+
+			"the controller reports it in a RequiredSourceDeleted Warning Event", shortID(id.Kind, id.Name)))
 	}
 	switch {
 	case v.Action == decision.Hold || v.Action == decision.Queue:
@@ -314,7 +364,7 @@ func (c *Config) decision(snap decision.Snapshot, r *WorkloadReport, appliedErr 
 // applies it.
 func (c *Config) whyOptedOut(w *catalog.WorkloadState, id catalog.SourceID, sources decision.SourceLookup) string {
 	src, _ := sources.Source(id)
-	if why := decision.WhyOptedOut(c.Annotations, w, id, src); why != "" {
+	if why := c.rules().WhyOptedOut(w, id, src); why != "" {
 		return why
 	}
 	return "opted out"
@@ -334,7 +384,7 @@ func (c *Config) compare(state *catalog.SourceState, applied *string, keys []str
 }
 
 // sourceStatus says how a source compares with what the pods started with.
-func sourceStatus(s WorkloadSource, fetchErr error) (status, note string) {
+func sourceStatus(s WorkloadSource, fetchErr error, life config.SourceLifecycle) (status, note string) {
 	switch {
 	case fetchErr != nil:
 		return StatusUnreadable, "could not be read: " + fetchErr.Error()
@@ -342,8 +392,12 @@ func sourceStatus(s WorkloadSource, fetchErr error) (status, note string) {
 		return StatusAbsent, "does not exist; no applied checksum is recorded for it"
 	case !s.Exists && *s.Applied == appliedAbsent:
 		return StatusAbsent, "does not exist, and did not when its pods started"
+	case !s.Exists && !s.Optional:
+		return StatusDeleted, "deleted since its pods started, which need it: nothing restarts (new pods could not start), and the applied checksum is kept so that a re-creation with other data restarts"
+	case !s.Exists && life.RestartOnDelete:
+		return StatusDeleted, "deleted since its pods started (optional): a restart is due, so that new pods start without it"
 	case !s.Exists:
-		return StatusDeleted, "deleted since its pods started: a deletion restarts nothing, and the applied checksum is kept so that a re-creation with other data restarts"
+		return StatusDeleted, "deleted since its pods started: a deletion restarts nothing (sourceLifecycle.restartOnDelete is off), and the applied checksum is kept so that a re-creation with other data restarts"
 	case s.Applied == nil:
 		return StatusNotRecorded, "no applied checksum is recorded for it"
 	case s.same:
@@ -352,8 +406,10 @@ func sourceStatus(s WorkloadSource, fetchErr error) (status, note string) {
 		return StatusUnknown, "its checksum is keyed with the controller's checksum key, which could not be read with your credentials"
 	case *s.Applied == appliedPending:
 		return StatusPending, "recorded \"pending\": its data was updated just before the pods started, so a restart is due"
-	case *s.Applied == appliedAbsent && s.Optional:
+	case *s.Applied == appliedAbsent && s.Optional && life.RestartOnCreate:
 		return StatusAppeared, "created since its pods started without it (optional): a restart is due"
+	case *s.Applied == appliedAbsent && s.Optional:
+		return StatusAppeared, "created since its pods started without it (optional): recorded without a restart (sourceLifecycle.restartOnCreate is off)"
 	case *s.Applied == appliedAbsent:
 		return StatusAppeared, "created since; its pods could not start without it, so they start with it: recorded without a restart"
 	default:
@@ -363,18 +419,30 @@ func sourceStatus(s WorkloadSource, fetchErr error) (status, note string) {
 
 // usesByID groups the places of the workload's pod spec, and its source-list
 // annotations, that name each source.
-func (c *Config) usesByID(kind config.WorkloadKind, obj *unstructured.Unstructured, namespace string) map[catalog.SourceID][]Use {
+func (c *Config) usesByID(kind config.WorkloadKind, obj *unstructured.Unstructured, w *catalog.WorkloadState) map[catalog.SourceID][]Use {
+	namespace := w.Namespace
 	out := map[catalog.SourceID][]Use{}
+	listPath := func(annotation string) string {
+		path := "metadata.annotations[" + annotation + "]"
+		if _, onWorkload := obj.GetAnnotations()[annotation]; !onWorkload {
+			path = kind.PodTemplatePath.String() + "." + path
+		}
+		return path
+	}
 	// Lists read where the controller reads them: the workload's own
 	// annotations, its pod template's, or both (readFrom).
 	listed, _ := c.ListedSourcesOf(c.WorkloadAnnotationsOf(kind, obj.Object, obj.GetAnnotations()), namespace, true)
 	for _, l := range listed {
 		id := catalog.SourceID{Kind: l.Kind, Namespace: l.Namespace, Name: l.Name}
-		path := "metadata.annotations[" + l.Annotation + "]"
-		if _, onWorkload := obj.GetAnnotations()[l.Annotation]; !onWorkload {
-			path = kind.PodTemplatePath.String() + "." + path
+		out[id] = append(out[id], Use{Reference: "annotation " + l.Annotation, Path: listPath(l.Annotation), AllKeys: true, Optional: true})
+	}
+	for _, p := range w.Patterns {
+		for _, ref := range w.References {
+			if ref.ID.Kind == p.Kind && p.Re.MatchString(ref.ID.Name) {
+				out[ref.ID] = append(out[ref.ID], Use{Reference: "annotation " + p.Annotation + ", regex " + p.Entry,
+					Path: listPath(p.Annotation), AllKeys: true, Optional: true})
+			}
 		}
-		out[id] = append(out[id], Use{Reference: "annotation " + l.Annotation, Path: path, AllKeys: true, Optional: true})
 	}
 	template, ok := kind.PodTemplatePath.Object(obj.Object)
 	if !ok {

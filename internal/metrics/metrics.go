@@ -4,6 +4,7 @@
 package metrics
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,8 +43,14 @@ type Metrics struct {
 	reloadTime       prometheus.Gauge
 	configInfo       *prometheus.GaugeVec
 	KindDegraded     *prometheus.GaugeVec
+	Notifications    NotifyCounters
+
+	// Reloader's names (ExportReloaderNames); nil until exported.
+	reloaderExecuted    *prometheus.CounterVec
+	reloaderByNamespace *prometheus.CounterVec
 
 	docs []Doc
+	reg  factory
 }
 
 // Doc describes one metric for the README, which a test writes from this list
@@ -63,6 +70,7 @@ func New(counts func() (sources, workloads int)) *Metrics {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := &Metrics{Registry: reg}
 	f := factory{reg: reg, docs: &m.docs}
+	m.reg = f
 
 	m.ResourceVersions = f.counter(xingPrefix+"resource_versions_total",
 		"Source (ConfigMap, Secret) resource versions processed: every add, update and delete event.")
@@ -104,7 +112,7 @@ func New(counts func() (sources, workloads int)) *Metrics {
 			"patch_forbidden (watched, but may not patch: cannot restart). Absent once it works.",
 		"resource", "namespace", "reason")
 	m.EventsDropped = f.counter("restart_controller_events_dropped_total",
-		"Events on workloads not written because the Event rate limit was reached (the restarts are still logged).")
+		"Events not written because the Event rate limit was reached or the queue of Events to write was full (the restarts are still logged).")
 	m.reloadOK = f.gauge("restart_controller_config_last_reload_successful",
 		"1 when the last load of the config file succeeded; 0 when a changed file was refused and the previous config stays in force.")
 	m.reloadTime = f.gauge("restart_controller_config_last_reload_timestamp_seconds",
@@ -124,7 +132,40 @@ func New(counts func() (sources, workloads int)) *Metrics {
 	// as 0 rather than as a missing series.
 	m.Held.WithLabelValues("wave")
 	m.Held.WithLabelValues("breaker")
+	m.Notifications = f.notifyCounters()
 	return m
+}
+
+// ExportReloaderNames registers Reloader's reload counters too
+// (metrics.reloaderCompatible): reloader_reload_executed_total{success},
+// and with byNamespace reloader_reload_executed_total_by_namespace. Call
+// it once, before any restart is counted.
+func (m *Metrics) ExportReloaderNames(byNamespace bool) {
+	m.reloaderExecuted = m.reg.counterVec("reloader_reload_executed_total",
+		"Restart patches, by success: true when the API server took the patch, false when it refused it or failed "+
+			"(Reloader's name; with metrics.reloaderCompatible).", "success")
+	// As in Reloader, both series exist from the start.
+	m.reloaderExecuted.WithLabelValues("true")
+	m.reloaderExecuted.WithLabelValues("false")
+	if byNamespace {
+		m.reloaderByNamespace = m.reg.counterVec("reloader_reload_executed_total_by_namespace",
+			"Restart patches, by success and the workload's namespace "+
+				"(Reloader's name; with metrics.reloaderCompatible and metrics.reloaderByNamespace).", "success", "namespace")
+	}
+}
+
+// RestartPatched counts a restart patch sent for a workload in namespace:
+// taken by the API server (ok) or not. Only Reloader's names count it; the
+// controller's own restart counter counts restarts decided.
+func (m *Metrics) RestartPatched(namespace string, ok bool) {
+	if m.reloaderExecuted == nil {
+		return
+	}
+	success := strconv.FormatBool(ok)
+	m.reloaderExecuted.WithLabelValues(success).Inc()
+	if m.reloaderByNamespace != nil {
+		m.reloaderByNamespace.WithLabelValues(success, namespace).Inc()
+	}
 }
 
 // SetHeld publishes how many restarts are held for each reason.

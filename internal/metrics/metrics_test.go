@@ -1,10 +1,12 @@
 package metrics
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/util/workqueue"
 )
 
@@ -66,6 +68,11 @@ func TestDocsCoverTheRegistry(t *testing.T) {
 	m.Rollouts.WithLabelValues("complete").Inc()
 	m.RolloutDuration.WithLabelValues("complete").Observe(1)
 	m.KindDegraded.WithLabelValues("daemonsets.apps", "", "forbidden").Set(1)
+	m.ExportReloaderNames(true)
+	m.RestartPatched("shop", true)
+	for _, c := range []*prometheus.CounterVec{m.Notifications.Sent, m.Notifications.Failed, m.Notifications.Dropped} {
+		c.WithLabelValues("chat")
+	}
 	documented := map[string]bool{}
 	for _, d := range m.Docs() {
 		documented[d.Name] = true
@@ -77,7 +84,7 @@ func TestDocsCoverTheRegistry(t *testing.T) {
 	ours := 0
 	for _, f := range families {
 		name := f.GetName()
-		if !strings.HasPrefix(name, "restart_controller_") && !strings.HasPrefix(name, xingPrefix) {
+		if !strings.HasPrefix(name, "restart_controller_") && !strings.HasPrefix(name, xingPrefix) && !strings.HasPrefix(name, "reloader_") {
 			continue // Go runtime and process collectors
 		}
 		ours++
@@ -116,4 +123,59 @@ func TestQueueMetricsSurviveASecondQueue(t *testing.T) {
 	if adds != 2 {
 		t.Fatalf("workqueue_adds_total = %v after two queues of one add each, want 2", adds)
 	}
+}
+
+// Reloader's names, as its source defines them: the counter with both
+// success series from the start, and the per-namespace one only when asked
+// for; nothing is counted before they are exported.
+func TestReloaderMetricNames(t *testing.T) {
+	m := New(func() (int, int) { return 0, 0 })
+	m.RestartPatched("shop", true) // not exported: counts nowhere, no panic
+	if got := serve(t, m); strings.Contains(got, "reloader_") {
+		t.Fatalf("Reloader's names served without being exported:\n%s", got)
+	}
+	m.ExportReloaderNames(false)
+	m.RestartPatched("shop", true)
+	m.RestartPatched("shop", true)
+	m.RestartPatched("web", false)
+	got := serve(t, m)
+	for _, want := range []string{`reloader_reload_executed_total{success="true"} 2`, `reloader_reload_executed_total{success="false"} 1`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %s in\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "by_namespace") {
+		t.Errorf("the per-namespace counter is served without being asked for")
+	}
+
+	m = New(func() (int, int) { return 0, 0 })
+	m.ExportReloaderNames(true)
+	m.RestartPatched("shop", false)
+	if got := serve(t, m); !strings.Contains(got, `reloader_reload_executed_total_by_namespace{namespace="shop",success="false"} 1`) {
+		t.Errorf("per-namespace counter missing in\n%s", got)
+	}
+}
+
+// serve returns the registry's counters, one line each:
+// name{label="value",...} value, labels sorted by name.
+func serve(t *testing.T, m *Metrics) string {
+	t.Helper()
+	families, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, f := range families {
+		for _, metric := range f.GetMetric() {
+			if metric.GetCounter() == nil {
+				continue
+			}
+			var labels []string
+			for _, l := range metric.GetLabel() { // sorted by name
+				labels = append(labels, l.GetName()+`="`+l.GetValue()+`"`)
+			}
+			fmt.Fprintf(&b, "%s{%s} %v\n", f.GetName(), strings.Join(labels, ","), metric.GetCounter().GetValue())
+		}
+	}
+	return b.String()
 }

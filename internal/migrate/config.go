@@ -107,7 +107,7 @@ func (m *mapping) annotations(a Annotations) {
 	if len(rename) == 0 {
 		return
 	}
-	for _, list := range []string{"optInAnnotations", "sourceListAnnotations"} {
+	for _, list := range []string{"optInAnnotations", "sourceListAnnotations", "ignoreAnnotations"} {
 		for _, e := range entries(m.tree[list]) {
 			for _, field := range []string{"annotation", "sourceAnnotation"} {
 				if to, ok := rename[fmt.Sprint(e[field])]; ok {
@@ -203,11 +203,16 @@ func (m *mapping) behaviour(o Options) {
 	if o.ReloadStrategy == "env-vars" {
 		m.differs("--reload-strategy=env-vars", "a restart sets an annotation on the pod template, not a STAKATER_* environment variable; the pods roll the same way")
 	}
+	// Reloader's flags, both off by default; on here by default.
+	life := map[string]any{}
 	if !o.ReloadOnCreate {
-		m.lost("--reload-on-create=false", "a source created while a workload already names it optionally, or lists it, restarts that workload (Reloader: nothing); not configurable yet")
+		life["restartOnCreate"] = false
 	}
-	if o.ReloadOnDelete {
-		m.lost("--reload-on-delete", "not supported yet: deleting a source restarts nothing")
+	if !o.ReloadOnDelete {
+		life["restartOnDelete"] = false
+	}
+	if len(life) > 0 {
+		m.tree["sourceLifecycle"] = life
 	}
 	if !o.SyncAfterRestart {
 		m.differs("--sync-after-restart=false", "changes made while the controller was down are acted on when it starts (Reloader: lost)")
@@ -219,9 +224,14 @@ func (m *mapping) behaviour(o Options) {
 		m.lost("ALERT_ON_RELOAD", "not supported yet: no message is posted (to %s) on a restart", sinkName(o.AlertSink))
 	}
 	if o.MetricsByNamespace {
-		m.lost("METRICS_COUNT_BY_NAMESPACE", "not supported yet: restart-controller's metrics do not count restarts by namespace under Reloader's names")
+		// The preset exports Reloader's reload counter (metrics.reloaderCompatible).
+		metrics, _ := m.tree["metrics"].(map[string]any)
+		if metrics == nil {
+			metrics = map[string]any{"reloaderCompatible": true}
+			m.tree["metrics"] = metrics
+		}
+		metrics["reloaderByNamespace"] = true
 	}
-	m.differs("reloader_reload_executed_total", "Reloader's metric names are not exported: use restart_controller_restarts_total")
 }
 
 func sinkName(s string) string {

@@ -248,3 +248,31 @@ func TestMain(t *testing.T) {
 		t.Errorf("-o: %v\n%s", err, data)
 	}
 }
+
+// Reloader's creation and deletion flags, its per-namespace metric and a
+// renamed ignore annotation map onto sourceLifecycle, metrics and
+// ignoreAnnotations, with nothing reported lost for them.
+func TestConfigLifecycleMetricsIgnore(t *testing.T) {
+	o := DefaultOptions() // --reload-on-create and --reload-on-delete off
+	o.MetricsByNamespace = true
+	o.Annotations.Ignore = "my/ignore"
+	tree, res := migrated(t, o, false)
+	if want := map[string]any{"restartOnCreate": false, "restartOnDelete": false}; !reflect.DeepEqual(tree["sourceLifecycle"], want) {
+		t.Errorf("sourceLifecycle %v, want %v", tree["sourceLifecycle"], want)
+	}
+	if want := map[string]any{"reloaderCompatible": true, "reloaderByNamespace": true}; !reflect.DeepEqual(tree["metrics"], want) {
+		t.Errorf("metrics %v, want %v", tree["metrics"], want)
+	}
+	if got := names(tree["ignoreAnnotations"], "annotation"); !slices.Equal(got, []string{"my/ignore"}) {
+		t.Errorf("ignore annotations %v", got)
+	}
+	for _, f := range res.Findings {
+		if s := f.String(); strings.Contains(s, "reload-on") || strings.Contains(s, "METRICS_COUNT") || strings.Contains(s, "reload_executed") {
+			t.Errorf("reported: %s", s)
+		}
+	}
+	o.ReloadOnCreate, o.ReloadOnDelete = true, true
+	if tree, _ := migrated(t, o, false); tree["sourceLifecycle"] != nil {
+		t.Errorf("sourceLifecycle %v written though both flags are on, as the defaults", tree["sourceLifecycle"])
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/decision"
+	"github.com/restart-controller/restart-controller/internal/notify"
 	"github.com/restart-controller/restart-controller/internal/pacing"
 	"github.com/restart-controller/restart-controller/internal/strategy"
 )
@@ -39,20 +39,22 @@ func (c *Controller) holdRestart(ctx context.Context, key catalog.WorkloadKey, w
 	// not carry.
 	c.metrics.SetHeld(c.fleet.setHeld(key, hold.Kind))
 	log := c.log.With("workload", key.String())
+	var note string
+	var sources []notify.Source // what the notification names: the halted change's source
 	switch hold.Kind {
 	case pacing.HoldWave:
 		id, _ := decision.ParseSourceID(hold.Source)
+		sources = []notify.Source{{ID: hold.Source}}
 		log.Warn("restart held: a rollout of the same change failed", "source", hold.Source, "change", hold.Change, "failed", hold.Cause)
-		c.event(w, corev1.EventTypeWarning, "RestartHeld", "Hold",
-			"Restart held: the change %s of %s is halted, a rollout of it failed: %s. It goes on by itself when that rollout "+
-				"completes after all, or when %s changes again; to let this change go on now: kubectl annotate %s %s -n %s %s=%s --overwrite",
+		note = fmt.Sprintf("Restart held: the change %s of %s is halted, a rollout of it failed: %s. It goes on by itself when that rollout "+
+			"completes after all, or when %s changes again; to let this change go on now: kubectl annotate %s %s -n %s %s=%s --overwrite",
 			hold.Change, hold.Source, hold.Cause, hold.Source, id.Kind, id.Name, id.Namespace, c.cfg.Annotations.Release, hold.Change)
 	default:
 		log.Warn("restart held by the breaker", "cause", hold.Cause, "quiet", c.cfg.Breaker.Quiet)
-		c.event(w, corev1.EventTypeWarning, "RestartHeld", "Hold",
-			"Restart held: %s; it restarts once the sources it reads have been still for %s",
-			hold.Cause, c.cfg.Breaker.Quiet)
+		note = fmt.Sprintf("Restart held: %s; it restarts once the sources it reads have been still for %s", hold.Cause, c.cfg.Breaker.Quiet)
 	}
+	c.event(w, corev1.EventTypeWarning, "RestartHeld", "Hold", "%s", note)
+	c.tell(notify.Hold, key, sources, "held", note, c.now())
 	return nil
 }
 
@@ -125,7 +127,10 @@ func (c *Controller) act(ctx context.Context, key catalog.WorkloadKey, w *catalo
 		c.fleet.unreserve(key)
 	}
 	if apierrors.IsNotFound(err) {
-		return nil
+		return nil // gone: no restart was refused
+	}
+	if v.Plan.Restart && !errors.Is(err, errLeaseStale) {
+		c.metrics.RestartPatched(key.Namespace, err == nil)
 	}
 	if err != nil {
 		return fmt.Errorf("patching %s: %w", key, err)
@@ -205,8 +210,13 @@ func (c *Controller) report(w *catalog.WorkloadState, key catalog.WorkloadKey, p
 	}
 	c.metrics.Restarts.Inc()
 	changed := make([]string, len(plan.Changed))
+	sources := make([]notify.Source, len(plan.Changed))
 	for i, id := range plan.Changed {
-		changed[i] = c.describeRead(id, w.References)
+		sources[i] = c.changedRead(id, w.References)
+		changed[i] = sources[i].String()
+		if _, exists := c.catalog.Source(id); !exists {
+			changed[i] = id.String() + " (deleted)"
+		}
 		if opened, ok := c.windows.Opened(id); ok {
 			c.metrics.ChangeToRestart.Observe(now.Sub(opened).Seconds())
 		}
@@ -217,30 +227,7 @@ func (c *Controller) report(w *catalog.WorkloadState, key catalog.WorkloadKey, p
 	if plan.NotRolled != "" {
 		c.reportNotRolled(log, w, plan.NotRolled, changed, dryRun)
 	}
-}
-
-// describeRead names a changed source and the keys that changed among those
-// the workload reads, when the grace window of the change knows them; else
-// the keys the workload reads from it.
-func (c *Controller) describeRead(id catalog.SourceID, refs []catalog.Reference) string {
-	var read []string // nil: every key
-	for _, r := range refs {
-		if r.ID == id {
-			read = r.Keys
-		}
-	}
-	if changed, known := c.windows.ChangedKeys(id); known {
-		if read != nil {
-			changed = slices.DeleteFunc(changed, func(k string) bool { return !slices.Contains(read, k) })
-		}
-		if len(changed) > 0 {
-			return fmt.Sprintf("%s (changed keys: %s)", id, strings.Join(changed, ", "))
-		}
-	}
-	if read != nil {
-		return fmt.Sprintf("%s (keys %s)", id, strings.Join(read, ", "))
-	}
-	return fmt.Sprintf("%s (all keys)", id)
+	c.tell(notify.Restart, key, sources, "restarted", plan.NotRolled, now) // a reason: why it replaces no pods now
 }
 
 // Event reasons and log words, as done and as a dry run says them.

@@ -82,6 +82,11 @@ type Controller struct {
 	// fresh, when set, says whether this replica may still write: its
 	// leader lease is certainly its own (WriteOnlyWhile).
 	fresh func() bool
+	// warned are the Warning Events about workloads' own state recorded
+	// (warnings.go).
+	warned warnings
+	// notifier, when set, is told of restarts, holds and rollout outcomes (notify.go).
+	notifier Notifier
 }
 
 // New builds a controller. The queue exists from the start so that events
@@ -139,6 +144,12 @@ func (c *Controller) SourceChanged(id catalog.SourceID, changedKeys []string) {
 
 // SourceCreated is called by the watcher when a source is created after start-up.
 func (c *Controller) SourceCreated(id catalog.SourceID) { c.sourceEvent(id, true, nil) }
+
+// SourceDeleted is called by the watcher when a source is deleted. Its
+// readers are decided when the grace period it opens ends, as for a
+// change: a deletion and a re-creation inside it are one decision. Like a
+// creation, it touches no key that pods read before.
+func (c *Controller) SourceDeleted(id catalog.SourceID) { c.sourceEvent(id, true, nil) }
 
 // sourceEvent opens or joins the source's grace period and schedules every
 // workload that reads it for when that ends.
@@ -311,6 +322,12 @@ func isTransient(err error) bool {
 // report it. The only requeue is the verdict's, in requeue.
 func (c *Controller) Reconcile(ctx context.Context, key catalog.WorkloadKey) error {
 	w, ok := c.catalog.Workload(key)
+	if ok {
+		// Before the opt-in: a list whose every entry is bad opts nothing in.
+		c.warnOnce(key, w, "InvalidSourceList", "Read", w.ListProblems)
+	} else {
+		c.warned.forget(key)
+	}
 	if !ok || !w.OptedIn {
 		c.dryRun.forget(key)
 		c.fleet.forget(key)
@@ -333,6 +350,7 @@ func (c *Controller) Reconcile(ctx context.Context, key catalog.WorkloadKey) err
 		}
 	}
 	v := c.decide(key, *snap)
+	c.warnOnce(key, w, "RequiredSourceDeleted", "Restart", requiredGoneNotes(v.Plan.RequiredGone))
 	c.requeue(key, v.Recheck)
 	if err := c.act(ctx, key, snap.Workload, v); err != nil {
 		return err

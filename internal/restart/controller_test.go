@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -1035,5 +1036,167 @@ func TestPatchWithSendsDecisionsThroughTheMetadataClient(t *testing.T) {
 	want := patchBody(u.GetResourceVersion(), applied, w.TemplateHash, strings.Join(h.c.templateFields[gvr], "."), true)
 	if got := withoutRecord(t, p.GetPatch()); got != want {
 		t.Errorf("patch body:\n got %s\nwant %s", got, want)
+	}
+}
+
+// A regex source list reads the sources its entries match; an entry that is
+// no regular expression is reported once as a Warning Event naming the
+// annotation and the entry (not at every reconcile), and again when the
+// annotation changes to another bad entry.
+func TestReconcileRegexListWarnsOnceAboutBadEntries(t *testing.T) {
+	h := newHarness(t, nil, nil, dataV1)
+	h.cfg.SourceLists = []config.SourceList{{Annotation: "example.com/reload", Kind: "configmap", OptIn: true, Regex: true}}
+	rec := &fakeRecorder{}
+	h.c.events = rec
+	u := fromYAML(t, `
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: lister, namespace: shop, resourceVersion: "5", annotations: {example.com/reload: "ap+, a["}}
+spec: {template: {spec: {containers: [{name: c, image: x}]}}}
+`)
+	h.client = fake.NewSimpleDynamicClient(runtime.NewScheme(), u.DeepCopy())
+	h.c.client = h.client
+	h.cache(u)
+	key := keyOf(deploymentsGVR, u)
+	for range 2 {
+		if err := h.c.Reconcile(context.Background(), key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var warnings []string
+	for _, e := range rec.events {
+		if e.eventtype == corev1.EventTypeWarning {
+			warnings = append(warnings, e.reason+": "+e.note)
+		}
+	}
+	want := []string{"InvalidSourceList: example.com/reload: entry \"a[\" is not a regular expression, skipped: error parsing regexp: missing closing ]: `[)$`"}
+	if !reflect.DeepEqual(warnings, want) {
+		t.Fatalf("warnings\n%q\nwant\n%q", warnings, want)
+	}
+	patches := h.patches()
+	if len(patches) == 0 || !strings.Contains(string(patches[0].GetPatch()), cmApp.String()) {
+		t.Fatalf("patches %v: want the checksums of %s, which ap+ matches, recorded", patches, cmApp)
+	}
+	h.cache(withAnnotations(u, map[string]string{"example.com/reload": "b("}))
+	if err := h.c.Reconcile(context.Background(), key); err != nil {
+		t.Fatal(err)
+	}
+	if last := rec.events[len(rec.events)-1]; last.reason != "InvalidSourceList" || !strings.Contains(last.note, `"b("`) {
+		t.Errorf("last event %+v, want a warning about b(", last)
+	}
+}
+
+// A deleted source its pods read optionally restarts the workload once
+// (recorded absent, after the API confirms it); a deleted required source
+// restarts nothing and is reported once in a Warning Event, not at every
+// reconcile.
+func TestReconcileDeletedSources(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		optional bool
+		restarts bool
+		warnings []string
+	}{
+		{"optional: restart", true, true, nil},
+		{"required: reported", false, false, []string{"RequiredSourceDeleted: " + cmApp.String() + " was deleted; its pods need it, so nothing restarts"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := fromYAML(t, strings.Replace(webDeployment, "{configMapRef: {name: app}}", fmt.Sprintf("{configMapRef: {name: app, optional: %v}}", tc.optional), 1))
+			settled := settle(newHarness(t, nil, nil, nil), u, dataV1)
+			h := newHarness(t, []*unstructured.Unstructured{settled}, []*unstructured.Unstructured{settled}, nil) // app is gone
+			rec := &fakeRecorder{}
+			h.c.events = rec
+			for range 2 {
+				if err := h.c.Reconcile(context.Background(), keyOf(deploymentsGVR, settled)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var warnings []string
+			for _, e := range rec.events {
+				if e.eventtype == corev1.EventTypeWarning {
+					warnings = append(warnings, e.reason+": "+e.note)
+				}
+			}
+			if len(warnings) != len(tc.warnings) || (len(warnings) == 1 && !strings.HasPrefix(warnings[0], tc.warnings[0])) {
+				t.Errorf("warnings %q, want %q", warnings, tc.warnings)
+			}
+			patches := h.patches()
+			if !tc.restarts {
+				if len(patches) != 0 {
+					t.Fatalf("%d patches, want none", len(patches))
+				}
+				return
+			}
+			if len(patches) != 1 || h.existsCalls == 0 {
+				t.Fatalf("%d patches after %d existence checks, want one restart after a check", len(patches), h.existsCalls)
+			}
+			if last := rec.events[len(rec.events)-1]; last.reason != "Restarted" || !strings.HasSuffix(last.note, cmApp.String()+" (deleted)") {
+				t.Errorf("event %+v, want Restarted naming %s (deleted)", last, cmApp)
+			}
+			want := patchBody("42", annotation(t, map[string]string{cmApp.String(): ""}), h.reduce(settled).TemplateHash, "spec.template", true)
+			if got := withoutRecord(t, patches[0].GetPatch()); got != want {
+				t.Errorf("patch body:\n got %s\nwant %s", got, want)
+			}
+		})
+	}
+}
+
+// With Reloader's metric names exported, each restart patch is counted by
+// success, once the API server answered: taken, or refused. Records are no
+// restarts, and a dry run sends no patch: neither counts.
+func TestReloaderMetricCountsRestartPatches(t *testing.T) {
+	executed := func(h *harness, success string) float64 {
+		t.Helper()
+		families, err := h.c.metrics.Registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			if f.GetName() != "reloader_reload_executed_total" {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				if m.GetLabel()[0].GetValue() == success {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+		t.Fatalf("reloader_reload_executed_total{success=%q} not served", success)
+		return 0
+	}
+	for _, tc := range []struct {
+		name      string
+		refuse    bool
+		firstSeen bool
+		ok, fail  float64
+	}{
+		{"restart taken", false, false, 1, 0},
+		{"restart refused", true, false, 0, 1},
+		{"first sight recorded: no restart", false, true, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := fromYAML(t, webDeployment)
+			h := newHarness(t, nil, nil, dataV2)
+			h.c.metrics.ExportReloaderNames(false)
+			cached := settle(h, w, dataV1)
+			if tc.firstSeen {
+				cached = w
+			}
+			h.client = fake.NewSimpleDynamicClient(runtime.NewScheme(), cached.DeepCopy())
+			h.c.client = h.client
+			h.cache(cached)
+			if tc.refuse {
+				h.client.PrependReactor("patch", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
+					return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web", errors.New("no"))
+				})
+			}
+			_ = h.c.Reconcile(context.Background(), keyOf(deploymentsGVR, w))
+			if len(h.patches()) != 1 {
+				t.Fatalf("%d patches, want 1", len(h.patches()))
+			}
+			if ok, fail := executed(h, "true"), executed(h, "false"); ok != tc.ok || fail != tc.fail {
+				t.Errorf("success=true %v, success=false %v; want %v and %v", ok, fail, tc.ok, tc.fail)
+			}
+		})
 	}
 }

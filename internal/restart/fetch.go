@@ -10,8 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes/scheme"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
@@ -26,19 +25,19 @@ var (
 // APIFetch reads one source, data included, with a LIST by name: like
 // APIExists it needs only the list permission the informers already have
 // (a GET would need get). ConfigMaps and Secrets are read as protobuf
-// through core (a protobuf-configured client) and handed over still
+// through core (a core/v1 REST client configured for protobuf) and handed over still
 // encoded, so that the KeyReader hashes their data where the response holds
 // it; other kinds come through the dynamic client. Either reduces to the
 // same digests. It reads what a KeyReader asks for: the keys a workload
 // reads of a source too large to cache a digest per key.
-func APIFetch(core corev1client.CoreV1Interface, client dynamic.Interface) catalog.FetchFunc {
+func APIFetch(core rest.Interface, client dynamic.Interface) catalog.FetchFunc {
 	return func(ctx context.Context, kind config.SourceKind, namespace, name string) (runtime.Object, error) {
 		opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()}
 		var items []runtime.Object
 		switch kind.GVR {
 		case configMapsGVR, secretsGVR:
-			body, err := core.RESTClient().Get().Namespace(namespace).Resource(kind.GVR.Resource).
-				VersionedParams(&opts, scheme.ParameterCodec).Do(ctx).Raw()
+			body, err := core.Get().Namespace(namespace).Resource(kind.GVR.Resource).
+				VersionedParams(&opts, metav1.ParameterCodec).Do(ctx).Raw()
 			if err != nil {
 				return nil, fmt.Errorf("listing %s/%s/%s: %w", kind.Name, namespace, name, err)
 			}

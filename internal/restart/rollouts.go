@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/notify"
 	"github.com/restart-controller/restart-controller/internal/pacing"
 	"github.com/restart-controller/restart-controller/internal/rollout"
 	"github.com/restart-controller/restart-controller/internal/strategy"
@@ -64,6 +65,7 @@ func (c *Controller) follow(ctx context.Context, key catalog.WorkloadKey, w *cat
 		log.Warn("rollout failed", "reason", verdict.Reason, "message", verdict.Message)
 		c.event(w, corev1.EventTypeWarning, "RolloutFailed", "Rollout",
 			"Rollout of the restart at %s failed after %s: %s: %s", restarted, took.Round(time.Second), verdict.Reason, verdict.Message)
+		c.tell(notify.RolloutFailed, key, notify.IDs(rec.Sources), "failed", verdict.Reason+": "+verdict.Message, now)
 	default:
 		log.Info("rollout not followed: the workload does not roll its pods by itself", "reason", verdict.Reason)
 	}
@@ -88,6 +90,8 @@ func (c *Controller) recovered(ctx context.Context, key catalog.WorkloadKey, w *
 		"failed", rec.Reason)
 	c.event(w, corev1.EventTypeNormal, "RolloutRecovered", "Rollout",
 		"Rollout of the restart at %s, judged failed (%s), is complete after all; the restarts it held go on", restarted, rec.Reason)
+	c.tell(notify.RolloutRecovered, key, notify.IDs(rec.Sources), "recovered",
+		"complete after it was judged failed ("+rec.Reason+"); the restarts it held go on", now)
 	c.wake(rec.Sources, now)
 	return nil
 }

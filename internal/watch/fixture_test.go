@@ -122,6 +122,7 @@ type syncRecorder struct {
 	mu        sync.Mutex
 	changed   []catalog.SourceID
 	created   []catalog.SourceID
+	deleted   []catalog.SourceID
 	workloads []catalog.WorkloadKey
 }
 
@@ -135,6 +136,12 @@ func (r *syncRecorder) SourceCreated(id catalog.SourceID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.created = append(r.created, id)
+}
+
+func (r *syncRecorder) SourceDeleted(id catalog.SourceID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.deleted = append(r.deleted, id)
 }
 
 func (r *syncRecorder) SourceAnnotated(catalog.SourceID) {}

@@ -16,12 +16,14 @@ type recorder struct {
 	sources   []catalog.SourceID
 	workloads []catalog.WorkloadKey
 	annotated []catalog.SourceID
+	deleted   []catalog.SourceID
 }
 
 func (r *recorder) SourceAnnotated(id catalog.SourceID) { r.annotated = append(r.annotated, id) }
 
 func (r *recorder) SourceChanged(id catalog.SourceID, _ []string) { r.sources = append(r.sources, id) }
 func (r *recorder) SourceCreated(id catalog.SourceID)             { r.sources = append(r.sources, id) }
+func (r *recorder) SourceDeleted(id catalog.SourceID)             { r.deleted = append(r.deleted, id) }
 func (r *recorder) WorkloadChanged(key catalog.WorkloadKey)       { r.workloads = append(r.workloads, key) }
 
 type listedRecorder struct {
@@ -49,29 +51,30 @@ func TestSourceHandlerComputesKeysOnlyForDataChanges(t *testing.T) {
 	released := sourceState("4", map[string]byte{"a": 1})
 	released.Annotations = map[string]string{"release": "0123456789abcdef"}
 	cases := []struct {
-		name  string
-		event func(h cache.ResourceEventHandler)
-		want  int
+		name    string
+		event   func(h cache.ResourceEventHandler)
+		want    int
+		deleted int
 	}{
-		{"initial list is not a change", func(h cache.ResourceEventHandler) { h.OnAdd(v1, true) }, 0},
-		{"created after start", func(h cache.ResourceEventHandler) { h.OnAdd(v1, false) }, 1},
-		{"metadata-only update", func(h cache.ResourceEventHandler) { h.OnUpdate(v1, v1Relabelled) }, 0},
-		{"data update", func(h cache.ResourceEventHandler) { h.OnUpdate(v1, v2) }, 1},
-		{"release annotation is no data change", func(h cache.ResourceEventHandler) { h.OnUpdate(v1, released) }, 0},
-		{"deleted", func(h cache.ResourceEventHandler) { h.OnDelete(v1) }, 0},
+		{"initial list is not a change", func(h cache.ResourceEventHandler) { h.OnAdd(v1, true) }, 0, 0},
+		{"created after start", func(h cache.ResourceEventHandler) { h.OnAdd(v1, false) }, 1, 0},
+		{"metadata-only update", func(h cache.ResourceEventHandler) { h.OnUpdate(v1, v1Relabelled) }, 0, 0},
+		{"data update", func(h cache.ResourceEventHandler) { h.OnUpdate(v1, v2) }, 1, 0},
+		{"release annotation is no data change", func(h cache.ResourceEventHandler) { h.OnUpdate(v1, released) }, 0, 0},
+		{"deleted", func(h cache.ResourceEventHandler) { h.OnDelete(v1) }, 0, 1},
 		{"tombstone", func(h cache.ResourceEventHandler) {
 			h.OnDelete(cache.DeletedFinalStateUnknown{Key: "shop/app", Obj: v1})
-		}, 0},
+		}, 0, 1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			rec := &recorder{}
 			m := metrics.New(func() (int, int) { return 0, 0 })
 			c.event(sourceHandler{kind: "configmap", handler: rec, metrics: m})
-			if len(rec.sources) != c.want {
-				t.Fatalf("got %v, want %d change(s)", rec.sources, c.want)
+			if len(rec.sources) != c.want || len(rec.deleted) != c.deleted {
+				t.Fatalf("got %v and deletions %v, want %d change(s), %d deletion(s)", rec.sources, rec.deleted, c.want, c.deleted)
 			}
-			for _, got := range rec.sources {
+			for _, got := range append(rec.sources, rec.deleted...) {
 				if got != id {
 					t.Fatalf("got %v, want %v", got, id)
 				}

@@ -1,47 +1,40 @@
 package watch
 
 import (
+	"context"
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/kube"
 )
 
 // sourceInformer prefers protobuf: source data is the bulk of what the
 // controller receives, and JSON makes it parse every byte as text (a 100 kB
-// ConfigMap is a 100 kB JSON string to unescape). Kinds that client-go's
-// scheme knows, ConfigMaps and Secrets among them, are therefore fetched
+// ConfigMap is a 100 kB JSON string to unescape). Kinds that internal/kube's
+// scheme knows (core/v1: ConfigMaps and Secrets among them) are therefore fetched
 // through a typed REST client speaking protobuf; any other kind through the
 // dynamic client. Both are reduced to the same digests by the transform.
 // ConfigMaps and Secrets decode straight into reduced SourceStates, without
 // decoding their data (catalog.SourceReducer.ProtobufSources).
 func sourceInformer(rc *rest.Config, client dynamic.Interface, gvr schema.GroupVersionResource, kind, namespace string, reduce catalog.SourceReducer) (cache.SharedIndexInformer, error) {
 	gvk := gvr.GroupVersion().WithKind(kind)
-	if rc == nil || !scheme.Scheme.Recognizes(gvk) {
-		return dynamicinformer.NewFilteredDynamicInformer(client, gvr, namespace, 0, cache.Indexers{}, nil).Informer(), nil
+	if rc == nil || !kube.Scheme.Recognizes(gvk) {
+		return dynamicSourceInformer(client, gvr, namespace), nil
 	}
-	example, err := scheme.Scheme.New(gvk)
+	example, err := kube.Scheme.New(gvk)
 	if err != nil {
 		return nil, fmt.Errorf("creating a %s: %w", gvk, err)
 	}
-	cfg := rest.CopyConfig(rc)
-	gv := gvr.GroupVersion()
-	cfg.GroupVersion = &gv
-	cfg.APIPath = "/apis"
-	if gv.Group == "" {
-		cfg.APIPath = "/api"
-	}
-	cfg.ContentType = runtime.ContentTypeProtobuf
-	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	cfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	cfg := kube.RESTConfigFor(rc, gvr.GroupVersion(), true)
 	if reducing, ok := reduce.ProtobufSources(gvk, cfg.NegotiatedSerializer); ok {
 		cfg.NegotiatedSerializer, example = reducing, &catalog.SourceState{}
 	}
@@ -51,4 +44,22 @@ func sourceInformer(rc *rest.Config, client dynamic.Interface, gvr schema.GroupV
 	}
 	lw := cache.NewFilteredListWatchFromClient(restClient, gvr.Resource, namespace, func(*metav1.ListOptions) {})
 	return cache.NewSharedIndexInformer(lw, example, 0, cache.Indexers{}), nil
+}
+
+// dynamicSourceInformer is the informer client-go's dynamicinformer builds
+// (NewFilteredDynamicInformer with no resync, indexers or list options),
+// built here because that package links client-go's whole typed clientset
+// through its informers package.
+func dynamicSourceInformer(client dynamic.Interface, gvr schema.GroupVersionResource, namespace string) cache.SharedIndexInformer {
+	resource := client.Resource(gvr).Namespace(namespace)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return resource.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return resource.Watch(ctx, o)
+		},
+	}
+	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), &unstructured.Unstructured{},
+		cache.SharedIndexInformerOptions{Indexers: cache.Indexers{}, ObjectDescription: gvr.String()})
 }

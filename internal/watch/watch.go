@@ -1,5 +1,5 @@
 // Package watch runs an informer for every configured source and workload
-// kind (protobuf for source kinds client-go knows, the dynamic client for the
+// kind (protobuf for core/v1 source kinds, the dynamic client for the
 // rest), reduces objects as they enter the caches, watches for workload kinds
 // whose CRD appears later, and turns events into keys for the restart
 // controller. It never decides anything itself.
@@ -17,7 +17,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -35,6 +34,8 @@ type Handler interface {
 	SourceChanged(id catalog.SourceID, changedKeys []string)
 	// SourceCreated reports a source created after start-up.
 	SourceCreated(id catalog.SourceID)
+	// SourceDeleted reports a source deleted.
+	SourceDeleted(id catalog.SourceID)
 	// WorkloadChanged reports a workload that appeared or changed in a way decisions see.
 	WorkloadChanged(key catalog.WorkloadKey)
 	// SourceAnnotated reports a change of the annotations kept of a source
@@ -49,7 +50,7 @@ type Watcher struct {
 	// kind on the dynamic client.
 	rest      *rest.Config
 	client    dynamic.Interface
-	discovery discovery.DiscoveryInterface
+	discovery Discovery
 	catalog   *catalog.Catalog
 	handler   Handler
 	metrics   *metrics.Metrics
@@ -70,8 +71,16 @@ type Watcher struct {
 	health health
 }
 
+// Discovery says which resources the API server serves in a group-version
+// (client-go's discovery client has this method, as does internal/kube's).
+type Discovery interface {
+	// ServerResourcesForGroupVersion returns a NotFound error for a
+	// group-version that is not served.
+	ServerResourcesForGroupVersion(groupVersion string) (*metav1.APIResourceList, error)
+}
+
 // New returns a watcher; Start begins watching.
-func New(cfg *config.Config, rc *rest.Config, client dynamic.Interface, disc discovery.DiscoveryInterface, cat *catalog.Catalog,
+func New(cfg *config.Config, rc *rest.Config, client dynamic.Interface, disc Discovery, cat *catalog.Catalog,
 	handler Handler, m *metrics.Metrics, log hclog.Logger, discoveryInterval time.Duration) *Watcher {
 	return &Watcher{
 		cfg: cfg, rest: rc, client: client, discovery: disc, catalog: cat, handler: handler, metrics: m, log: log,
@@ -379,9 +388,17 @@ func (h sourceHandler) OnUpdate(oldObj, newObj interface{}) {
 	}
 }
 
-// OnDelete counts the event only: a deleted source restarts nothing, and its
-// applied checksum stays on the workloads for when it comes back.
-func (h sourceHandler) OnDelete(interface{}) { h.metrics.ResourceVersions.Inc() }
+// OnDelete reports the deletion: decisions compare what its readers'
+// pods started with against its absence (config sourceLifecycle).
+func (h sourceHandler) OnDelete(obj interface{}) {
+	h.metrics.ResourceVersions.Inc()
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	if state, ok := obj.(*catalog.SourceState); ok {
+		h.handler.SourceDeleted(catalog.SourceID{Kind: h.kind, Namespace: state.Namespace, Name: state.Name})
+	}
+}
 
 // workloadHandler turns workload events into keys, skipping updates that only
 // touch what decisions do not read (status, replicas).

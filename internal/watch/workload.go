@@ -16,7 +16,7 @@ import (
 )
 
 // workloadInformer is the dynamic informer of one workload kind, as
-// dynamicinformer builds it, with a ListerWatcher that tells the tracker
+// client-go's dynamicinformer builds it (see dynamicSourceInformer), with a ListerWatcher that tells the tracker
 // (when not nil) whether the objects the informer is about to transform are
 // states of a list or writes of a watch.
 func workloadInformer(client dynamic.Interface, gvr schema.GroupVersionResource, namespace, selector string, tracker *catalog.TemplateTracker) cache.SharedIndexInformer {

@@ -17,6 +17,8 @@ type Budgets struct {
 	Binary struct {
 		ForbiddenPackages []string `json:"forbiddenPackages"`
 		MaxStrippedBytes  int64    `json:"maxStrippedBytes"`
+		// MaxDefaultBytes bounds a plain `go build` (cgo on, symbols kept).
+		MaxDefaultBytes int64 `json:"maxDefaultBytes"`
 	} `json:"binary"`
 	Memory struct {
 		MaxPeakRSSRatio float64 `json:"maxPeakRSSRatio"`
@@ -35,6 +37,8 @@ func Load() (Budgets, error) {
 		return b, fmt.Errorf("budgets.yaml: binary.forbiddenPackages is empty")
 	case b.Binary.MaxStrippedBytes <= 0:
 		return b, fmt.Errorf("budgets.yaml: binary.maxStrippedBytes must be positive")
+	case b.Binary.MaxDefaultBytes <= 0:
+		return b, fmt.Errorf("budgets.yaml: binary.maxDefaultBytes must be positive")
 	case b.Memory.MaxPeakRSSRatio <= 1:
 		return b, fmt.Errorf("budgets.yaml: memory.maxPeakRSSRatio must be above 1 (the floor is the least any controller needs)")
 	}

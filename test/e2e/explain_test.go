@@ -606,4 +606,27 @@ current-context: x
 		hasLine(t, out, "3 errors")
 		t.Logf("check with a ClusterRole lacking patch on apps:\n%s", out)
 	})
+
+	t.Run("Reloader's annotations the config does not read", func(t *testing.T) {
+		createAnnotatedDeployment(t, ns, "reloader-annotated", map[string]string{"reloader.stakater.com/auto": "true"},
+			`containers: [{name: app, image: example/app:1}]`)
+		nsConfig := filepath.Join(t.TempDir(), "config.yaml")
+		if err := os.WriteFile(nsConfig, []byte("namespaces: ["+ns+"]\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out := check(t, 1, nsConfig) // the ClusterRole still lacks patch: errors as above
+		hasLine(t, out, "warning", "annotation reloader.stakater.com/auto", "on deployments/"+ns+"/reloader-annotated",
+			"this config does not read it", "examples/presets/reloader.yaml")
+		preset := filepath.Join(t.TempDir(), "reloader.yaml")
+		raw, err := os.ReadFile(filepath.Join(env.repoRoot, "examples", "presets", "reloader.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(preset, append(raw, "\nnamespaces: ["+ns+"]\n"...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out := check(t, 1, preset); strings.Contains(out, "annotation reloader.stakater.com/auto") {
+			t.Errorf("warned under the Reloader preset, which reads it:\n%s", out)
+		}
+	})
 }

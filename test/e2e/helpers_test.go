@@ -430,7 +430,7 @@ func checksumKeyIn(namespace string) (checksum.Hasher, error) {
 	if h, ok := checksumKeys.Load(namespace); ok {
 		return h.(checksum.Hasher), nil
 	}
-	key, err := checksumkey.Read(context.Background(), env.kube.CoreV1(), namespace, "restart-controller-checksum-key")
+	key, err := checksumkey.Read(context.Background(), env.kube.CoreV1().Secrets(namespace), namespace, "restart-controller-checksum-key")
 	if err != nil {
 		return checksum.Hasher{}, err
 	}

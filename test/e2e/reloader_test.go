@@ -3,6 +3,7 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -168,4 +169,45 @@ func TestReloaderOptInAll(t *testing.T) {
 			t.Errorf("opted-out workload %s was recorded: %s", name, raw)
 		}
 	}
+}
+
+// TestReloaderRegexReloadList runs the Reloader preset's reload list, whose
+// entries are regular expressions matched against whole names: a change of
+// a matching ConfigMap restarts the workload, one of a ConfigMap it does not
+// match restarts nothing, a ConfigMap created later that matches restarts
+// it (an optional source appeared) and is read from then on, and a bad
+// entry is skipped with a Warning Event naming it.
+func TestReloaderRegexReloadList(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	startPreset(t, "reloader", ns)
+	const reload = "configmap.reloader.stakater.com/reload"
+	for _, name := range []string{"app-1", "app-2", "app-x", "other"} {
+		createConfigMap(t, ns, name, map[string]string{"k": "1"})
+	}
+	createTemplateAnnotatedDeployment(t, ns, "lister", map[string]string{reload: "app-[0-9]+, bad["}, nil,
+		`containers: [{name: app, image: example/app:1}]`)
+	cm := func(name string) string { return sourceID("configmap", ns, name) }
+	recorded := waitRecorded(t, deploymentsGVR, ns, "lister", cm("app-1"), cm("app-2"))
+	if _, ok := recorded[cm("app-x")]; ok {
+		t.Errorf("app-x recorded, which app-[0-9]+ does not match: %v", recorded)
+	}
+	if note := waitEvent(t, ns, "Deployment", "lister", "InvalidSourceList"); !strings.Contains(note, `"bad["`) || !strings.Contains(note, reload) {
+		t.Errorf("InvalidSourceList note %q names neither the entry nor the annotation", note)
+	}
+	witness := newPresetWitness(t, ns, map[string]string{"reloader.stakater.com/auto": "true"})
+
+	setConfigMapKey(t, ns, "other", "k", "2")
+	setConfigMapKey(t, ns, "app-x", "k", "2")
+	witness.after(t)
+	waitDeploymentRestarts(t, ns, "lister", 0)
+
+	setConfigMapKey(t, ns, "app-2", "k", "2")
+	waitDeploymentRestarts(t, ns, "lister", 1)
+
+	createConfigMap(t, ns, "app-3", map[string]string{"k": "1"})
+	waitDeploymentRestarts(t, ns, "lister", 2)
+	waitRecorded(t, deploymentsGVR, ns, "lister", cm("app-3"))
+	setConfigMapKey(t, ns, "app-3", "k", "2")
+	waitDeploymentRestarts(t, ns, "lister", 3)
 }

@@ -293,8 +293,9 @@ containers: [{name: app, image: example/app:1, env: [{name: X, valueFrom: {secre
 	waitDeploymentRestarts(t, ns, "new-workload", 0)
 }
 
-// A deleted source restarts nothing; re-created with the data the pods
-// started with it restarts nothing either; with other data it restarts.
+// A source deleted and re-created within its grace period is one decision:
+// re-created with the data the pods started with, it restarts nothing; with
+// other data it restarts (TestSourceDeletion deletes for good).
 func TestDeletedAndRecreatedSource(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)

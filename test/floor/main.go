@@ -8,7 +8,15 @@
 // cluster's other objects do not count, and a binary of its own so that its
 // file-backed pages are those of a small client-go program, not of the bench.
 //
-// It prints "READY" once its caches have synced and runs until SIGTERM.
+// Like the controller it links none of client-go's typed scheme, clientset
+// or informers (which register every API group): the floor of a controller
+// that does, it was heavier than the controller once the controller stopped
+// (BENCHMARKS.md, "Binary and idle memory"). Its core/v1 client is
+// internal/kube's, the controller's.
+//
+// Once its caches have synced it prints "READY <seconds since it started>"
+// and, after a garbage collection, "HEAP <bytes of heap in use>" (the
+// memory guard reads the first, hack/bench both), then runs until SIGTERM.
 package main
 
 import (
@@ -17,26 +25,32 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	goruntime "runtime"
 	"strings"
 	"syscall"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/restart-controller/restart-controller/internal/kube"
 )
 
 func main() {
+	began := time.Now()
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the cluster")
 	namespaces := flag.String("namespaces", "", "comma-separated namespaces to watch (empty: all)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, *kubeconfig, strings.FieldsFunc(*namespaces, func(r rune) bool { return r == ',' }))
+	err := run(ctx, began, *kubeconfig, strings.FieldsFunc(*namespaces, func(r rune) bool { return r == ',' }))
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "floor:", err)
@@ -51,17 +65,14 @@ var workloadGVRs = []schema.GroupVersionResource{
 	{Group: "apps", Version: "v1", Resource: "daemonsets"},
 }
 
-func run(ctx context.Context, kubeconfig string, namespaces []string) error {
+func run(ctx context.Context, began time.Time, kubeconfig string, namespaces []string) error {
 	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
-	pb := rest.CopyConfig(rc)
-	pb.ContentType = "application/vnd.kubernetes.protobuf"
-	pb.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	cs, err := kubernetes.NewForConfig(pb)
+	core, err := rest.RESTClientFor(kube.RESTConfigFor(rc, corev1.SchemeGroupVersion, true))
 	if err != nil {
-		return fmt.Errorf("clientset: %w", err)
+		return fmt.Errorf("core client: %w", err)
 	}
 	dyn, err := dynamic.NewForConfig(rc)
 	if err != nil {
@@ -70,25 +81,32 @@ func run(ctx context.Context, kubeconfig string, namespaces []string) error {
 	if len(namespaces) == 0 {
 		namespaces = []string{metav1.NamespaceAll}
 	}
-	var synced []cache.InformerSynced
+	var informers []cache.SharedIndexInformer
+	all := func(*metav1.ListOptions) {}
 	for _, ns := range namespaces {
-		typed := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns), informers.WithTransform(strip))
-		synced = append(synced, typed.Core().V1().ConfigMaps().Informer().HasSynced, typed.Core().V1().Secrets().Informer().HasSynced)
-		typed.Start(ctx.Done())
-		untyped := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, ns, nil)
+		informers = append(informers,
+			cache.NewSharedIndexInformer(cache.NewFilteredListWatchFromClient(core, "configmaps", ns, all), &corev1.ConfigMap{}, 0, nil),
+			cache.NewSharedIndexInformer(cache.NewFilteredListWatchFromClient(core, "secrets", ns, all), &corev1.Secret{}, 0, nil))
 		for _, gvr := range workloadGVRs {
-			inf := untyped.ForResource(gvr).Informer()
-			if err := inf.SetTransform(strip); err != nil {
-				return fmt.Errorf("transform of %s: %w", gvr.Resource, err)
-			}
-			synced = append(synced, inf.HasSynced)
+			informers = append(informers, dynamicInformer(dyn, gvr, ns))
 		}
-		untyped.Start(ctx.Done())
+	}
+	var synced []cache.InformerSynced
+	for _, inf := range informers {
+		if err := inf.SetTransform(strip); err != nil {
+			return fmt.Errorf("transform: %w", err)
+		}
+		synced = append(synced, inf.HasSynced)
+		go inf.RunWithContext(ctx)
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return fmt.Errorf("caches did not sync: %w", ctx.Err())
 	}
-	fmt.Println("READY")
+	fmt.Printf("READY %.6f\n", time.Since(began).Seconds())
+	goruntime.GC()
+	var ms goruntime.MemStats
+	goruntime.ReadMemStats(&ms)
+	fmt.Printf("HEAP %d\n", ms.HeapInuse)
 	<-ctx.Done()
 	return nil
 }
@@ -102,4 +120,20 @@ func strip(obj interface{}) (interface{}, error) {
 	return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
 		Name: m.GetName(), Namespace: m.GetNamespace(), ResourceVersion: m.GetResourceVersion(),
 	}}, nil
+}
+
+// dynamicInformer is the informer client-go's dynamicinformer builds, as
+// the controller builds it.
+func dynamicInformer(client dynamic.Interface, gvr schema.GroupVersionResource, namespace string) cache.SharedIndexInformer {
+	resource := client.Resource(gvr).Namespace(namespace)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return resource.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return resource.Watch(ctx, o)
+		},
+	}
+	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), &unstructured.Unstructured{},
+		cache.SharedIndexInformerOptions{ObjectDescription: gvr.String()})
 }

@@ -1,0 +1,157 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// FileNotifications are the messages sent to chat and webhook sinks when
+// a workload is restarted, a restart is held, or a rollout fails or
+// recovers (docs/notifications.md).
+type FileNotifications struct {
+	Sinks []FileSink `json:"sinks"`
+}
+
+// FileSink is one place notifications are posted to.
+type FileSink struct {
+	// Name names the sink in logs, errors and the metrics' sink label; its
+	// URL never appears anywhere.
+	Name string `json:"name"`
+	// Type is the payload format: slack, teams, googleChat or webhook.
+	Type string `json:"type"`
+	// URLSecret is the key of a Secret in the controller's namespace
+	// (leaderElection.namespace) holding the sink's URL: webhook URLs are
+	// credentials.
+	URLSecret FileSecretKey `json:"urlSecret"`
+	// Send lists the notifications sent: restart, hold, rolloutFailed,
+	// rolloutRecovered; empty means all of them.
+	Send []string `json:"send"`
+	// RatePerSecond and Burst limit the requests sent to the sink; 0 means
+	// 1 per second and a burst of 5.
+	RatePerSecond float64 `json:"ratePerSecond"`
+	Burst         int     `json:"burst"`
+	// QueueSize bounds the notifications waiting for the sink; 0 means 100.
+	QueueSize int `json:"queueSize"`
+}
+
+// FileSecretKey names one key of a Secret.
+type FileSecretKey struct {
+	Name string `json:"name"`
+	Key  string `json:"key"`
+}
+
+// The notifications a sink may be sent.
+const (
+	NotifyRestart          = "restart"
+	NotifyHold             = "hold"
+	NotifyRolloutFailed    = "rolloutFailed"
+	NotifyRolloutRecovered = "rolloutRecovered"
+)
+
+// NotificationKinds lists every notification, in the order documented.
+func NotificationKinds() []string {
+	return []string{NotifyRestart, NotifyHold, NotifyRolloutFailed, NotifyRolloutRecovered}
+}
+
+// SinkTypes lists the payload formats of sinks.
+func SinkTypes() []string { return []string{"slack", "teams", "googleChat", "webhook"} }
+
+// Sink is a validated notification sink.
+type Sink struct {
+	Name string
+	Type string
+	// URLSecret and URLKey locate the URL in the controller's namespace.
+	URLSecret, URLKey string
+	// Send holds the notifications it is sent.
+	Send          []string
+	RatePerSecond float64
+	Burst         int
+	QueueSize     int
+}
+
+// Wants reports whether the sink is sent notifications of this kind.
+func (s Sink) Wants(kind string) bool { return slices.Contains(s.Send, kind) }
+
+const (
+	defaultSinkRate  = 1
+	defaultSinkBurst = 5
+	defaultQueueSize = 100
+	maxQueueSize     = 10000
+	maxSinkRate      = 100
+	maxSinkBurst     = 1000
+)
+
+// compileNotifications checks the sinks and fills in their defaults.
+func compileNotifications(f FileNotifications, p *problems) []Sink {
+	var out []Sink
+	for i, fs := range f.Sinks {
+		path := fmt.Sprintf("notifications.sinks[%d]", i)
+		s := Sink{Name: fs.Name, Type: fs.Type, URLSecret: fs.URLSecret.Name, URLKey: fs.URLSecret.Key,
+			RatePerSecond: fs.RatePerSecond, Burst: fs.Burst, QueueSize: fs.QueueSize, Send: fs.Send}
+		if s.Name == "" {
+			p.add(path+".name", errRequired)
+		}
+		for j, other := range f.Sinks[:i] {
+			if s.Name != "" && other.Name == s.Name {
+				p.addf(path+".name", "duplicate sink %q (also notifications.sinks[%d])", s.Name, j)
+			}
+		}
+		if !slices.Contains(SinkTypes(), s.Type) {
+			p.addf(path+".type", "must be one of %s, got %q", strings.Join(SinkTypes(), ", "), s.Type)
+		}
+		checkSecretKey(p, path+".urlSecret", fs.URLSecret)
+		if len(s.Send) == 0 {
+			s.Send = NotificationKinds()
+		}
+		for j, kind := range fs.Send {
+			if !slices.Contains(NotificationKinds(), kind) {
+				p.addf(fmt.Sprintf("%s.send[%d]", path, j), "must be one of %s, got %q", strings.Join(NotificationKinds(), ", "), kind)
+			} else if slices.Contains(fs.Send[:j], kind) {
+				p.addf(fmt.Sprintf("%s.send[%d]", path, j), "duplicate %q", kind)
+			}
+		}
+		if s.RatePerSecond == 0 {
+			s.RatePerSecond = defaultSinkRate
+		} else if !(s.RatePerSecond > 0 && s.RatePerSecond <= maxSinkRate) {
+			p.addf(path+".ratePerSecond", "must be more than 0 and at most %d, got %v", maxSinkRate, s.RatePerSecond)
+		}
+		if s.Burst == 0 {
+			s.Burst = defaultSinkBurst
+		}
+		checkRange(p, path+".burst", s.Burst, 1, maxSinkBurst)
+		if s.QueueSize == 0 {
+			s.QueueSize = defaultQueueSize
+		}
+		checkRange(p, path+".queueSize", s.QueueSize, 1, maxQueueSize)
+		out = append(out, s)
+	}
+	return out
+}
+
+func checkSecretKey(p *problems, path string, k FileSecretKey) {
+	checkName(p, path+".name", k.Name, validation.IsDNS1123Subdomain)
+	checkName(p, path+".key", k.Key, validation.IsConfigMapKey)
+}
+
+// NotifySecretVerbs: the Secret holding a sink's URL is read, by name only.
+func NotifySecretVerbs() []string { return []string{"get"} }
+
+// notificationNeeds lists the reads of the Secrets holding sink URLs, one
+// per Secret, in the controller's namespace.
+func (c *Config) notificationNeeds() []Need {
+	var out []Need
+	var seen []string
+	for _, s := range c.Sinks {
+		if slices.Contains(seen, s.URLSecret) {
+			continue
+		}
+		seen = append(seen, s.URLSecret)
+		out = append(out, Need{Resource: schema.GroupResource{Resource: "secrets"}, Verbs: NotifySecretVerbs(),
+			Namespace: c.Settings.LeaseNamespace, Why: "the URL of notification sink " + s.Name, Name: s.URLSecret})
+	}
+	return out
+}
