@@ -192,6 +192,14 @@ func TestConfig(t *testing.T) {
 	}
 
 	o = DefaultOptions()
+	o.AlertOnReload, o.AlertSink = true, "gchat"
+	tree, _ = migrated(t, o, false)
+	sinks := entries(tree["notifications"].(map[string]any)["sinks"])
+	if len(sinks) != 1 || sinks[0]["type"] != "googleChat" || sinks[0]["urlSecret"].(map[string]any)["name"] != alertSecret {
+		t.Errorf("ALERT_SINK=gchat: sinks %v", sinks)
+	}
+
+	o = DefaultOptions()
 	o.IsArgoRollouts = true
 	o.WorkloadTypesToIgnore = []string{"jobs", "cronjobs"}
 	o.ReloadOnCreate, o.SyncAfterRestart, o.ReloadStrategy = true, true, "annotations"
