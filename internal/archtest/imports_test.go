@@ -71,7 +71,8 @@ func importRules() []rule {
 		// The fleet's state in memory, which decisions see through a view.
 		{pkg: "internal/fleet", may: []string{"internal/catalog", "internal/decision", "internal/pacing"},
 			tests: []string{"internal/config", "internal/rollout", "internal/decision/decisiontest"}},
-		{pkg: "internal/restart", may: append([]string{"internal/catalog", "internal/checksum", "internal/sourcecodec", "internal/metrics", "internal/decision", "internal/fleet", "internal/keyread", "internal/notify"}, policy...),
+		{pkg: "internal/strategy", may: []string{"internal/catalog", "internal/decision", "internal/config", "internal/pacing", "internal/refs", "internal/rollout"}},
+		{pkg: "internal/restart", may: append([]string{"internal/catalog", "internal/checksum", "internal/sourcecodec", "internal/metrics", "internal/decision", "internal/fleet", "internal/keyread", "internal/notify", "internal/strategy"}, policy...),
 			tests: []string{"internal/decision/decisiontest", "internal/explain"}},
 		{pkg: "internal/explain", may: append([]string{"internal/decision", "internal/catalog", "internal/checksum", "internal/checksumkey", "internal/explain/explaintest"}, policy...)},
 		{pkg: "internal/check", may: []string{"internal/cli", "internal/config", "internal/explain", "internal/explain/explaintest"}},
