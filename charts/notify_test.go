@@ -11,13 +11,14 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/restart-controller/restart-controller/internal/access"
 	"github.com/restart-controller/restart-controller/internal/config"
 )
 
 // TestRBACReadsSinkSecrets: notification sinks in config.notifications
 // are rendered into the config file, and the Role in the release namespace
 // grants get on each sink's URL Secret by name, exactly what the controller
-// says it needs there (config.Needs), and nothing on other Secrets.
+// says it needs there (access.Needs), and nothing on other Secrets.
 func TestRBACReadsSinkSecrets(t *testing.T) {
 	values := filepath.Join(t.TempDir(), "values.yaml")
 	if err := os.WriteFile(values, []byte(`
@@ -44,7 +45,7 @@ config:
 	}
 	cfg.Settings.LeaseNamespace, cfg.Settings.LeaderElect = namespace, true
 	var want []string
-	for _, n := range cfg.Needs() {
+	for _, n := range access.Needs(cfg) {
 		if n.Namespace != namespace {
 			continue
 		}
@@ -67,7 +68,7 @@ config:
 	}
 	for _, name := range []string{"notify-urls", "teams-url"} {
 		if !slices.Contains(want, "/secrets:get@"+name) {
-			t.Errorf("config.Needs does not ask to get Secret %s: %v", name, want)
+			t.Errorf("access.Needs does not ask to get Secret %s: %v", name, want)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
+	"github.com/restart-controller/restart-controller/internal/access"
 	"github.com/restart-controller/restart-controller/internal/config"
 )
 
@@ -46,9 +47,9 @@ func grantsOf(rules []rbacv1.PolicyRule) []string {
 	return out
 }
 
-// needsOf lists the grants the controller needs (config.Needs): those of all
+// needsOf lists the grants the controller needs (access.Needs): those of all
 // namespaces, and those of its own namespace.
-func needsOf(needs []config.Need) (cluster, own []string) {
+func needsOf(needs []access.Need) (cluster, own []string) {
 	for _, n := range needs {
 		for _, v := range n.Verbs {
 			key := fmt.Sprintf("%s/%s:%s", n.Resource.Group, n.Resource.Resource, v)
@@ -82,7 +83,7 @@ func TestRBACIsWhatTheControllerNeeds(t *testing.T) {
 	}
 	cfg.Settings.LeaderElect = true
 	cfg.Settings.LeaseNamespace = "restart-controller"
-	wantCluster, wantOwn := needsOf(cfg.Needs())
+	wantCluster, wantOwn := needsOf(access.Needs(cfg))
 
 	rbac, err := os.ReadFile("rbac.yaml")
 	if err != nil {
@@ -128,11 +129,11 @@ func TestREADMENamesTheVerbs(t *testing.T) {
 		return strings.Join(q, ", ")
 	}
 	want := fmt.Sprintf("(sources: %s; workload kinds: %s; events: %s)",
-		quote(config.SourceVerbs()), quote(config.WorkloadVerbs()), quote(config.EventVerbs()))
+		quote(access.SourceVerbs()), quote(access.WorkloadVerbs()), quote(access.EventVerbs()))
 	if !strings.Contains(strings.Join(strings.Fields(string(raw)), " "), want) {
 		t.Errorf("README.md does not summarise the ClusterRole as %q", want)
 	}
-	runNow := fmt.Sprintf("(%s on CronJobs; %s on Jobs)", quote(config.ReadWholeVerbs()), quote(config.RunNowVerbs()))
+	runNow := fmt.Sprintf("(%s on CronJobs; %s on Jobs)", quote(access.ReadWholeVerbs()), quote(access.RunNowVerbs()))
 	if !strings.Contains(strings.Join(strings.Fields(string(raw)), " "), runNow) {
 		t.Errorf("README.md does not name the verbs of the CronJobs' runNow strategy as %q", runNow)
 	}

@@ -28,7 +28,7 @@ func startNotifier(ctx context.Context, cfg *config.Config, core *kube.Client, m
 	ns := cfg.Settings.LeaseNamespace
 	n := notify.New(cfg.Sinks, notify.Options{
 		Instance: cfg.Settings.LeaderIdentity,
-		// One get by name: the Role grants nothing more (config.Needs).
+		// One get by name: the Role grants nothing more (access.Needs).
 		ReadURL: func(ctx context.Context, secret, key string) (string, error) {
 			s, err := core.Secrets(ns).Get(ctx, secret, metav1.GetOptions{})
 			if err != nil {

@@ -53,6 +53,7 @@ func importRules() []rule {
 		{pkg: "internal/pacing", may: []string{"internal/rollout"}},
 		{pkg: "internal/config", may: []string{"internal/optin", "internal/pacing", "internal/refs", "internal/rollout"}},
 		{pkg: "internal/cli", may: []string{"internal/config"}},
+		{pkg: "internal/access", may: []string{"internal/config"}},
 		{pkg: "internal/checksumkey", may: []string{"internal/checksum"}},
 		// Leader election and Events on internal/kube's clients.
 		{pkg: "internal/election", tests: []string{"internal/kube", "internal/testcluster"}},
@@ -63,7 +64,7 @@ func importRules() []rule {
 		{pkg: "internal/catalog", may: append([]string{"internal/checksum", "internal/sourcecodec"}, policy...)},
 		{pkg: "internal/templaterv", may: []string{"internal/catalog", "internal/config"}},
 		{pkg: "internal/keyread", may: []string{"internal/catalog", "internal/checksum", "internal/config"}},
-		{pkg: "internal/watch", may: []string{"internal/catalog", "internal/checksum", "internal/config", "internal/kube", "internal/metrics", "internal/templaterv"}},
+		{pkg: "internal/watch", may: []string{"internal/access", "internal/catalog", "internal/checksum", "internal/config", "internal/kube", "internal/metrics", "internal/templaterv"}},
 		// The one decision, pure, for the controller and explain alike.
 		{pkg: "internal/decision", may: []string{"internal/catalog", "internal/checksum", "internal/config", "internal/pacing", "internal/rollout"},
 			tests: []string{"internal/decision/decisiontest"}},
@@ -75,14 +76,14 @@ func importRules() []rule {
 		{pkg: "internal/restart", may: append([]string{"internal/catalog", "internal/checksum", "internal/sourcecodec", "internal/metrics", "internal/decision", "internal/fleet", "internal/keyread", "internal/notify", "internal/strategy"}, policy...),
 			tests: []string{"internal/decision/decisiontest", "internal/explain"}},
 		{pkg: "internal/explain", may: append([]string{"internal/decision", "internal/catalog", "internal/checksum", "internal/checksumkey", "internal/explain/explaintest"}, policy...)},
-		{pkg: "internal/check", may: []string{"internal/cli", "internal/config", "internal/explain", "internal/explain/explaintest"}},
+		{pkg: "internal/check", may: []string{"internal/access", "internal/cli", "internal/config", "internal/explain", "internal/explain/explaintest"}},
 		{pkg: "internal/migrate", may: []string{"internal/config", "examples"}},
 		// Binaries, tools and whole-system tests put the rooms together.
 		{pkg: "cmd/...", may: []string{"internal/..."}, tests: []string{"test/budgets"}},
 		{pkg: "hack/...", may: []string{"internal/..."}},
 		{pkg: "test/...", may: []string{"internal/...", "charts", "test/budgets"}},
-		{pkg: "charts", may: []string{"internal/config", "internal/testcluster"}},
-		{pkg: "manifests", tests: []string{"internal/config"}},
+		{pkg: "charts", may: []string{"internal/config", "internal/testcluster"}, tests: []string{"internal/access"}},
+		{pkg: "manifests", tests: []string{"internal/access", "internal/config"}},
 		{pkg: "examples"},
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	authorizationclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
 
+	"github.com/restart-controller/restart-controller/internal/access"
 	"github.com/restart-controller/restart-controller/internal/config"
 )
 
@@ -196,11 +197,11 @@ func groupName(g string) string {
 	return g
 }
 
-// Need is a permission the controller uses (config.Need).
-type Need = config.Need
+// Need is a permission the controller uses (access.Need).
+type Need = access.Need
 
-// Needs lists every permission the controller uses with cfg (config.Needs).
-func Needs(cfg *config.Config) []Need { return cfg.Needs() }
+// Needs lists every permission the controller uses with cfg (access.Needs).
+func Needs(cfg *config.Config) []Need { return access.Needs(cfg) }
 
 // ServiceAccountUser returns the user name and groups the API server gives
 // a ServiceAccount's tokens.

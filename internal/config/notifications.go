@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -135,23 +134,4 @@ func compileNotifications(f FileNotifications, p *problems) []Sink {
 func checkSecretKey(p *problems, path string, k FileSecretKey) {
 	checkName(p, path+".name", k.Name, validation.IsDNS1123Subdomain)
 	checkName(p, path+".key", k.Key, validation.IsConfigMapKey)
-}
-
-// NotifySecretVerbs: the Secret holding a sink's URL is read, by name only.
-func NotifySecretVerbs() []string { return []string{"get"} }
-
-// notificationNeeds lists the reads of the Secrets holding sink URLs, one
-// per Secret, in the controller's namespace.
-func (c *Config) notificationNeeds() []Need {
-	var out []Need
-	var seen []string
-	for _, s := range c.Sinks {
-		if slices.Contains(seen, s.URLSecret) {
-			continue
-		}
-		seen = append(seen, s.URLSecret)
-		out = append(out, Need{Resource: schema.GroupResource{Resource: "secrets"}, Verbs: NotifySecretVerbs(),
-			Namespace: c.Settings.LeaseNamespace, Why: "the URL of notification sink " + s.Name, Name: s.URLSecret})
-	}
-	return out
 }

@@ -2,11 +2,8 @@ package config
 
 import (
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
-
-	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 func TestNotificationErrors(t *testing.T) {
@@ -40,8 +37,8 @@ notifications:
 	}
 }
 
-// A sink's defaults are filled in, and the controller asks to read its
-// URL's Secret by name, once per Secret, in its own namespace.
+// A sink's defaults are filled in (access.Needs asks to read its URL's
+// Secret: internal/access tests it).
 func TestNotificationSinks(t *testing.T) {
 	c, err := Parse([]byte(`
 notifications:
@@ -52,21 +49,11 @@ notifications:
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Settings.LeaseNamespace = "ops"
 	want := []Sink{
 		{Name: "chat", Type: "slack", URLSecret: "notify", URLKey: "slack", Send: []string{"hold"}, RatePerSecond: 1, Burst: 5, QueueSize: 100},
 		{Name: "audit", Type: "webhook", URLSecret: "notify", URLKey: "audit", Send: NotificationKinds(), RatePerSecond: 0.5, Burst: 2, QueueSize: 10},
 	}
 	if !reflect.DeepEqual(c.Sinks, want) {
 		t.Errorf("sinks:\n%+v\nwant\n%+v", c.Sinks, want)
-	}
-	var reads []Need
-	for _, n := range c.Needs() {
-		if n.Resource == (schema.GroupResource{Resource: "secrets"}) && slices.Equal(n.Verbs, NotifySecretVerbs()) {
-			reads = append(reads, n)
-		}
-	}
-	if len(reads) != 1 || reads[0].Name != "notify" || reads[0].Namespace != "ops" {
-		t.Errorf("needs to read the sinks' Secret: %+v, want one get of ops/notify", reads)
 	}
 }

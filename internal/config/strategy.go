@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/validate/content"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/restart-controller/restart-controller/internal/refs"
 )
@@ -231,4 +232,9 @@ func strategyPath(path, value string, p *problems) refs.Path {
 		return refs.Path{}
 	}
 	return rp
+}
+
+// JobResource is what the runNow strategy creates.
+func JobResource() schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}
 }

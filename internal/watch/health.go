@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/restart-controller/restart-controller/internal/access"
 	"github.com/restart-controller/restart-controller/internal/catalog"
-	"github.com/restart-controller/restart-controller/internal/config"
 )
 
 // Least privilege that degrades, never stalls: a configured kind this process
@@ -140,9 +140,9 @@ type mark struct {
 
 func verbsFor(role string) []string {
 	if role == RoleWorkload {
-		return config.WorkloadVerbs()
+		return access.WorkloadVerbs()
 	}
-	return config.SourceVerbs()
+	return access.SourceVerbs()
 }
 
 // reviewAccess asks, for each target, whether this process may use each

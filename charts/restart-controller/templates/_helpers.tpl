@@ -74,7 +74,7 @@ watch what it may not read).
 The rules the controller needs: list and watch on every source kind; list,
 watch and patch on every workload kind; get on the kinds a runNow or recreate
 strategy restarts, create and get on Jobs for runNow, delete and create on
-the kind for recreate (config.Needs); Events. Grouped by API group, in the
+the kind for recreate (access.Needs); Events. Grouped by API group, in the
 order the kinds appear in the config (as manifests/rbac.yaml writes them).
 */}}
 {{- define "restart-controller.rules" -}}

@@ -1,14 +1,21 @@
-package config
+// Package access names the permissions the controller uses: the verbs,
+// by what it does with an object, and every grant a configuration needs.
+// check reviews them against the cluster, the watcher's access reviews
+// degrade a kind that lacks them, and tests hold manifests/rbac.yaml, the
+// chart and the README to them.
+package access
 
 import (
+	"slices"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/restart-controller/restart-controller/internal/config"
 )
 
 // The verbs the controller uses, by what it does with an object: the one
-// place they are written. check reviews them against the cluster, the
-// watcher's access reviews degrade a kind that lacks them, and tests hold
-// manifests/rbac.yaml, the chart and the README to them.
+// place they are written.
 
 // SourceVerbs: informers list and watch sources (the absence check is a
 // metadata-only list).
@@ -57,7 +64,7 @@ type Need struct {
 // workloads, records Events on them, reads (creating it once) its checksum
 // key Secret in its own namespace, reads the Secrets holding notification
 // sinks' URLs there, and holds a Lease when leader election is on.
-func (c *Config) Needs() []Need {
+func Needs(c *config.Config) []Need {
 	scopes := c.Namespaces
 	if len(scopes) == 0 {
 		scopes = []string{metav1.NamespaceAll}
@@ -77,7 +84,7 @@ func (c *Config) Needs() []Need {
 	out = append(out, Need{Resource: schema.GroupResource{Resource: "secrets"}, Verbs: KeySecretVerbs(),
 		Namespace: c.Settings.LeaseNamespace, Why: "the checksum key Secret " + c.Settings.ChecksumKeySecret,
 		Name: c.Settings.ChecksumKeySecret})
-	out = append(out, c.notificationNeeds()...)
+	out = append(out, notificationNeeds(c)...)
 	if c.Settings.LeaderElect {
 		out = append(out, Need{Resource: schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, Verbs: LeaseVerbs(),
 			Namespace: c.Settings.LeaseNamespace, Why: "leader election"})
@@ -88,14 +95,14 @@ func (c *Config) Needs() []Need {
 // strategyNeeds are the verbs a kind's restart strategies use beyond a patch:
 // none for templateAnnotation and timestampAt, so an install that configures
 // neither runNow nor recreate grants nothing more.
-func strategyNeeds(w WorkloadKind, ns string) []Need {
+func strategyNeeds(w config.WorkloadKind, ns string) []Need {
 	var out []Need
-	runNow, recreate := w.Restart.Uses(RunNow), w.Restart.Uses(Recreate)
+	runNow, recreate := w.Restart.Uses(config.RunNow), w.Restart.Uses(config.Recreate)
 	if runNow || recreate {
 		out = append(out, Need{Resource: w.GVR.GroupResource(), Verbs: ReadWholeVerbs(), Namespace: ns, Why: "workload kind restarted by runNow or recreate"})
 	}
 	if runNow {
-		out = append(out, Need{Resource: JobResource().GroupResource(), Verbs: RunNowVerbs(), Namespace: ns, Why: "Jobs started by runNow"})
+		out = append(out, Need{Resource: config.JobResource().GroupResource(), Verbs: RunNowVerbs(), Namespace: ns, Why: "Jobs started by runNow"})
 	}
 	if recreate {
 		out = append(out, Need{Resource: w.GVR.GroupResource(), Verbs: RecreateVerbs(), Namespace: ns, Why: "workload kind restarted by recreate"})
@@ -103,7 +110,21 @@ func strategyNeeds(w WorkloadKind, ns string) []Need {
 	return out
 }
 
-// JobResource is what the runNow strategy creates.
-func JobResource() schema.GroupVersionResource {
-	return schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}
+// NotifySecretVerbs: the Secret holding a sink's URL is read, by name only.
+func NotifySecretVerbs() []string { return []string{"get"} }
+
+// notificationNeeds lists the reads of the Secrets holding sink URLs, one
+// per Secret, in the controller's namespace.
+func notificationNeeds(c *config.Config) []Need {
+	var out []Need
+	var seen []string
+	for _, s := range c.Sinks {
+		if slices.Contains(seen, s.URLSecret) {
+			continue
+		}
+		seen = append(seen, s.URLSecret)
+		out = append(out, Need{Resource: schema.GroupResource{Resource: "secrets"}, Verbs: NotifySecretVerbs(),
+			Namespace: c.Settings.LeaseNamespace, Why: "the URL of notification sink " + s.Name, Name: s.URLSecret})
+	}
+	return out
 }
