@@ -62,7 +62,8 @@ func compile(f *File, p *problems) *Config {
 	c.Breaker = compileBreaker(f.Breaker, p)
 	c.OptIns, c.SourceLists, c.Excludes, c.IgnoreAnnotations = compileOptIns(f, p)
 	c.OptInAll = f.OptInAll
-	c.SourceLifecycle = SourceLifecycle(f.SourceLifecycle)
+	c.SourceLifecycle = SourceLifecycle{RestartOnCreate: f.SourceLifecycle.RestartOnCreate,
+		RestartOnDelete: f.SourceLifecycle.RestartOnDelete, AbsentUnknown: f.SourceSelector != ""}
 	c.Sinks = compileNotifications(f.Notifications, p)
 	return c
 }

@@ -63,10 +63,16 @@ type Config struct {
 	IgnoreAnnotations []string
 }
 
-// SourceLifecycle is FileSourceLifecycle compiled (no checks needed).
+// SourceLifecycle is FileSourceLifecycle compiled (no checks needed), and
+// what the caches' view of sources says of their existence.
 type SourceLifecycle struct {
 	RestartOnCreate bool
 	RestartOnDelete bool
+	// AbsentUnknown: a source the caches do not hold may exist unselected
+	// (a sourceSelector), so its absence says nothing: it is neither
+	// compared nor recorded, what was recorded for it is kept, and
+	// creations and deletions restart nothing.
+	AbsentUnknown bool
 }
 
 // Settings are the process settings layered from defaults, file, env and flags.

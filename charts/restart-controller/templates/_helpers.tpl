@@ -75,6 +75,18 @@ The rules the controller needs: list and watch on every source kind; list,
 watch and patch on every workload kind; Events. Grouped by API group, in the
 order the kinds appear in the config (as manifests/rbac.yaml writes them).
 */}}
+{{/*
+With config.namespaceSelector, a metadata-only informer lists and watches
+Namespaces for their labels (config.NamespaceVerbs).
+*/}}
+{{- define "restart-controller.namespaceRules" -}}
+{{- if .Values.config.namespaceSelector }}
+- apiGroups: [""]
+  resources: [namespaces]
+  verbs: [list, watch]
+{{- end }}
+{{- end -}}
+
 {{- define "restart-controller.rules" -}}
 {{- $sources := dict -}}
 {{- $sourceGroups := list -}}
