@@ -61,8 +61,8 @@ type File struct {
 	// source it does not select is not known to the controller: a workload
 	// reading one is neither restarted for it nor records it.
 	SourceSelector string             `json:"sourceSelector"`
-	Sources          []FileSourceKind   `json:"sources"`
-	Workloads        []FileWorkloadKind `json:"workloads"`
+	Sources        []FileSourceKind   `json:"sources"`
+	Workloads      []FileWorkloadKind `json:"workloads"`
 	// References are the pod spec fields that name source objects, relative
 	// to the pod spec (<podTemplatePath>.spec).
 	References []refs.Spec `json:"references"`

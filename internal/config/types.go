@@ -32,9 +32,9 @@ type Config struct {
 	// SourceSelector filters sources by label on the API server;
 	// labels.Everything() when unset.
 	SourceSelector labels.Selector
-	Sources          []SourceKind
-	Workloads        []WorkloadKind
-	Extractors       []*refs.Extractor
+	Sources        []SourceKind
+	Workloads      []WorkloadKind
+	Extractors     []*refs.Extractor
 	// OrderByResourceVersion compares resourceVersions across sources and
 	// workloads to tell which write came first (docs/design.md).
 	OrderByResourceVersion bool
