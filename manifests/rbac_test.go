@@ -132,4 +132,8 @@ func TestREADMENamesTheVerbs(t *testing.T) {
 	if !strings.Contains(strings.Join(strings.Fields(string(raw)), " "), want) {
 		t.Errorf("README.md does not summarise the ClusterRole as %q", want)
 	}
+	runNow := fmt.Sprintf("(%s on CronJobs; %s on Jobs)", quote(config.ReadWholeVerbs()), quote(config.RunNowVerbs()))
+	if !strings.Contains(strings.Join(strings.Fields(string(raw)), " "), runNow) {
+		t.Errorf("README.md does not name the verbs of the CronJobs' runNow strategy as %q", runNow)
+	}
 }

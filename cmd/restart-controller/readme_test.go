@@ -40,6 +40,7 @@ func TestREADME(t *testing.T) {
 		"config-errors": configErrorsBlock,
 		"flags":         flagsBlock,
 		"metrics":       metricsBlock,
+		"strategies":    strategiesBlock,
 	}
 	got := string(raw)
 	for name, build := range blocks {

@@ -104,6 +104,11 @@ type WorkloadState struct {
 	// ListProblems describe entries of its source lists that were skipped
 	// (not a regular expression), naming the annotation and the entry.
 	ListProblems []string `json:"listProblems,omitempty"`
+	// Strategy is the value of the restart-strategy annotation that picks
+	// one of the kind's strategies; empty for the kind's own (strategy.go).
+	// RestartMark is the value at a timestampAt strategy's field.
+	Strategy    string `json:"strategy,omitempty"`
+	RestartMark string `json:"restartMark,omitempty"`
 }
 
 // Ignores reports whether changes of the source restart the workload not
@@ -171,7 +176,7 @@ func (w *WorkloadState) SameDecisionInputs(other *WorkloadState) bool {
 	if w.OptedIn != other.OptedIn || w.Applied != other.Applied || w.HasApplied != other.HasApplied ||
 		w.AppliedTemplateHash != other.AppliedTemplateHash || w.TemplateHash != other.TemplateHash ||
 		w.TemplateRV != other.TemplateRV || w.NotRolled != other.NotRolled ||
-		w.Problem != other.Problem || len(w.References) != len(other.References) ||
+		w.Problem != other.Problem || len(w.References) != len(other.References) || w.Strategy != other.Strategy ||
 		w.Rollout.Phase != other.Rollout.Phase || w.LastRestart != other.LastRestart || w.Hold != other.Hold ||
 		!slices.Equal(w.IgnoreSources, other.IgnoreSources) || !slices.Equal(w.Excluded, other.Excluded) || !samePatterns(w.Patterns, other.Patterns) ||
 		!slices.Equal(w.ListProblems, other.ListProblems) {
@@ -226,6 +231,7 @@ func reduceWorkload(u *unstructured.Unstructured, kind config.WorkloadKind, cfg 
 		IgnoreSources: splitList(annotations[cfg.Annotations.IgnoreSources]),
 		Excluded:      cfg.ExcludedSources(annotations),
 	}
+	reduceStrategy(state, kind, cfg, annotations, u.Object)
 	if record, err := pacing.ParseLastRestart(state.LastRestart); err == nil && record.InFlight() {
 		state.InFlight = true
 	}

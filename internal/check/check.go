@@ -10,6 +10,7 @@ package check
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -91,7 +92,14 @@ func Describe(cfg *config.Config) Watches {
 			s.Name, strings.Join(s.DataFields, ", ")))
 	}
 	for _, k := range cfg.Workloads {
-		w.Workloads = append(w.Workloads, fmt.Sprintf("%s (%s), pod template at %s", resourceName(k.GVR), k.GVR.Version, k.PodTemplatePath))
+		line := fmt.Sprintf("%s (%s), pod template at %s", resourceName(k.GVR), k.GVR.Version, k.PodTemplatePath)
+		if name := k.Restart.Strategy.Name; name != config.TemplateAnnotation || len(k.Restart.ByAnnotation) > 0 {
+			line += ", restarted by " + k.Restart.Strategy.String()
+			for _, v := range slices.Sorted(maps.Keys(k.Restart.ByAnnotation)) {
+				line += fmt.Sprintf("; %s=%s: %s", cfg.Annotations.RestartStrategy, v, k.Restart.ByAnnotation[v].Name)
+			}
+		}
+		w.Workloads = append(w.Workloads, line)
 	}
 	if cfg.Settings.LeaderElect {
 		w.LeaderElection = fmt.Sprintf("on, Lease %s/%s", cfg.Settings.LeaseNamespace, cfg.Settings.LeaseName)

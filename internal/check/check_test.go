@@ -37,6 +37,25 @@ func TestNeeds(t *testing.T) {
 				"configmaps list,watch @all", "secrets list,watch @all",
 				"deployments.apps list,watch,patch @all", "statefulsets.apps list,watch,patch @all",
 				"daemonsets.apps list,watch,patch @all", "rollouts.argoproj.io list,watch,patch @all",
+				"cronjobs.batch list,watch,patch @all", "cronjobs.batch get @all", "jobs.batch create,get @all",
+				"events.events.k8s.io create,patch @all", "secrets get,create @default",
+			},
+		},
+		{
+			// Deleting is needed only where a kind is configured to be
+			// recreated; Jobs are created only for runNow.
+			name: "recreate, opted in for Jobs",
+			file: `
+sources: [{name: configmap, version: v1, resource: configmaps, dataFields: [data]}]
+workloads:
+- {group: batch, version: v1, resource: jobs, podTemplatePath: spec.template, restart: {strategy: recreate, clearFields: [spec.selector]}}
+- {group: apps, version: v1, resource: deployments, podTemplatePath: spec.template}
+references: [{source: configmap, from: ["volumes[*].configMap"], name: name}]
+`,
+			want: []string{
+				"configmaps list,watch @all",
+				"jobs.batch list,watch,patch @all", "jobs.batch get @all", "jobs.batch delete,create @all",
+				"deployments.apps list,watch,patch @all",
 				"events.events.k8s.io create,patch @all", "secrets get,create @default",
 			},
 		},

@@ -17,6 +17,17 @@ func SourceVerbs() []string { return []string{"list", "watch"} }
 // WorkloadVerbs: informers list and watch workloads, and restarts patch them.
 func WorkloadVerbs() []string { return []string{"list", "watch", "patch"} }
 
+// ReadWholeVerbs: the runNow and recreate strategies read the whole
+// workload (its Job template, or all of it) just before they act; the
+// cache keeps only its reduced state.
+func ReadWholeVerbs() []string { return []string{"get"} }
+
+// RunNowVerbs: runNow creates a Job, and reads it back to follow it.
+func RunNowVerbs() []string { return []string{"create", "get"} }
+
+// RecreateVerbs: recreate deletes a workload and creates it again.
+func RecreateVerbs() []string { return []string{"delete", "create"} }
+
 // EventVerbs: Events (events.k8s.io) on workloads, created then patched as
 // they repeat.
 func EventVerbs() []string { return []string{"create", "patch"} }
@@ -62,6 +73,7 @@ func (c *Config) Needs() []Need {
 		}
 		for _, w := range c.Workloads {
 			out = append(out, Need{Resource: w.GVR.GroupResource(), Verbs: WorkloadVerbs(), Namespace: ns, Why: "workload kind"})
+			out = append(out, strategyNeeds(w, ns)...)
 		}
 		out = append(out, Need{Resource: schema.GroupResource{Group: "events.k8s.io", Resource: "events"}, Verbs: EventVerbs(),
 			Namespace: ns, Why: "Events on workloads"})
@@ -79,4 +91,27 @@ func (c *Config) Needs() []Need {
 			Namespace: c.Settings.LeaseNamespace, Why: "leader election"})
 	}
 	return out
+}
+
+// strategyNeeds are the verbs a kind's restart strategies use beyond a patch:
+// none for templateAnnotation and timestampAt, so an install that configures
+// neither runNow nor recreate grants nothing more.
+func strategyNeeds(w WorkloadKind, ns string) []Need {
+	var out []Need
+	runNow, recreate := w.Restart.Uses(RunNow), w.Restart.Uses(Recreate)
+	if runNow || recreate {
+		out = append(out, Need{Resource: w.GVR.GroupResource(), Verbs: ReadWholeVerbs(), Namespace: ns, Why: "workload kind restarted by runNow or recreate"})
+	}
+	if runNow {
+		out = append(out, Need{Resource: JobResource().GroupResource(), Verbs: RunNowVerbs(), Namespace: ns, Why: "Jobs started by runNow"})
+	}
+	if recreate {
+		out = append(out, Need{Resource: w.GVR.GroupResource(), Verbs: RecreateVerbs(), Namespace: ns, Why: "workload kind restarted by recreate"})
+	}
+	return out
+}
+
+// JobResource is what the runNow strategy creates.
+func JobResource() schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}
 }

@@ -340,7 +340,7 @@ func compileAnnotations(a FileAnnotations, p *problems) Annotations {
 	}
 	return Annotations{OptIn: a.OptIn, AppliedChecksums: a.AppliedChecksums, RestartTimestamp: a.RestartTimestamp,
 		AppliedTemplateHash: a.AppliedTemplateHash, Rollout: a.Rollout, Hold: a.Hold,
-		IgnoreSources: a.IgnoreSources, Ignore: a.Ignore, Release: a.Release}
+		IgnoreSources: a.IgnoreSources, Ignore: a.Ignore, Release: a.Release, RestartStrategy: a.RestartStrategy}
 }
 
 type annotationKey struct{ path, value string }
@@ -357,6 +357,7 @@ func annotationKeys(a FileAnnotations) []annotationKey {
 		{"annotations.ignoreSources", a.IgnoreSources},
 		{"annotations.ignore", a.Ignore},
 		{"annotations.release", a.Release},
+		{"annotations.restartStrategy", a.RestartStrategy},
 	}
 }
 
@@ -470,6 +471,7 @@ func compileWorkloads(kinds []FileWorkloadKind, p *problems) []WorkloadKind {
 		}
 		out[i].PodTemplatePath = tp
 		out[i].NotRolledWhen = compileConditions(path+".notRolledWhen", k.NotRolledWhen, p)
+		out[i].Restart = compileRestart(path+".restart", k.Restart, tp, p)
 	}
 	return out
 }

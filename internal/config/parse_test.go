@@ -107,7 +107,7 @@ func TestExampleIsTheDefault(t *testing.T) {
 	var gvrs []schema.GroupVersionResource
 	for _, w := range defaults.Workloads {
 		gvrs = append(gvrs, w.GVR)
-		if w.PodTemplatePath.String() != "spec.template" {
+		if w.PodTemplatePath.String() != "spec.template" && w.GVR.Resource != "cronjobs" {
 			t.Errorf("%v: podTemplatePath %v", w.GVR, w.PodTemplatePath)
 		}
 	}
@@ -116,6 +116,7 @@ func TestExampleIsTheDefault(t *testing.T) {
 		{Group: "apps", Version: "v1", Resource: "statefulsets"},
 		{Group: "apps", Version: "v1", Resource: "daemonsets"},
 		{Group: "argoproj.io", Version: "v1alpha1", Resource: "rollouts"},
+		{Group: "batch", Version: "v1", Resource: "cronjobs"},
 	}
 	if !reflect.DeepEqual(gvrs, wantGVRs) {
 		t.Errorf("workloads = %v", gvrs)
@@ -128,7 +129,7 @@ func TestExampleIsTheDefault(t *testing.T) {
 		}
 		notRolled = append(notRolled, strings.Join(conds, ","))
 	}
-	wantNotRolled := []string{`spec.paused=true`, `spec.updateStrategy.type="OnDelete"`, `spec.updateStrategy.type="OnDelete"`, ``}
+	wantNotRolled := []string{`spec.paused=true`, `spec.updateStrategy.type="OnDelete"`, `spec.updateStrategy.type="OnDelete"`, ``, ``}
 	if !reflect.DeepEqual(notRolled, wantNotRolled) {
 		t.Errorf("notRolledWhen = %q, want %q", notRolled, wantNotRolled)
 	}
@@ -145,7 +146,7 @@ func TestExampleIsTheDefault(t *testing.T) {
 	for _, w := range defaults.Workloads {
 		rules = append(rules, fmt.Sprintf("%s/%s", w.Rollout.Kind, w.Rollout.Deadline))
 	}
-	if want := []string{"deployment/10m0s", "statefulset/10m0s", "daemonset/10m0s", "argo-rollout/10m0s"}; !reflect.DeepEqual(rules, want) {
+	if want := []string{"deployment/10m0s", "statefulset/10m0s", "daemonset/10m0s", "argo-rollout/10m0s", "none/10m0s"}; !reflect.DeepEqual(rules, want) {
 		t.Errorf("rollout rules %v, want %v", rules, want)
 	}
 	if a := defaults.Annotations; a.Rollout == "" || a.Hold == "" || a.IgnoreSources == "" || a.Ignore == "" || a.Release == "" {
@@ -322,7 +323,7 @@ workloads:
 				`waves.maxInFlight: must be between 1 and 100000, got 0`,
 				`waves.unpacedUpTo: must be between 0 and 100000, got -1`,
 				`workloads[0].rollout.deadline: must be between 1s and 24h0m0s, got 100ms`,
-				`workloads[0].rollout.status: must be one of deployment, statefulset, daemonset, argo-rollout, conditions, none, got "deploy"`,
+				`workloads[0].rollout.status: must be one of deployment, statefulset, daemonset, argo-rollout, conditions, none, job, got "deploy"`,
 				`workloads[1].rollout.readyConditions: only the conditions rule reads them; this kind's rule is daemonset`,
 				`workloads[2].rollout.deadline: must be between 1s and 24h0m0s, got 48h0m0s`,
 				`workloads[2].rollout.readyConditions[0]: must not be empty`,

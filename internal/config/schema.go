@@ -269,6 +269,9 @@ type FileAnnotations struct {
 	Ignore string `json:"ignore"`
 	// Release, on a source, set to a held change's ID, lets that change go on.
 	Release string `json:"release"`
+	// RestartStrategy, on a workload, picks one of its kind's
+	// restart.byAnnotation strategies by their value.
+	RestartStrategy string `json:"restartStrategy"`
 }
 
 // FileSourceKind is a watched source resource (ConfigMaps, Secrets, ...).
@@ -294,6 +297,8 @@ type FileWorkloadKind struct {
 	NotRolledWhen []FileCondition `json:"notRolledWhen"`
 	// Rollout says how the kind's rollout is followed after a restart.
 	Rollout FileRollout `json:"rollout"`
+	// Restart says how a workload of the kind is restarted (strategy.go).
+	Restart FileRestart `json:"restart"`
 }
 
 // FileCondition holds when the value at Path equals Equals.

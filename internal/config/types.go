@@ -129,6 +129,9 @@ type Annotations struct {
 	Ignore string
 	// Release is read on sources: a held change's ID lets that change go on.
 	Release string
+	// RestartStrategy is read on workloads: its value picks one of the
+	// kind's Restart.ByAnnotation strategies.
+	RestartStrategy string
 }
 
 // SourceKind is a watched source resource, e.g. ConfigMaps.
@@ -148,6 +151,8 @@ type WorkloadKind struct {
 	NotRolledWhen []Condition
 	// Rollout reads the kind's status after a restart.
 	Rollout rollout.Rule
+	// Restart is how its workloads are restarted (strategy.go).
+	Restart Restart
 }
 
 // Condition holds when the single value at Path equals Equals.

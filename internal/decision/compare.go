@@ -85,6 +85,9 @@ type Plan struct {
 	// Extra are workload annotations fleet safety adds to the patch (the
 	// rollout record; nil removes a hold). Compare never sets them.
 	Extra map[string]interface{}
+	// Strategy is how a restart is carried out: the workload kind's, or the
+	// one its restart-strategy annotation picks (Rules.Decide sets it).
+	Strategy config.Strategy
 }
 
 // setExtra adds an annotation to the patch (nil removes it) and makes the

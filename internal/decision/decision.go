@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/checksum"
 	"github.com/restart-controller/restart-controller/internal/config"
@@ -34,13 +36,19 @@ type Rules struct {
 	// IgnoreAnnotations are source ignore annotations beside
 	// Annotations.Ignore.
 	IgnoreAnnotations []string
+	// Restarts are the restart strategies of each workload kind.
+	Restarts map[schema.GroupVersionResource]config.Restart
 }
 
 // RulesOf returns the rules of a configuration, with sums for checksums.
 func RulesOf(cfg *config.Config, sums checksum.Hasher) Rules {
+	restarts := make(map[schema.GroupVersionResource]config.Restart, len(cfg.Workloads))
+	for _, w := range cfg.Workloads {
+		restarts[w.GVR] = w.Restart
+	}
 	return Rules{Annotations: cfg.Annotations, Ordered: cfg.OrderByResourceVersion, Breaker: cfg.Breaker,
 		Waves: cfg.Waves, MaxInFlight: cfg.MaxInFlight, Sums: sums, Lifecycle: cfg.SourceLifecycle,
-		IgnoreAnnotations: cfg.IgnoreAnnotations}
+		IgnoreAnnotations: cfg.IgnoreAnnotations, Restarts: restarts}
 }
 
 // FleetView is what the fleet knows that the workload alone does not. The
@@ -134,6 +142,7 @@ type Verdict struct {
 func (r Rules) Decide(s Snapshot) Verdict {
 	view, optedOut := r.OptOutView(s.Workload, s.Sources)
 	plan := Compare(view, s.Sources, s.Windows, s.Now, r.Ordered, r.Sums, r.Lifecycle)
+	plan.Strategy = r.Restarts[s.Key.Resource].StrategyOf(s.Workload.Strategy)
 	if len(optedOut) > 0 {
 		plan.Patch = true // the view's checksums differ from the annotation's
 	}

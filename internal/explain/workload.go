@@ -110,6 +110,8 @@ type Decision struct {
 	Changed []string `json:"changed,omitempty"`
 	// Record is the checksums annotation the controller would write.
 	Record map[string]string `json:"record,omitempty"`
+	// Strategy, for a restart, is how it would be carried out.
+	Strategy string `json:"strategy,omitempty"`
 }
 
 // graceNote is what explain can honestly say about grace periods, which live
@@ -327,7 +329,9 @@ func (c *Config) decision(snap decision.Snapshot, r *WorkloadReport, appliedErr 
 			d.Changed = append(d.Changed, id.String())
 			names = append(names, shortID(id.Kind, id.Name))
 		}
-		d.Reasons = append(d.Reasons, "what its pods read changed: "+strings.Join(names, ", "), graceNote)
+		d.Strategy = plan.Strategy.String()
+		d.Reasons = append(d.Reasons, "what its pods read changed: "+strings.Join(names, ", "), graceNote,
+			"the restart strategy: "+d.Strategy)
 	case plan.Patch:
 		d.Action = ActionRecord
 		switch {

@@ -211,11 +211,13 @@ func (m *mapping) kinds(o Options) {
 	if !o.IsArgoRollouts {
 		m.dropWorkload("argoproj.io", "rollouts")
 	}
-	for _, kind := range []string{"jobs", "cronjobs"} {
-		if !slices.Contains(o.WorkloadTypesToIgnore, kind) {
-			m.lost("Jobs and CronJobs", "not restarted: Reloader re-creates a Job and starts a CronJob's Job now; restart-controller restarts only workloads that roll (ignore with --ignored-workload-types=jobs,cronjobs to silence this)")
-			break
-		}
+	// A CronJob's change starts a Job now, as in Reloader (the default
+	// restart strategy of CronJobs).
+	if slices.Contains(o.WorkloadTypesToIgnore, "cronjobs") {
+		m.dropWorkload("batch", "cronjobs")
+	}
+	if !slices.Contains(o.WorkloadTypesToIgnore, "jobs") {
+		m.lost("Jobs", "not re-created: Reloader deletes and re-creates a Job on a change; here that is an opt-in, a jobs workload kind with restart: {strategy: recreate} (README, \"Restart strategies\"), since a controller killed between the deletion and the creation loses the Job (ignore with --ignored-workload-types=jobs to silence this)")
 	}
 	if o.EnableCSIIntegration {
 		m.lost("--enable-csi-integration", "not supported yet: SecretProviderClassPodStatus rotations restart nothing")
@@ -239,7 +241,11 @@ func (m *mapping) dropSource(name string) {
 }
 
 func (m *mapping) dropWorkload(group, resource string) {
-	m.tree["workloads"] = filter(entries(m.defaults["workloads"]), func(e map[string]any) bool {
+	from := m.tree["workloads"] // another kind dropped before
+	if from == nil {
+		from = m.defaults["workloads"]
+	}
+	m.tree["workloads"] = filter(entries(from), func(e map[string]any) bool {
 		return fmt.Sprint(e["group"]) != group || fmt.Sprint(e["resource"]) != resource
 	})
 }
@@ -270,7 +276,7 @@ func (m *mapping) behaviour(o Options) {
 		m.lost("--webhook-url", "not supported: Reloader posts to the webhook instead of restarting; restart-controller restarts")
 	}
 	if o.AlertOnReload {
-		m.lost("ALERT_ON_RELOAD", "not supported yet: no message is posted (to %s) on a restart", sinkName(o.AlertSink))
+		m.alerts(o.AlertSink)
 	}
 	if o.MetricsByNamespace {
 		// The preset exports Reloader's reload counter (metrics.reloaderCompatible).
@@ -283,11 +289,24 @@ func (m *mapping) behaviour(o Options) {
 	}
 }
 
-func sinkName(s string) string {
-	if s == "" {
-		return "a raw webhook"
+// alertSecret is the Secret (in the controller's namespace) the migrated
+// sink reads its URL from: Reloader reads ALERT_WEBHOOK_URL from its
+// environment, which migrate cannot read and must not print.
+const alertSecret, alertSecretKey = "reloader-alert-webhook", "url"
+
+// alerts maps Reloader's ALERT_* settings to a notification sink sent on
+// every restart, as Reloader posts on every reload.
+func (m *mapping) alerts(sink string) {
+	kind := map[string]string{"slack": "slack", "teams": "teams", "gchat": "googleChat"}[strings.ToLower(strings.TrimSpace(sink))]
+	if kind == "" {
+		kind = "webhook"
+		m.differs("ALERT_SINK=raw", "the raw webhook receives a versioned JSON document (docs/notifications.md), not Reloader's {\"text\": ...}")
 	}
-	return s
+	m.tree["notifications"] = map[string]any{"sinks": []any{map[string]any{
+		"name": "reloader-alert", "type": kind, "send": []any{"restart"},
+		"urlSecret": map[string]any{"name": alertSecret, "key": alertSecretKey},
+	}}}
+	m.differs("ALERT_WEBHOOK_URL", "the sink's URL is read from the Secret %s (key %s) in the controller's namespace: create it with the URL Reloader had in ALERT_WEBHOOK_URL; ALERT_ADDITIONAL_INFO and ALERT_WEBHOOK_PROXY have no counterpart", alertSecret, alertSecretKey)
 }
 
 // pace sets Reloader's pace, or names the controller's as a difference.

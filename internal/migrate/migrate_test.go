@@ -2,6 +2,7 @@ package migrate
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -191,6 +192,14 @@ func TestConfig(t *testing.T) {
 	}
 
 	o = DefaultOptions()
+	o.AlertOnReload, o.AlertSink = true, "gchat"
+	tree, _ = migrated(t, o, false)
+	sinks := entries(tree["notifications"].(map[string]any)["sinks"])
+	if len(sinks) != 1 || sinks[0]["type"] != "googleChat" || sinks[0]["urlSecret"].(map[string]any)["name"] != alertSecret {
+		t.Errorf("ALERT_SINK=gchat: sinks %v", sinks)
+	}
+
+	o = DefaultOptions()
 	o.IsArgoRollouts = true
 	o.WorkloadTypesToIgnore = []string{"jobs", "cronjobs"}
 	o.ReloadOnCreate, o.SyncAfterRestart, o.ReloadStrategy = true, true, "annotations"
@@ -198,8 +207,13 @@ func TestConfig(t *testing.T) {
 	if tree["restartGracePeriod"] != 0.0 || tree["breaker"].(map[string]any)["budget"] != 0.0 {
 		t.Errorf("--reloader-pace: grace %v, breaker %v", tree["restartGracePeriod"], tree["breaker"])
 	}
-	if tree["workloads"] != nil { // absent: the defaults, which watch Rollouts
-		t.Errorf("workloads written though the defaults apply: %v", tree["workloads"])
+	// The defaults, which watch Rollouts, without the CronJobs ignored.
+	var kinds []string
+	for _, w := range tree["workloads"].([]any) {
+		kinds = append(kinds, fmt.Sprint(w.(map[string]any)["resource"]))
+	}
+	if want := []string{"deployments", "statefulsets", "daemonsets", "rollouts"}; !slices.Equal(kinds, want) {
+		t.Errorf("workloads %v, want %v", kinds, want)
 	}
 	for _, f := range res.Findings {
 		if f.Lost {

@@ -35,6 +35,9 @@ type LastRestart struct {
 	// Restarts are the times of this controller's recent restarts of the
 	// workload, oldest first, this one included: the breaker counts them.
 	Restarts []time.Time `json:"restarts,omitempty"`
+	// Job names the Job a runNow restart started, in the workload's
+	// namespace: its conditions, not the workload's status, end the rollout.
+	Job string `json:"job,omitempty"`
 }
 
 // InFlight reports a restart whose rollout has no result yet.

@@ -20,6 +20,7 @@ import (
 	"github.com/restart-controller/restart-controller/internal/decision"
 	"github.com/restart-controller/restart-controller/internal/notify"
 	"github.com/restart-controller/restart-controller/internal/pacing"
+	"github.com/restart-controller/restart-controller/internal/strategy"
 )
 
 // holdRestart keeps a held restart from happening: it writes the hold on the
@@ -111,7 +112,10 @@ func (c *Controller) act(ctx context.Context, key catalog.WorkloadKey, w *catalo
 		c.dryRun.remember(key, v.Plan)
 		return nil
 	}
-	body, err := BuildPatch(c.templateFields[key.Resource], c.cfg.Annotations, w, v.Plan, v.At)
+	if strategy.OtherWrites(v.Plan) {
+		return c.restartBy(ctx, key, w, v) // strategy.go
+	}
+	body, err := strategy.BuildPatch(c.templateFields[key.Resource], c.cfg.Annotations, w, v.Plan, v.At)
 	if err != nil {
 		c.fleet.unreserve(key)
 		return fmt.Errorf("building patch for %s: %w", key, err)

@@ -111,7 +111,14 @@ func newHarness(t testing.TB, inAPI []*unstructured.Unstructured, cached []*unst
 	t.Helper()
 	cfg := exampleConfig(t)
 	cfg.Settings.GracePeriod = 10 * time.Second
-	cfg.Workloads = append(cfg.Workloads, config.WorkloadKind{GVR: cronjobsGVR, PodTemplatePath: refs.MustParsePath("spec.jobTemplate.spec.template")})
+	// CronJobs here restart by their pod template's annotation, a kind whose
+	// template lies deeper than spec.template; strategy_test.go has them
+	// start Jobs (runNow), as examples/config.yaml configures them.
+	for i, w := range cfg.Workloads {
+		if w.GVR == cronjobsGVR {
+			cfg.Workloads[i] = config.WorkloadKind{GVR: cronjobsGVR, PodTemplatePath: refs.MustParsePath("spec.jobTemplate.spec.template")}
+		}
+	}
 
 	cat := catalog.New()
 	h := &harness{t: t, cfg: cfg, sources: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),

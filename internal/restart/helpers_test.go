@@ -26,6 +26,7 @@ const (
 	releaseKey      = "com.xing.deployment-restart.release"
 	ignoreKey       = "com.xing.deployment-restart.ignore"
 	ignoreSrcKey    = "com.xing.deployment-restart.ignore-sources"
+	strategyKey     = "com.xing.deployment-restart.strategy"
 )
 
 func exampleConfig(t testing.TB) *config.Config {
@@ -39,7 +40,8 @@ func exampleConfig(t testing.TB) *config.Config {
 		t.Fatalf("examples/config.yaml: %v", err)
 	}
 	want := config.Annotations{OptIn: optInKey, AppliedChecksums: appliedKey, RestartTimestamp: timestampKey, AppliedTemplateHash: templateHashKey,
-		Rollout: rolloutKey, Hold: holdKey, Release: releaseKey, Ignore: ignoreKey, IgnoreSources: ignoreSrcKey}
+		Rollout: rolloutKey, Hold: holdKey, Release: releaseKey, Ignore: ignoreKey, IgnoreSources: ignoreSrcKey,
+		RestartStrategy: strategyKey}
 	if cfg.Annotations != want {
 		t.Fatalf("example annotations %+v, want %+v", cfg.Annotations, want)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/restart-controller/restart-controller/internal/notify"
 	"github.com/restart-controller/restart-controller/internal/pacing"
 	"github.com/restart-controller/restart-controller/internal/rollout"
+	"github.com/restart-controller/restart-controller/internal/strategy"
 )
 
 // follow judges the rollout of the workload's last restart, if it is still
@@ -32,10 +33,15 @@ func (c *Controller) follow(ctx context.Context, key catalog.WorkloadKey, w *cat
 	if !rec.InFlight() {
 		return false, nil
 	}
+	status, poll := strategy.Status(ctx, c.client, key.Namespace, rec, status)
 	verdict := c.rolloutRules[key.Resource].Judge(status, rec.At, now)
 	if verdict.Result == rollout.ResultPending {
 		// The deadline: decide again then, if no status change comes first.
-		c.requeue(key, verdict.Wait+10*time.Millisecond)
+		wait := verdict.Wait + 10*time.Millisecond
+		if poll > 0 {
+			wait = min(wait, poll)
+		}
+		c.requeue(key, wait)
 		return false, nil
 	}
 	done := rec.WithResult(verdict, now)

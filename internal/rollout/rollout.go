@@ -72,10 +72,13 @@ const (
 	// KindNone follows nothing: every restart counts as NotRolling. For kinds
 	// whose restart rolls no pods at once, e.g. CronJobs.
 	KindNone Kind = "none"
+	// KindJob reads a Job's Complete and Failed conditions: the rollout of
+	// a restart that runs a Job is the Job (job.go).
+	KindJob Kind = "job"
 )
 
 // Kinds lists every rule name, for validation and error messages.
-var Kinds = []Kind{KindDeployment, KindStatefulSet, KindDaemonSet, KindArgoRollout, KindConditions, KindNone}
+var Kinds = []Kind{KindDeployment, KindStatefulSet, KindDaemonSet, KindArgoRollout, KindConditions, KindNone, KindJob}
 
 // DefaultReadyConditions are the condition types the generic rule reads when
 // a kind does not name its own: the first of them the object carries decides.
@@ -129,6 +132,8 @@ func (r Rule) Evaluate(obj map[string]interface{}) Status {
 		s = daemonSet(o)
 	case KindArgoRollout:
 		s = argoRollout(o)
+	case KindJob:
+		s = job(o)
 	case KindNone:
 		s = Status{Phase: NotRolling, Reason: "NotFollowed", Message: "this kind's status is not followed"}
 	default:

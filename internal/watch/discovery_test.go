@@ -30,7 +30,7 @@ func TestLateWorkloadKindIsWatchedOnceServed(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := exampleConfig(t)
-			disc := newFakeDiscovery(coreV1, appsV1)
+			disc := newFakeDiscovery(coreV1, appsV1, batchV1)
 			if c.missing != nil {
 				disc.serve(c.missing)
 			}
@@ -45,7 +45,8 @@ func TestLateWorkloadKindIsWatchedOnceServed(t *testing.T) {
 			f.start(t)
 			f.waitForSync(t)
 
-			want := map[string]float64{deployments.String(): 1, statefulSets.String(): 1, daemonSets.String(): 1, rollouts.String(): 0}
+			cronJobs := schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "cronjobs"}
+			want := map[string]float64{deployments.String(): 1, statefulSets.String(): 1, daemonSets.String(): 1, rollouts.String(): 0, cronJobs.String(): 1}
 			if got := f.watched(t); !equalGauges(got, want) {
 				t.Fatalf("workload_kind_watched = %v, want %v", got, want)
 			}
@@ -119,7 +120,7 @@ func TestRunRetriesDiscoveryErrors(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			cfg := exampleConfig(t)
-			disc := newFakeDiscovery(coreV1, appsV1)
+			disc := newFakeDiscovery(coreV1, appsV1, batchV1)
 			canary := catalog.WorkloadKey{Resource: rollouts, Namespace: "shop", Name: "canary"}
 			f := newFixture(t, cfg, nil, disc, workload(cfg, rollouts, "Rollout", "shop", "canary", "app"))
 			f.start(t)
@@ -215,7 +216,7 @@ func TestStartFailsUnlessEverySourceIsServed(t *testing.T) {
 // informer started later (a CRD installed after start) has not synced.
 func TestReadyFollowsEveryInformer(t *testing.T) {
 	cfg := exampleConfig(t)
-	disc := newFakeDiscovery(coreV1, appsV1)
+	disc := newFakeDiscovery(coreV1, appsV1, batchV1)
 	f := newFixture(t, cfg, nil, disc,
 		workload(cfg, deployments, "Deployment", "shop", "web", "app"),
 		workload(cfg, rollouts, "Rollout", "shop", "canary", "app"))

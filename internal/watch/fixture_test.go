@@ -43,6 +43,7 @@ var listKinds = map[schema.GroupVersionResource]string{
 	daemonSets:   "DaemonSetList",
 	rollouts:     "RolloutList",
 	settings:     "SettingList",
+	{Group: "batch", Version: "v1", Resource: "cronjobs"}: "CronJobList",
 }
 
 // Discovery documents of the API server the tests pretend to talk to.
@@ -50,6 +51,7 @@ var (
 	coreV1 = resourceList("v1", resource("configmaps", "ConfigMap"), resource("secrets", "Secret"))
 	appsV1 = resourceList("apps/v1", resource("deployments", "Deployment"),
 		resource("statefulsets", "StatefulSet"), resource("daemonsets", "DaemonSet"))
+	batchV1      = resourceList("batch/v1", resource("cronjobs", "CronJob"), resource("jobs", "Job"))
 	argoV1alpha1 = resourceList("argoproj.io/v1alpha1", resource("rollouts", "Rollout"))
 )
 

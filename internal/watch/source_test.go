@@ -296,7 +296,7 @@ func TestSourceTransportsGiveTheSameDigests(t *testing.T) {
 func TestProtobufSourceWatchEvents(t *testing.T) {
 	srv := newProtobufServer(t, typedConfigMap("app", "1", sourceData, sourceBin))
 	f := newFixture(t, parseConfig(t, sourceConfigYAML("configmap", configMaps)), &rest.Config{Host: srv.URL},
-		newFakeDiscovery(coreV1, appsV1))
+		newFakeDiscovery(coreV1, appsV1, batchV1))
 	f.start(t)
 	f.waitForSync(t)
 	app := catalog.SourceID{Kind: "configmap", Namespace: "shop", Name: "app"}

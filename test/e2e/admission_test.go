@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -11,7 +10,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -36,27 +34,8 @@ func TestAdmissionGuard(t *testing.T) {
 	applyServerSide(t, "admission-policy", render(t, filepath.Join(env.repoRoot, "manifests", "admission")))
 	ctx := ctxFor(t)
 
-	// CronJobs are not in the shipped ClusterRole; grant them for this test
-	// so the policy, not RBAC, is what answers.
-	const extra = "restart-controller-e2e-cronjobs"
-	if _, err := env.kube.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: extra},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"batch"}, Resources: []string{"cronjobs"}, Verbs: []string{"patch"}}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := env.kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: extra},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: controllerSA, Namespace: manifestsNamespace}},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: extra},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = env.kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), extra, metav1.DeleteOptions{})
-		_ = env.kube.RbacV1().ClusterRoles().Delete(context.Background(), extra, metav1.DeleteOptions{})
-	})
-
+	// CronJobs are in the shipped ClusterRole (restarted by runNow): the
+	// policy, not RBAC, is what answers for them too.
 	kubeconfig, rc := serviceAccountKubeconfig(t, manifestsNamespace, controllerSA)
 	asController, err := dynamic.NewForConfig(rc)
 	if err != nil {
@@ -115,7 +94,7 @@ func TestAdmissionGuard(t *testing.T) {
 		}
 	}
 
-	// The controller's own patches: the shape restart.BuildPatch writes.
+	// The controller's own patches: the shape strategy.BuildPatch writes.
 	stamp := time.Now().UTC().Format(time.RFC3339Nano)
 	allowed := []struct {
 		what, resource, body string

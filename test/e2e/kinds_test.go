@@ -158,7 +158,8 @@ func TestCRDWorkloadInstalledLater(t *testing.T) {
 	if err := yaml.Unmarshal([]byte(rolloutCRD), &crd.Object); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := env.dynamic.Resource(crdGVR).Create(ctx, &crd, metav1.CreateOptions{}); err != nil {
+	// TestRolloutRestartAt may have installed it already.
+	if _, err := env.dynamic.Resource(crdGVR).Create(ctx, &crd, metav1.CreateOptions{}); err != nil && !isAlreadyExists(err) {
 		t.Fatalf("installing rollout CRD: %v", err)
 	}
 	ns := newNamespace(t)

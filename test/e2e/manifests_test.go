@@ -105,7 +105,10 @@ func TestManifestsServerSideDryRun(t *testing.T) {
 		}
 	})
 
-	// Dry-run cannot create the namespace the namespaced objects need.
+	// Dry-run cannot create the namespace the namespaced objects need. Other
+	// tests install into the same namespace and delete it when they end; its
+	// termination takes a while.
+	waitNamespaceNotTerminating(t, manifestsNamespace)
 	_, err := env.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
 		ObjectMeta: metav1.ObjectMeta{Name: manifestsNamespace},
 	}, metav1.CreateOptions{})

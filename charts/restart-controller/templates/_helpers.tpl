@@ -72,7 +72,9 @@ watch what it may not read).
 
 {{/*
 The rules the controller needs: list and watch on every source kind; list,
-watch and patch on every workload kind; Events. Grouped by API group, in the
+watch and patch on every workload kind; get on the kinds a runNow or recreate
+strategy restarts, create and get on Jobs for runNow, delete and create on
+the kind for recreate (config.Needs); Events. Grouped by API group, in the
 order the kinds appear in the config (as manifests/rbac.yaml writes them).
 */}}
 {{/*
@@ -111,6 +113,27 @@ Namespaces for their labels (config.NamespaceVerbs).
 - apiGroups: [{{ . | quote }}]
   resources: [{{ join ", " (get $workloads .) }}]
   verbs: [list, watch, patch]
+{{- end }}
+{{- $runNow := false }}
+{{- range .Values.config.workloads }}
+{{- $strategies := list ((.restart | default dict).strategy | default "templateAnnotation") }}
+{{- range ((.restart | default dict).byAnnotation | default list) }}{{ $strategies = append $strategies (.strategy | default "templateAnnotation") }}{{ end }}
+{{- if or (has "runNow" $strategies) (has "recreate" $strategies) }}
+- apiGroups: [{{ .group | default "" | quote }}]
+  resources: [{{ .resource }}]
+  verbs: [get]
+{{- end }}
+{{- if has "runNow" $strategies }}{{ $runNow = true }}{{ end }}
+{{- if has "recreate" $strategies }}
+- apiGroups: [{{ .group | default "" | quote }}]
+  resources: [{{ .resource }}]
+  verbs: [delete, create]
+{{- end }}
+{{- end }}
+{{- if $runNow }}
+- apiGroups: ["batch"]
+  resources: [jobs]
+  verbs: [create, get]
 {{- end }}
 - apiGroups: [events.k8s.io]
   resources: [events]

@@ -1,4 +1,4 @@
-package restart
+package strategy
 
 import (
 	"encoding/json"
@@ -9,6 +9,15 @@ import (
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/decision"
 )
+
+const (
+	optInKey        = "com.xing.deployment-restart"
+	appliedKey      = "com.xing.deployment-restart.applied-config-checksums"
+	timestampKey    = "com.xing.deployment-restart.timestamp"
+	templateHashKey = "com.xing.deployment-restart.applied-template-hash"
+)
+
+var cmApp = catalog.SourceID{Kind: "configmap", Namespace: "shop", Name: "app"}
 
 var testAnnotations = config.Annotations{
 	OptIn: optInKey, AppliedChecksums: appliedKey, RestartTimestamp: timestampKey, AppliedTemplateHash: templateHashKey,

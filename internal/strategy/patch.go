@@ -1,4 +1,4 @@
-package restart
+package strategy
 
 import (
 	"encoding/json"
@@ -35,7 +35,13 @@ func BuildPatch(templateFields []string, annotations config.Annotations, w *cata
 			"annotations":     ann,
 		},
 	}
-	if plan.Restart {
+	// runNow and recreate restart by another write (strategy.go): this
+	// patch records what they delivered.
+	switch {
+	case plan.Restart && plan.Strategy.Name == config.TimestampAt:
+		fields, _ := plan.Strategy.Field.Fields()
+		nest(patch, fields[:len(fields)-1], map[string]interface{}{fields[len(fields)-1]: Time(now, w.RestartMark)})
+	case plan.Restart && plan.Strategy.Name != config.RunNow && plan.Strategy.Name != config.Recreate:
 		// RFC 3339 with nanoseconds: two restarts within one second must still
 		// change the template, or the second would roll nothing.
 		leaf := map[string]interface{}{

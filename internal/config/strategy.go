@@ -1,0 +1,234 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/validate/content"
+
+	"github.com/restart-controller/restart-controller/internal/refs"
+)
+
+// StrategyName names how a restart is carried out (workloads[].restart).
+type StrategyName string
+
+const (
+	// TemplateAnnotation writes the restart time into the pod template's
+	// annotations (annotations.restartTimestamp): the workload's own
+	// controller rolls its pods as for any template change. The default.
+	TemplateAnnotation StrategyName = "templateAnnotation"
+	// TimestampAt writes the restart time, RFC 3339 in seconds, at a field of
+	// the workload (Argo Rollouts: spec.restartAt), whose controller then
+	// replaces the pods without a template change.
+	TimestampAt StrategyName = "timestampAt"
+	// RunNow creates a Job now from the workload's Job template (CronJobs:
+	// spec.jobTemplate), as `kubectl create job --from=cronjob/NAME` does.
+	RunNow StrategyName = "runNow"
+	// Recreate deletes the workload and creates it again from what it was
+	// (Jobs, which cannot be re-run otherwise). Only by configuration.
+	Recreate StrategyName = "recreate"
+)
+
+// StrategyNames lists every strategy, for validation and error messages.
+var StrategyNames = []StrategyName{TemplateAnnotation, TimestampAt, RunNow, Recreate}
+
+// Strategy is how a restart of a workload is carried out.
+type Strategy struct {
+	Name StrategyName
+	// Field (TimestampAt) is where the restart time is written, and
+	// DoneField, when set, the status field that equals it once the
+	// workload's controller has finished the restart.
+	Field, DoneField refs.Path
+	// JobTemplate (RunNow) holds the metadata and spec of the Job to create.
+	JobTemplate refs.Path
+	// ClearFields (Recreate) are removed from the object before it is
+	// created again, besides its status and server-set metadata; and
+	// ClearTemplateLabels from its pod template's labels: what the API
+	// server derives from the old object's identity (a Job's selector).
+	ClearFields         []refs.Path
+	ClearTemplateLabels []string
+}
+
+// Restart is how a workload kind is restarted: its default strategy, and
+// the ones a workload picks with the value of annotations.restartStrategy.
+type Restart struct {
+	Strategy     Strategy
+	ByAnnotation map[string]Strategy
+}
+
+// StrategyOf returns the strategy a workload of the kind uses, given the
+// value of its annotations.restartStrategy annotation ("" when absent).
+// An unknown value uses the kind's default, as Reloader does.
+func (r Restart) StrategyOf(value string) Strategy {
+	if s, ok := r.ByAnnotation[value]; ok && value != "" {
+		return s
+	}
+	return r.Strategy
+}
+
+// Uses reports whether the kind restarts some workload with the strategy.
+func (r Restart) Uses(name StrategyName) bool {
+	if r.Strategy.Name == name {
+		return true
+	}
+	for _, s := range r.ByAnnotation {
+		if s.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// String names the strategy and where it writes, for explain and logs.
+func (s Strategy) String() string {
+	switch s.Name {
+	case TimestampAt:
+		return fmt.Sprintf("%s (the restart time at %s)", s.Name, s.Field)
+	case RunNow:
+		return fmt.Sprintf("%s (a Job from %s)", s.Name, s.JobTemplate)
+	case Recreate:
+		return fmt.Sprintf("%s (delete it and create it again)", s.Name)
+	}
+	return fmt.Sprintf("%s (the restart time in the pod template's annotations)", TemplateAnnotation)
+}
+
+// FileRestart says how a workload kind is restarted (workloads[].restart),
+// and, in byAnnotation, which other strategies a workload may pick.
+type FileRestart struct {
+	// Value, in byAnnotation only, is the value of annotations.restartStrategy
+	// that picks this strategy.
+	Value string `json:"value"`
+	// Strategy: templateAnnotation (the default), timestampAt, runNow or
+	// recreate (README, "Restart strategies").
+	Strategy string `json:"strategy"`
+	// Field (timestampAt, required) is where the restart time is written,
+	// e.g. spec.restartAt; DoneField (optional) is the status field the
+	// workload's controller sets to the same time once it has restarted
+	// the pods, e.g. status.restartedAt: the rollout is complete then.
+	Field     string `json:"field"`
+	DoneField string `json:"doneField"`
+	// JobTemplate (runNow) is where the Job's metadata and spec are, e.g.
+	// spec.jobTemplate; podTemplatePath must lie below it. Empty means
+	// podTemplatePath without its last two fields (spec.template).
+	JobTemplate string `json:"jobTemplate"`
+	// ClearFields (recreate) are removed before the object is created
+	// again, e.g. spec.selector of a Job; ClearTemplateLabels are removed
+	// from its pod template's labels, e.g. a Job's controller-uid.
+	ClearFields         []string `json:"clearFields"`
+	ClearTemplateLabels []string `json:"clearTemplateLabels"`
+	// ByAnnotation lists the strategies a workload of the kind picks with
+	// the value of its annotations.restartStrategy annotation.
+	ByAnnotation []FileRestart `json:"byAnnotation"`
+}
+
+// compileRestart checks a kind's restart strategies; podTemplate is the
+// kind's compiled pod template path.
+func compileRestart(path string, f FileRestart, podTemplate refs.Path, p *problems) Restart {
+	if f.Value != "" {
+		p.addf(path+".value", "only entries of byAnnotation have a value")
+	}
+	r := Restart{Strategy: compileStrategy(path, f, podTemplate, p)}
+	for i, alt := range f.ByAnnotation {
+		at := fmt.Sprintf("%s.byAnnotation[%d]", path, i)
+		if len(alt.ByAnnotation) > 0 {
+			p.addf(at+".byAnnotation", "only the kind's restart has byAnnotation")
+		}
+		if alt.Value == "" {
+			p.add(at+".value", errRequired)
+			continue
+		}
+		if _, dup := r.ByAnnotation[alt.Value]; dup {
+			p.addf(at+".value", "duplicate value %q", alt.Value)
+			continue
+		}
+		if r.ByAnnotation == nil {
+			r.ByAnnotation = map[string]Strategy{}
+		}
+		r.ByAnnotation[alt.Value] = compileStrategy(at, alt, podTemplate, p)
+	}
+	return r
+}
+
+func compileStrategy(path string, f FileRestart, podTemplate refs.Path, p *problems) Strategy {
+	s := Strategy{Name: StrategyName(f.Strategy)}
+	if f.Strategy == "" {
+		s.Name = TemplateAnnotation
+	} else if !slices.Contains(StrategyNames, s.Name) {
+		names := make([]string, len(StrategyNames))
+		for i, n := range StrategyNames {
+			names[i] = string(n)
+		}
+		p.addf(path+".strategy", "must be one of %s, got %q", strings.Join(names, ", "), f.Strategy)
+		return s
+	}
+	only := func(field string, set bool, of StrategyName) {
+		if set && s.Name != of {
+			p.addf(path+"."+field, "only the %s strategy reads it; this one is %s", of, s.Name)
+		}
+	}
+	only("field", f.Field != "", TimestampAt)
+	only("doneField", f.DoneField != "", TimestampAt)
+	only("jobTemplate", f.JobTemplate != "", RunNow)
+	only("clearFields", len(f.ClearFields) > 0, Recreate)
+	only("clearTemplateLabels", len(f.ClearTemplateLabels) > 0, Recreate)
+	switch s.Name {
+	case TimestampAt:
+		if f.Field == "" {
+			p.add(path+".field", errRequired)
+		} else {
+			s.Field = strategyPath(path+".field", f.Field, p)
+		}
+		if f.DoneField != "" {
+			s.DoneField = strategyPath(path+".doneField", f.DoneField, p)
+		}
+	case RunNow:
+		s.JobTemplate = compileJobTemplate(path+".jobTemplate", f.JobTemplate, podTemplate, p)
+	case Recreate:
+		for i, c := range f.ClearFields {
+			s.ClearFields = append(s.ClearFields, strategyPath(fmt.Sprintf("%s.clearFields[%d]", path, i), c, p))
+		}
+		for i, l := range f.ClearTemplateLabels {
+			checkName(p, fmt.Sprintf("%s.clearTemplateLabels[%d]", path, i), l, content.IsQualifiedName)
+		}
+		s.ClearTemplateLabels = f.ClearTemplateLabels
+	}
+	return s
+}
+
+// compileJobTemplate reads where a runNow Job's template is: the pod
+// template the checksums describe must be that Job's, so podTemplatePath
+// lies below it (its spec.template).
+func compileJobTemplate(path, value string, podTemplate refs.Path, p *problems) refs.Path {
+	fields, _ := podTemplate.Fields()
+	if value == "" {
+		if len(fields) < 3 {
+			p.addf(path, "required: podTemplatePath %s has no Job template above it (JOBTEMPLATE.spec.template)", podTemplate)
+			return refs.Path{}
+		}
+		value = strings.Join(fields[:len(fields)-2], ".")
+	}
+	jt := strategyPath(path, value, p)
+	want := jt.String() + ".spec.template"
+	if jt.String() != "" && podTemplate.String() != "" && podTemplate.String() != want {
+		p.addf(path, "podTemplatePath must be %s (the Job's pod template), got %s", want, podTemplate)
+	}
+	return jt
+}
+
+// strategyPath parses a path that reaches one field.
+func strategyPath(path, value string, p *problems) refs.Path {
+	rp, err := refs.ParsePath(value)
+	if err == nil && rp.HasWildcard() {
+		err = errors.New("must not contain [*]: it names one field")
+	}
+	if err == nil && rp.String() == "" {
+		err = errors.New("must name a field")
+	}
+	if err != nil {
+		p.add(path, err)
+		return refs.Path{}
+	}
+	return rp
+}
