@@ -313,11 +313,11 @@ func TestDecide(t *testing.T) {
 			want:         Plan{Applied: map[string]string{"configmap/shop/app": ""}, Patch: true, Unverified: []catalog.SourceID{cmApp}},
 		},
 		{
-			name:        "sourceSelector, source not cached, first sight: nothing recorded for it",
-			refs:        []catalog.Reference{whole, dbPW},
-			sources:     sourceMap{secDB: dbV1},
-			life:        &unselected,
-			want:        Plan{Applied: map[string]string{"secret/shop/db": db1}, Patch: true},
+			name:    "sourceSelector, source not cached, first sight: nothing recorded for it",
+			refs:    []catalog.Reference{whole, dbPW},
+			sources: sourceMap{secDB: dbV1},
+			life:    &unselected,
+			want:    Plan{Applied: map[string]string{"secret/shop/db": db1}, Patch: true},
 		},
 		{
 			name:        "sourceSelector, recorded source no longer cached (deleted or unlabelled): its record kept, no restart",
