@@ -174,13 +174,14 @@ func newClients(s config.Settings) (*clients, error) {
 // checksums, keyed.
 func assemble(cfg *config.Config, cl *clients, cat *catalog.Catalog, m *metrics.Metrics, recorder restart.EventRecorder,
 	log hclog.Logger, lookupEnv func(string) (string, bool)) (*restart.Controller, *watch.Watcher, error) {
-	ctrl, err := restart.New(cfg, cat, cl.dynamic, restart.APIExists(cl.meta, cfg.Sources), m, recorder, log.Named("restart"))
+	ctrl, err := restart.New(cfg, cat, cl.dynamic, restart.APIExists(cl.meta, cfg.Sources, cfg.SourceSelector.String()), m, recorder, log.Named("restart"))
 	if err != nil {
 		return nil, nil, err
 	}
 	ctrl.PatchWith(cl.meta)
 	ctrl.ReadKeysWith(keyread.New(cfg.Sources, restart.APIFetch(cl.kube.ProtobufCore(), cl.dynamic), keyread.Capacity))
 	watcher := watch.New(cfg, cl.rest, cl.dynamic, cl.kube, cat, ctrl, m, log.Named("watch"), discoveryInterval)
+	watcher.ReadNamespacesWith(cl.meta)
 	watcher.ReportHealth(accessReviewer(cl.kube), healthEvents(recorder, selfReference(cfg.Settings, lookupEnv), log.Named("watch")))
 	watcher.BeforeWatching(func(ctx context.Context) error {
 		key, err := checksumkey.Ensure(ctx, cl.kube.Secrets(cfg.Settings.LeaseNamespace), cfg.Settings.LeaseNamespace, cfg.Settings.ChecksumKeySecret)

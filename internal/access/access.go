@@ -46,6 +46,10 @@ func KeySecretVerbs() []string { return []string{"get", "create"} }
 // LeaseVerbs: leader election on a Lease.
 func LeaseVerbs() []string { return []string{"get", "create", "update"} }
 
+// NamespaceVerbs: with a namespaceSelector, a metadata-only informer lists
+// and watches Namespaces for their labels.
+func NamespaceVerbs() []string { return []string{"list", "watch"} }
+
 // Need is a set of verbs the controller uses on one resource, in a namespace
 // ("" for all namespaces).
 type Need struct {
@@ -80,6 +84,10 @@ func Needs(c *config.Config) []Need {
 		}
 		out = append(out, Need{Resource: schema.GroupResource{Group: "events.k8s.io", Resource: "events"}, Verbs: EventVerbs(),
 			Namespace: ns, Why: "Events on workloads"})
+	}
+	if c.NamespaceSelector != nil {
+		out = append(out, Need{Resource: schema.GroupResource{Resource: "namespaces"}, Verbs: NamespaceVerbs(),
+			Why: "the namespaceSelector reads Namespaces' labels"})
 	}
 	out = append(out, Need{Resource: schema.GroupResource{Resource: "secrets"}, Verbs: KeySecretVerbs(),
 		Namespace: c.Settings.LeaseNamespace, Why: "the checksum key Secret " + c.Settings.ChecksumKeySecret,

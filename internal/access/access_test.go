@@ -99,3 +99,28 @@ workloads:
 		t.Errorf("no Lease with leader election:\n%s", strings.Join(got, "\n"))
 	}
 }
+
+// Namespaces are read (list, watch, across the cluster) only for a
+// namespaceSelector; ignoredNamespaces and a sourceSelector need nothing
+// more than the informers' verbs.
+func TestNeedsNamespacesOnlyForASelector(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		want bool
+	}{
+		{"", false},
+		{"ignoredNamespaces: [kube-system]\nsourceSelector: reload=true", false},
+		{"namespaceSelector: env=prod", true},
+		{"namespaces: [a]\nnamespaceSelector: env=prod", true},
+	} {
+		cfg := parse(t, tc.file)
+		i := slices.IndexFunc(Needs(cfg), func(n Need) bool { return n.Resource.Resource == "namespaces" })
+		if (i >= 0) != tc.want {
+			t.Errorf("%q: needs namespaces %v, want %v", tc.file, i >= 0, tc.want)
+			continue
+		}
+		if n := Needs(cfg); i >= 0 && (n[i].Namespace != "" || !slices.Equal(n[i].Verbs, []string{"list", "watch"})) {
+			t.Errorf("%q: %+v, want list and watch across the cluster", tc.file, n[i])
+		}
+	}
+}

@@ -39,6 +39,9 @@ type Catalog struct {
 	readers *readerIndex
 	// reduce is how sources enter the caches (SourceTransform).
 	reduce SourceReducer
+	// namespaces, when set, holds the selected namespaces
+	// (SelectNamespaces).
+	namespaces cache.Store
 }
 
 // Option configures a Catalog.
@@ -111,7 +114,13 @@ func (c *Catalog) Source(id SourceID) (*SourceState, bool) {
 // Workload returns the state of a workload as decisions read it, or false
 // when it is gone: the cached state, with the sources its regex source
 // lists match among the cached sources now (WithMatches).
+//
+// A workload of a namespace that is not selected (SelectNamespaces) is not
+// there.
 func (c *Catalog) Workload(key WorkloadKey) (*WorkloadState, bool) {
+	if !c.NamespaceSelected(key.Namespace) {
+		return nil, false
+	}
 	c.mu.RLock()
 	stores := c.workloads[key.Resource]
 	c.mu.RUnlock()

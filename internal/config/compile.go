@@ -48,15 +48,12 @@ func compile(f *File, p *problems) *Config {
 		Annotations: compileAnnotations(f.Annotations, p),
 		Namespaces:  compileNamespaces(f.Namespaces, p),
 	}
-	c.WorkloadSelector = labels.Everything()
-	if f.WorkloadSelector != "" {
-		sel, err := labels.Parse(f.WorkloadSelector)
-		if err != nil {
-			p.add("workloadSelector", err)
-		} else {
-			c.WorkloadSelector = sel
-		}
+	c.WorkloadSelector = compileSelector("workloadSelector", f.WorkloadSelector, p)
+	c.SourceSelector = compileSelector("sourceSelector", f.SourceSelector, p)
+	if f.NamespaceSelector != "" {
+		c.NamespaceSelector = compileSelector("namespaceSelector", f.NamespaceSelector, p)
 	}
+	c.IgnoredNamespaces = compileIgnoredNamespaces(f.IgnoredNamespaces, c.Namespaces, p)
 	c.Sources = compileSources(f.Sources, p)
 	for _, k := range c.Sources {
 		c.sourceKinds = append(c.sourceKinds, k.Name)
@@ -68,7 +65,8 @@ func compile(f *File, p *problems) *Config {
 	c.Breaker = compileBreaker(f.Breaker, p)
 	c.OptIns, c.SourceLists, c.Excludes, c.IgnoreAnnotations = compileOptIns(f, p)
 	c.OptInAll = f.OptInAll
-	c.SourceLifecycle = SourceLifecycle(f.SourceLifecycle)
+	c.SourceLifecycle = SourceLifecycle{RestartOnCreate: f.SourceLifecycle.RestartOnCreate,
+		RestartOnDelete: f.SourceLifecycle.RestartOnDelete, AbsentUnknown: f.SourceSelector != ""}
 	c.Sinks = compileNotifications(f.Notifications, p)
 	return c
 }
@@ -378,6 +376,38 @@ func compileNamespaces(namespaces []string, p *problems) []string {
 		}
 	}
 	return namespaces
+}
+
+// compileSelector parses a label selector; empty selects everything.
+func compileSelector(path, s string, p *problems) labels.Selector {
+	if s == "" {
+		return labels.Everything()
+	}
+	sel, err := labels.Parse(s)
+	if err != nil {
+		p.add(path, err)
+		return labels.Everything()
+	}
+	return sel
+}
+
+// compileIgnoredNamespaces checks the ignored namespaces: valid names, once
+// each, and none that namespaces lists (watched and ignored at once).
+func compileIgnoredNamespaces(ignored, watched []string, p *problems) []string {
+	seen := map[string]int{}
+	for i, ns := range ignored {
+		path := fmt.Sprintf("ignoredNamespaces[%d]", i)
+		checkName(p, path, ns, content.IsDNS1123Label)
+		if j, dup := seen[ns]; dup {
+			p.addf(path, "duplicate namespace %q (also ignoredNamespaces[%d])", ns, j)
+		} else {
+			seen[ns] = i
+		}
+		if j := slices.Index(watched, ns); j >= 0 {
+			p.addf(path, "namespace %q is also in namespaces[%d]: it cannot be both watched and ignored", ns, j)
+		}
+	}
+	return ignored
 }
 
 func compileSources(kinds []FileSourceKind, p *problems) []SourceKind {

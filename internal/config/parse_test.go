@@ -546,11 +546,26 @@ leaderElection: {namespace: Bad_NS, leaseName: "", renewDeadline: 20s}`,
 			name: "selector and annotations",
 			file: `
 workloadSelector: "a in (b"
+sourceSelector: "re load=x"
+namespaceSelector: "env in"
 annotations: {optIn: "-bad-", appliedChecksums: "", restartTimestamp: example.com/ok}`,
 			want: []string{
 				`annotations.appliedChecksums: required`,
 				`annotations.optIn: invalid "-bad-": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')`,
+				`namespaceSelector: unable to parse requirement: found '' expected: '('`,
+				`sourceSelector: unable to parse requirement: found 'load', expected: in, notin, =, ==, !=, gt, lt`,
 				`workloadSelector: unable to parse requirement: found '', expected: ',' or ')'`,
+			},
+		},
+		{
+			name: "ignored namespaces",
+			file: `
+namespaces: [a, b]
+ignoredNamespaces: [b, Bad, c, c]`,
+			want: []string{
+				`ignoredNamespaces[0]: namespace "b" is also in namespaces[1]: it cannot be both watched and ignored`,
+				`ignoredNamespaces[1]: invalid "Bad": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')`,
+				`ignoredNamespaces[3]: duplicate namespace "c" (also ignoredNamespaces[2])`,
 			},
 		},
 		{

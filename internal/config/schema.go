@@ -43,10 +43,26 @@ type File struct {
 	Annotations FileAnnotations `json:"annotations"`
 	// Namespaces limits watching to these namespaces; empty means all.
 	Namespaces []string `json:"namespaces"`
+	// IgnoredNamespaces are namespaces whose workloads and sources are not
+	// watched at all (a field selector on every list and watch, so nothing
+	// of them is kept in memory). With namespaces set, an ignored namespace
+	// that is also listed there is an error.
+	IgnoredNamespaces []string `json:"ignoredNamespaces"`
+	// NamespaceSelector is a Kubernetes label selector on Namespaces; empty
+	// selects all. Workloads in a namespace it does not select are not acted
+	// on (nothing is written on them), and a namespace whose labels change
+	// starts or stops being selected while the controller runs. It applies
+	// within namespaces when both are set.
+	NamespaceSelector string `json:"namespaceSelector"`
 	// WorkloadSelector is a Kubernetes label selector; empty selects all.
-	WorkloadSelector string             `json:"workloadSelector"`
-	Sources          []FileSourceKind   `json:"sources"`
-	Workloads        []FileWorkloadKind `json:"workloads"`
+	WorkloadSelector string `json:"workloadSelector"`
+	// SourceSelector is a Kubernetes label selector on sources, applied by
+	// the API server to every source list and watch; empty selects all. A
+	// source it does not select is not known to the controller: a workload
+	// reading one is neither restarted for it nor records it.
+	SourceSelector string             `json:"sourceSelector"`
+	Sources        []FileSourceKind   `json:"sources"`
+	Workloads      []FileWorkloadKind `json:"workloads"`
 	// References are the pod spec fields that name source objects, relative
 	// to the pod spec (<podTemplatePath>.spec).
 	References []refs.Spec `json:"references"`

@@ -2,8 +2,10 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -19,9 +21,18 @@ type Config struct {
 	Annotations Annotations
 	// Namespaces limits watching to these namespaces; empty means all.
 	Namespaces []string
+	// IgnoredNamespaces are never watched (a field selector on every list
+	// and watch: IgnoredNamespacesField).
+	IgnoredNamespaces []string
+	// NamespaceSelector selects the namespaces whose workloads are acted
+	// on; nil when unset (no namespace is read then).
+	NamespaceSelector labels.Selector
 	// WorkloadSelector filters workloads by label; labels.Everything() when unset.
 	WorkloadSelector labels.Selector
-	Sources          []SourceKind
+	// SourceSelector filters sources by label on the API server;
+	// labels.Everything() when unset.
+	SourceSelector labels.Selector
+	Sources        []SourceKind
 	// sourceKinds are the names of Sources, for OptInRules.
 	sourceKinds []string
 	Workloads   []WorkloadKind
@@ -55,10 +66,16 @@ type Config struct {
 	IgnoreAnnotations []string
 }
 
-// SourceLifecycle is FileSourceLifecycle compiled (no checks needed).
+// SourceLifecycle is FileSourceLifecycle compiled (no checks needed), and
+// what the caches' view of sources says of their existence.
 type SourceLifecycle struct {
 	RestartOnCreate bool
 	RestartOnDelete bool
+	// AbsentUnknown: a source the caches do not hold may exist unselected
+	// (a sourceSelector), so its absence says nothing: it is neither
+	// compared nor recorded, what was recorded for it is kept, and
+	// creations and deletions restart nothing.
+	AbsentUnknown bool
 }
 
 // Settings are the process settings layered from defaults, file, env and flags.
@@ -174,4 +191,22 @@ func (c Condition) Holds(obj map[string]interface{}) bool {
 // String describes the condition for logs and Events, e.g. "spec.paused is true".
 func (c Condition) String() string {
 	return fmt.Sprintf("%s is %v", c.Path, c.Equals)
+}
+
+// IgnoredNamespacesField is the field selector that keeps the ignored
+// namespaces out of every list and watch across all namespaces, or "".
+func (c *Config) IgnoredNamespacesField() string {
+	if len(c.IgnoredNamespaces) == 0 || len(c.Namespaces) > 0 {
+		return ""
+	}
+	sel := make([]fields.Selector, len(c.IgnoredNamespaces))
+	for i, ns := range c.IgnoredNamespaces {
+		sel[i] = fields.OneTermNotEqualSelector("metadata.namespace", ns)
+	}
+	return fields.AndSelectors(sel...).String()
+}
+
+// NamespaceIgnored reports whether the namespace is one of IgnoredNamespaces.
+func (c *Config) NamespaceIgnored(namespace string) bool {
+	return slices.Contains(c.IgnoredNamespaces, namespace)
 }

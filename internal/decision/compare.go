@@ -266,6 +266,15 @@ func (c *comparison) each(plan *Plan, sources SourceLookup, sums checksum.Hasher
 		id := ref.ID.String()
 		old, known := c.applied[id]
 		state, exists := sources.Source(ref.ID)
+		if !exists && c.life.AbsentUnknown {
+			// Maybe there, unselected: what the pods started with is kept,
+			// so that the source, selected again with other data, is a
+			// change; never recorded absent, so its appearance is not one.
+			if known {
+				plan.Applied[id] = old
+			}
+			continue
+		}
 		if !exists {
 			changed = c.absent(plan, ref, old, known, changed)
 			continue

@@ -22,6 +22,10 @@ var (
 // bothRestart is the default source lifecycle.
 var bothRestart = config.SourceLifecycle{RestartOnCreate: true, RestartOnDelete: true}
 
+// unselected is the lifecycle under a sourceSelector: an absent source is
+// unknown, whatever the restart settings say.
+var unselected = config.SourceLifecycle{RestartOnCreate: true, RestartOnDelete: true, AbsentUnknown: true}
+
 const (
 	tmplNow = "1111111111111111" // current template hash
 	tmplOld = "0000000000000000" // a template hash from before a template change
@@ -307,6 +311,51 @@ func TestDecide(t *testing.T) {
 			templateHash: tmplNow,
 			sources:      sourceMap{},
 			want:         Plan{Applied: map[string]string{"configmap/shop/app": ""}, Patch: true, Unverified: []catalog.SourceID{cmApp}},
+		},
+		{
+			name:    "sourceSelector, source not cached, first sight: nothing recorded for it",
+			refs:    []catalog.Reference{whole, dbPW},
+			sources: sourceMap{secDB: dbV1},
+			life:    &unselected,
+			want:    Plan{Applied: map[string]string{"secret/shop/db": db1}, Patch: true},
+		},
+		{
+			name:        "sourceSelector, recorded source no longer cached (deleted or unlabelled): its record kept, no restart",
+			refs:        []catalog.Reference{wholeOptional, dbPW},
+			applied:     ann(map[string]string{"configmap/shop/app": app1, "secret/shop/db": db1}),
+			appliedHash: tmplNow,
+			sources:     sourceMap{secDB: dbV1},
+			life:        &unselected,
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1, "secret/shop/db": db1}},
+		},
+		{
+			name:         "sourceSelector, template changed while a recorded source is not cached: its record kept",
+			refs:         []catalog.Reference{wholeOptional},
+			applied:      ann(map[string]string{"configmap/shop/app": app1}),
+			appliedHash:  tmplOld,
+			templateHash: tmplNow,
+			sources:      sourceMap{},
+			life:         &unselected,
+			want:         Plan{Applied: map[string]string{"configmap/shop/app": app1}, Patch: true},
+		},
+		{
+			name:        "sourceSelector, source enters the cache unrecorded (labelled, or created): recorded, no restart",
+			refs:        []catalog.Reference{wholeOptional},
+			applied:     ann(map[string]string{}),
+			appliedHash: tmplNow,
+			sources:     sourceMap{cmApp: appV1},
+			life:        &unselected,
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": app1}, Patch: true},
+		},
+		{
+			name:        "sourceSelector, source back in the cache with other data than recorded: restart",
+			refs:        []catalog.Reference{wholeOptional},
+			applied:     ann(map[string]string{"configmap/shop/app": app1}),
+			appliedHash: tmplNow,
+			sources:     sourceMap{cmApp: appV2},
+			life:        &unselected,
+			want: Plan{Applied: map[string]string{"configmap/shop/app": app2},
+				Patch: true, Restart: true, Changed: []catalog.SourceID{cmApp}},
 		},
 		{
 			name:        "referenced source never existed: recorded as absent",

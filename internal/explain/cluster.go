@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
@@ -105,16 +106,37 @@ func (cl *Cluster) Get(ctx context.Context, gvr schema.GroupVersionResource, nam
 	return u, err
 }
 
+// ErrUnselected is a source's fetch error when its labels do not match the
+// config's sourceSelector: the controller's caches never hold it.
+var ErrUnselected = errors.New("its labels do not match the config's sourceSelector")
+
 // Fetcher reads sources and reduces them at once to per-key digests, as the
 // controller's cache does, keeping the annotations named; values go no
-// further.
-func (cl *Cluster) Fetcher(ctx context.Context, keep []string) SourceFetcher {
+// further. A source that selector does not select is ErrUnselected.
+func (cl *Cluster) Fetcher(ctx context.Context, keep []string, selector labels.Selector) SourceFetcher {
 	return func(kind config.SourceKind, namespace, name string) (*catalog.SourceState, error) {
 		u, err := cl.Get(ctx, kind.GVR, namespace, name)
 		if err != nil || u == nil {
 			return nil, err
 		}
+		if !selector.Matches(labels.Set(u.GetLabels())) {
+			return nil, fmt.Errorf("%s/%s/%s: %w %q", kind.Name, namespace, name, ErrUnselected, selector.String())
+		}
 		return reduceSource(kind, u, keep...)
+	}
+}
+
+// NamespaceLabels returns a reader of Namespaces' labels.
+func (cl *Cluster) NamespaceLabels(ctx context.Context) func(namespace string) (map[string]string, error) {
+	return func(namespace string) (map[string]string, error) {
+		u, err := cl.Get(ctx, schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, "", namespace)
+		if err != nil {
+			return nil, fmt.Errorf("reading namespace %s: %w", namespace, err)
+		}
+		if u == nil {
+			return nil, nil
+		}
+		return u.GetLabels(), nil
 	}
 }
 
@@ -133,9 +155,11 @@ func reduceSource(kind config.SourceKind, u *unstructured.Unstructured, keep ...
 // SourceNames returns a lister of the names of the sources of a kind in a
 // namespace, which a workload's regex source lists are matched against
 // (metadata only: no source data is read).
-func (cl *Cluster) SourceNames(ctx context.Context) func(kind config.SourceKind, namespace string) ([]string, error) {
+// Only sources selector selects are named, as only those are in the
+// controller's caches.
+func (cl *Cluster) SourceNames(ctx context.Context, selector labels.Selector) func(kind config.SourceKind, namespace string) ([]string, error) {
 	return func(kind config.SourceKind, namespace string) ([]string, error) {
-		list, err := cl.Dynamic.Resource(kind.GVR).Namespace(namespace).List(ctx, metav1.ListOptions{})
+		list, err := cl.Dynamic.Resource(kind.GVR).Namespace(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
 		if err != nil {
 			return nil, fmt.Errorf("listing %s in %s: %w", kind.GVR.GroupResource(), namespace, err)
 		}

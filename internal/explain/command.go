@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -178,8 +180,9 @@ func explainTarget(ctx context.Context, cl *Cluster, cfg *Config, target Target,
 			workloads, _ := cl.Workloads(ctx, cfg, namespace)
 			return workloads
 		}
-		cfg.SourceNames = cl.SourceNames(ctx)
-		r, err := cfg.ExplainWorkloadIn(*target.Workload, obj, cl.Fetcher(ctx, cfg.SourceAnnotations()), fleet, time.Now())
+		cfg.SourceNames = cl.SourceNames(ctx, cfg.SourceSelector)
+		cfg.NamespaceLabels = cl.NamespaceLabels(ctx)
+		r, err := cfg.ExplainWorkloadIn(*target.Workload, obj, cl.Fetcher(ctx, cfg.SourceAnnotations(), cfg.SourceSelector), fleet, time.Now())
 		if err != nil {
 			return nil, 0, err
 		}
@@ -200,9 +203,16 @@ func explainTarget(ctx context.Context, cl *Cluster, cfg *Config, target Target,
 		}
 	}
 	workloads, skipped := cl.Workloads(ctx, cfg, namespace)
+	cfg.NamespaceLabels = cl.NamespaceLabels(ctx)
 	r, err := cfg.ExplainSource(kind, namespace, target.Name, state, workloads, key)
 	if err != nil {
 		return nil, 0, err
+	}
+	if obj != nil && !cfg.SourceSelector.Matches(labels.Set(obj.GetLabels())) {
+		why := fmt.Sprintf("its labels do not match the config's sourceSelector %q: it is not in the controller's caches, and its changes restart nothing",
+			cfg.SourceSelector.String())
+		r.NotWatched = strings.TrimPrefix(r.NotWatched+"; "+why, "; ")
+		r.Watched = false
 	}
 	r.Skipped = skipped
 	if len(skipped) > 0 {

@@ -41,7 +41,10 @@ type Config struct {
 	// for regex source lists (Cluster.SourceNames); nil when they cannot be
 	// listed, and a workload with such lists is then not decided.
 	SourceNames func(kind config.SourceKind, namespace string) ([]string, error)
-	forms       []form
+	// NamespaceLabels reads a namespace's labels, for a namespaceSelector
+	// (Cluster.NamespaceLabels); nil when they cannot be read.
+	NamespaceLabels func(namespace string) (map[string]string, error)
+	forms           []form
 }
 
 // form is one references[i] entry: its from paths, each split at its [*]

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -564,5 +565,56 @@ sourceListAnnotations:
 	}
 	if !reflect.DeepEqual(places, want) {
 		t.Errorf("places %v, want %v", places, want)
+	}
+}
+
+// Under a sourceSelector, explain shows a source the selector leaves out as
+// unselected, and decides as the controller does: nothing is recorded for
+// it. Under a namespaceSelector and ignoredNamespaces, it says why a
+// workload's namespace is not acted on.
+func TestExplainSelectors(t *testing.T) {
+	cfg := defaultConfig(t, "sourceSelector: reload=true\nnamespaceSelector: env=prod\nignoredNamespaces: [lab]\n")
+	f := loadFixture(t, cfg)
+	cfg.NamespaceLabels = func(string) (map[string]string, error) { return map[string]string{"env": "prod"}, nil }
+	fetch := func(kind config.SourceKind, namespace, name string) (*catalog.SourceState, error) {
+		if name == "app-config" {
+			return nil, fmt.Errorf("%s: %w %q", name, ErrUnselected, "reload=true")
+		}
+		return f.fetch(t)(kind, namespace, name)
+	}
+	w := f.workload(t, "worker")
+	r, err := cfg.ExplainWorkload(w.Kind, w.Object, fetch, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, s := range r.Sources {
+		if s.Name == "app-config" {
+			found = true
+			if s.Status != StatusUnselected || !strings.Contains(s.Note, "sourceSelector") {
+				t.Errorf("app-config: %s (%s), want %s", s.Status, s.Note, StatusUnselected)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("the fixture's worker does not read app-config")
+	}
+	if r.Decision.Action == ActionUnknown {
+		t.Errorf("an unselected source made the decision unknown: %+v", r.Decision)
+	}
+	if _, ok := r.Decision.Record["configmap/shop/app-config"]; ok {
+		t.Errorf("the decision records the unselected source: %v", r.Decision.Record)
+	}
+
+	cfg.NamespaceLabels = func(string) (map[string]string, error) { return map[string]string{"env": "dev"}, nil }
+	r, err = cfg.ExplainWorkload(w.Kind, w.Object, f.fetch(t), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Watched || !strings.Contains(r.NotWatched, "namespaceSelector") || r.Decision.Action != ActionNothing {
+		t.Errorf("namespace not selected: watched %v (%s), decision %+v", r.Watched, r.NotWatched, r.Decision)
+	}
+	if why := cfg.namespaceNotWatched("lab"); !strings.Contains(why, "ignoredNamespaces") {
+		t.Errorf("ignored namespace: %q", why)
 	}
 }

@@ -28,6 +28,7 @@ const (
 	StatusNotRecorded = "not-recorded" // no applied checksum for it yet
 	StatusUnreadable  = "unreadable"   // could not be read with the caller's credentials
 	StatusUnknown     = "unknown"      // keyed with a checksum key the caller cannot read
+	StatusUnselected  = "unselected"   // its labels do not match the config's sourceSelector
 )
 
 // Actions: what the controller would do with a workload now.
@@ -235,6 +236,16 @@ func (c *Config) readSources(r *WorkloadReport, kind config.WorkloadKind, obj *u
 		// Extractors only name configured source kinds.
 		sk, _ := c.sourceKind(ref.ID.Kind)
 		state, fetchErr := fetch(sk, ref.ID.Namespace, ref.ID.Name)
+		if errors.Is(fetchErr, ErrUnselected) {
+			// Out of the controller's sight: the decision sees it absent,
+			// and an absence says nothing under a sourceSelector.
+			ws.Exists = true
+			ws.Status = StatusUnselected
+			ws.Note = fetchErr.Error() + ": the controller does not see it, so its changes restart nothing and nothing is recorded for it" +
+				" (what was recorded is kept)"
+			r.Sources = append(r.Sources, ws)
+			continue
+		}
 		if fetchErr != nil {
 			unreadable = true
 			ws.Error = fetchErr.Error()
@@ -471,10 +482,27 @@ func (c *Config) notWatched(namespace string, objLabels map[string]string) strin
 	return strings.Join(why, "; ")
 }
 
-// namespaceNotWatched says why the controller does not watch a namespace, or "".
+// namespaceNotWatched says why the controller does not watch a namespace,
+// or does not act on its workloads, or "".
 func (c *Config) namespaceNotWatched(namespace string) string {
 	if len(c.Namespaces) > 0 && !slices.Contains(c.Namespaces, namespace) {
 		return fmt.Sprintf("namespace %s is not among the config's namespaces (%s)", namespace, strings.Join(c.Namespaces, ", "))
+	}
+	if c.NamespaceIgnored(namespace) {
+		return fmt.Sprintf("namespace %s is among the config's ignoredNamespaces", namespace)
+	}
+	if c.NamespaceSelector == nil {
+		return ""
+	}
+	if c.NamespaceLabels == nil {
+		return fmt.Sprintf("the labels of namespace %s cannot be read to match the config's namespaceSelector %q", namespace, c.NamespaceSelector.String())
+	}
+	nsLabels, err := c.NamespaceLabels(namespace)
+	if err != nil {
+		return fmt.Sprintf("the labels of namespace %s cannot be read to match the config's namespaceSelector %q: %v", namespace, c.NamespaceSelector.String(), err)
+	}
+	if !c.NamespaceSelector.Matches(labels.Set(nsLabels)) {
+		return fmt.Sprintf("namespace %s's labels do not match the config's namespaceSelector %q: its workloads are not acted on", namespace, c.NamespaceSelector.String())
 	}
 	return ""
 }

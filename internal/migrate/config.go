@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
 	"github.com/restart-controller/restart-controller/examples"
@@ -123,22 +125,75 @@ func (m *mapping) annotations(a Annotations) {
 	}
 }
 
-// scope maps which namespaces and objects are watched.
+// scope maps which namespaces and objects are watched. Reloader applies
+// --namespaces-to-ignore and --namespace-selector only when it watches every
+// namespace, and so does the migrated config (with namespaces set they are
+// left out, as Reloader ignores them). Its selectors are lists of
+// requirements it joins with commas, so all must hold (ANDed), after
+// rewriting its legacy forms (labelSelector): one Kubernetes selector each.
 func (m *mapping) scope(o Options) {
 	if len(o.Namespaces) > 0 {
 		m.tree["namespaces"] = o.Namespaces
 	} else {
-		// Reloader applies these only when it watches every namespace.
-		if len(o.NamespacesToIgnore) > 0 {
-			m.lost("--namespaces-to-ignore", "not supported yet: workloads in %s are watched and restarted", strings.Join(o.NamespacesToIgnore, ", "))
+		if ignored := m.ignoredNamespaces(o.NamespacesToIgnore); len(ignored) > 0 {
+			m.tree["ignoredNamespaces"] = ignored
 		}
-		if len(o.NamespaceSelectors) > 0 {
-			m.lost("--namespace-selector", "not supported yet: workloads in every namespace are watched, not only those labelled %s", strings.Join(o.NamespaceSelectors, ","))
+		if sel, ok := m.selector("--namespace-selector", o.NamespaceSelectors); ok {
+			m.tree["namespaceSelector"] = sel
 		}
 	}
-	if len(o.ResourceSelectors) > 0 {
-		m.lost("--resource-label-selector", "not supported yet: every ConfigMap and Secret is watched, not only those labelled %s", strings.Join(o.ResourceSelectors, ","))
+	if sel, ok := m.selector("--resource-label-selector", o.ResourceSelectors); ok {
+		m.tree["sourceSelector"] = sel
+		if o.ReloadOnCreate || o.ReloadOnDelete {
+			m.differs("--resource-label-selector", "with sourceSelector a ConfigMap or Secret missing from the caches may exist unlabelled, "+
+				"so creations and deletions restart nothing (--reload-on-create, --reload-on-delete); Reloader also takes a source "+
+				"whose label is removed for a deletion, and one labelled later for a creation")
+		}
 	}
+}
+
+// ignoredNamespaces are Reloader's, trimmed; a name no namespace can have is
+// left out (it ignores nothing).
+func (m *mapping) ignoredNamespaces(names []string) []string {
+	var out []string
+	for _, ns := range names {
+		ns = strings.TrimSpace(ns)
+		switch {
+		case ns == "" || slices.Contains(out, ns):
+		case len(validation.IsDNS1123Label(ns)) > 0:
+			m.differs("--namespaces-to-ignore", "%q is not a namespace name; left out", ns)
+		default:
+			out = append(out, ns)
+		}
+	}
+	return out
+}
+
+// selector is Reloader's list of label requirements as one selector:
+// "key:value" is "key=value", and a value "*" (with either) any value of
+// the key (common.GetNamespaceLabelSelector, GetResourceLabelSelector).
+// A list Reloader would refuse at start is reported lost.
+func (m *mapping) selector(setting string, list []string) (string, bool) {
+	if len(list) == 0 {
+		return "", false
+	}
+	parts := make([]string, len(list))
+	for i, kv := range list {
+		kv = strings.Trim(strings.TrimSpace(kv), `"`)
+		if k, v, ok := strings.Cut(kv, ":"); ok {
+			kv = k + "=" + v
+		}
+		if k, v, ok := strings.Cut(kv, "="); ok && v == "*" {
+			kv = k
+		}
+		parts[i] = kv
+	}
+	sel := strings.Join(parts, ",")
+	if _, err := labels.Parse(sel); err != nil {
+		m.lost(setting, "%q is not a label selector (%v); Reloader refuses it at start", strings.Join(list, ","), err)
+		return "", false
+	}
+	return sel, true
 }
 
 // kinds maps which sources and workloads are watched.

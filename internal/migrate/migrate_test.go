@@ -284,3 +284,50 @@ func TestConfigLifecycleMetricsIgnore(t *testing.T) {
 		t.Errorf("sourceLifecycle %v written though both flags are on, as the defaults", tree["sourceLifecycle"])
 	}
 }
+
+// Reloader's namespace and resource selection maps onto ignoredNamespaces,
+// namespaceSelector and sourceSelector, its legacy "key:value" and "*"
+// forms rewritten, its list ANDed; nothing is reported lost. With
+// namespaces set, the two namespace settings are left out, as Reloader
+// ignores them then.
+func TestConfigScope(t *testing.T) {
+	o := DefaultOptions()
+	o.NamespacesToIgnore = []string{"kube-system", " tools", "kube-system"}
+	o.NamespaceSelectors = []string{"env:prod", "team=*", "tier:*"}
+	o.ResourceSelectors = []string{"reload=true"}
+	tree, res := migrated(t, o, false)
+	if want := []any{"kube-system", "tools"}; !reflect.DeepEqual(tree["ignoredNamespaces"], want) {
+		t.Errorf("ignoredNamespaces %v, want %v", tree["ignoredNamespaces"], want)
+	}
+	if got, want := tree["namespaceSelector"], "env=prod,team,tier"; got != want {
+		t.Errorf("namespaceSelector %v, want %v", got, want)
+	}
+	if got, want := tree["sourceSelector"], "reload=true"; got != want {
+		t.Errorf("sourceSelector %v, want %v", got, want)
+	}
+	for _, f := range res.Findings {
+		if strings.Contains(f.Setting, "selector") || strings.Contains(f.Setting, "namespaces") {
+			t.Errorf("reported: %s", f)
+		}
+	}
+
+	o.Namespaces = []string{"a"}
+	o.ReloadOnDelete = true
+	tree, res = migrated(t, o, false)
+	if tree["ignoredNamespaces"] != nil || tree["namespaceSelector"] != nil || tree["sourceSelector"] != "reload=true" {
+		t.Errorf("namespaced: ignoredNamespaces %v, namespaceSelector %v, sourceSelector %v",
+			tree["ignoredNamespaces"], tree["namespaceSelector"], tree["sourceSelector"])
+	}
+	if !slices.ContainsFunc(res.Findings, func(f Finding) bool { return f.Setting == "--resource-label-selector" && !f.Lost }) {
+		t.Errorf("the lifecycle difference under a sourceSelector is not reported: %v", res.Findings)
+	}
+
+	o = DefaultOptions()
+	o.NamespaceSelectors = []string{"a in (b"}
+	o.NamespacesToIgnore = []string{"Not_A_Name"}
+	tree, res = migrated(t, o, false)
+	if tree["namespaceSelector"] != nil || tree["ignoredNamespaces"] != nil || !res.Lost() {
+		t.Errorf("a selector Reloader refuses: namespaceSelector %v, ignoredNamespaces %v, findings %v",
+			tree["namespaceSelector"], tree["ignoredNamespaces"], res.Findings)
+	}
+}

@@ -15,8 +15,10 @@ import (
 
 // APIExists confirms existence with a metadata-only LIST by name: it needs
 // only the list permission the informers already have, and no source data
-// (no Secret value) crosses the wire.
-func APIExists(client metadata.Interface, kinds []config.SourceKind) ExistsFunc {
+// (no Secret value) crosses the wire. selector is the config's
+// sourceSelector: the answer is about the sources the caches may hold, so
+// that an unselected source is not taken for a cache that lags.
+func APIExists(client metadata.Interface, kinds []config.SourceKind, selector string) ExistsFunc {
 	resources := make(map[string]schema.GroupVersionResource, len(kinds))
 	for _, k := range kinds {
 		resources[k.Name] = k.GVR
@@ -28,6 +30,7 @@ func APIExists(client metadata.Interface, kinds []config.SourceKind) ExistsFunc 
 		}
 		list, err := client.Resource(gvr).Namespace(id.Namespace).List(ctx, metav1.ListOptions{
 			FieldSelector: fields.OneTermEqualSelector("metadata.name", id.Name).String(),
+			LabelSelector: selector,
 		})
 		if err != nil {
 			return false, fmt.Errorf("listing %s: %w", id, err)

@@ -25,10 +25,15 @@ import (
 // dynamic client. Both are reduced to the same digests by the transform.
 // ConfigMaps and Secrets decode straight into reduced SourceStates, without
 // decoding their data (catalog.SourceReducer.ProtobufSources).
-func sourceInformer(rc *rest.Config, client dynamic.Interface, gvr schema.GroupVersionResource, kind, namespace string, reduce catalog.SourceReducer) (cache.SharedIndexInformer, error) {
+//
+// sel is applied by the API server to every list and watch (the config's
+// sourceSelector and ignoredNamespaces), so that what it leaves out never
+// reaches the process.
+func sourceInformer(rc *rest.Config, client dynamic.Interface, gvr schema.GroupVersionResource, kind, namespace string, sel selectors,
+	reduce catalog.SourceReducer) (cache.SharedIndexInformer, error) {
 	gvk := gvr.GroupVersion().WithKind(kind)
 	if rc == nil || !kube.Scheme.Recognizes(gvk) {
-		return dynamicSourceInformer(client, gvr, namespace), nil
+		return dynamicSourceInformer(client, gvr, namespace, sel), nil
 	}
 	example, err := kube.Scheme.New(gvk)
 	if err != nil {
@@ -42,7 +47,7 @@ func sourceInformer(rc *rest.Config, client dynamic.Interface, gvr schema.GroupV
 	if err != nil {
 		return nil, fmt.Errorf("creating a protobuf client for %s: %w", gvr, err)
 	}
-	lw := cache.NewFilteredListWatchFromClient(restClient, gvr.Resource, namespace, func(*metav1.ListOptions) {})
+	lw := cache.NewFilteredListWatchFromClient(restClient, gvr.Resource, namespace, sel.apply)
 	return cache.NewSharedIndexInformer(lw, example, 0, cache.Indexers{}), nil
 }
 
@@ -50,16 +55,28 @@ func sourceInformer(rc *rest.Config, client dynamic.Interface, gvr schema.GroupV
 // (NewFilteredDynamicInformer with no resync, indexers or list options),
 // built here because that package links client-go's whole typed clientset
 // through its informers package.
-func dynamicSourceInformer(client dynamic.Interface, gvr schema.GroupVersionResource, namespace string) cache.SharedIndexInformer {
+func dynamicSourceInformer(client dynamic.Interface, gvr schema.GroupVersionResource, namespace string, sel selectors) cache.SharedIndexInformer {
 	resource := client.Resource(gvr).Namespace(namespace)
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			sel.apply(&o)
 			return resource.List(ctx, o)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			sel.apply(&o)
 			return resource.Watch(ctx, o)
 		},
 	}
 	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), &unstructured.Unstructured{},
 		cache.SharedIndexInformerOptions{Indexers: cache.Indexers{}, ObjectDescription: gvr.String()})
+}
+
+// selectors are the label and field selectors of a kind's lists and
+// watches, applied by the API server.
+type selectors struct {
+	label, field string
+}
+
+func (s selectors) apply(o *metav1.ListOptions) {
+	o.LabelSelector, o.FieldSelector = s.label, s.field
 }

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
@@ -52,10 +53,13 @@ type Watcher struct {
 	rest      *rest.Config
 	client    dynamic.Interface
 	discovery Discovery
-	catalog   *catalog.Catalog
-	handler   Handler
-	metrics   *metrics.Metrics
-	log       hclog.Logger
+	// meta lists and watches Namespaces for a namespaceSelector
+	// (ReadNamespacesWith).
+	meta    metadata.Interface
+	catalog *catalog.Catalog
+	handler Handler
+	metrics *metrics.Metrics
+	log     hclog.Logger
 	// discoveryInterval is how often kinds that are not served yet are looked for.
 	discoveryInterval time.Duration
 
@@ -150,6 +154,12 @@ func (w *Watcher) Start(ctx context.Context) error {
 	}
 	w.reviewAccess(ctx, targets)
 	go w.superviseHealth(ctx)
+
+	// Before any workload informer: the catalog must know which
+	// namespaces are selected before it hands out a workload.
+	if err := w.startNamespaces(ctx); err != nil {
+		return err
+	}
 
 	for i, kind := range w.cfg.Sources {
 		if err := w.startSourceInformers(ctx, kind, sources[i].resource.Kind); err != nil {
@@ -301,7 +311,8 @@ func (w *Watcher) sourceReducer(dataFields []string) catalog.SourceReducer {
 
 func (w *Watcher) startSourceInformers(ctx context.Context, kind config.SourceKind, objectKind string) error {
 	for _, ns := range w.namespaces() {
-		informer, err := sourceInformer(w.rest, w.client, kind.GVR, objectKind, ns, w.sourceReducer(kind.DataFields))
+		sel := selectors{label: w.cfg.SourceSelector.String(), field: w.cfg.IgnoredNamespacesField()}
+		informer, err := sourceInformer(w.rest, w.client, kind.GVR, objectKind, ns, sel, w.sourceReducer(kind.DataFields))
 		if err != nil {
 			return err
 		}
@@ -326,7 +337,13 @@ func (w *Watcher) startWorkloadInformers(ctx context.Context, kind config.Worklo
 			tracker = templaterv.New(w.cfg.WorkloadSelector.Empty())
 			transform = tracker.Reduce(kind, w.cfg)
 		}
-		informer := workloadInformer(w.client, kind.GVR, ns, w.cfg.WorkloadSelector.String(), tracker)
+		sel := selectors{label: w.cfg.WorkloadSelector.String(), field: w.cfg.IgnoredNamespacesField()}
+		informer := workloadInformer(w.client, kind.GVR, ns, sel, tracker)
+		if w.cfg.NamespaceSelector != nil {
+			if err := informer.AddIndexers(catalog.NamespaceIndexers()); err != nil {
+				return fmt.Errorf("indexing %s by namespace: %w", kind.GVR, err)
+			}
+		}
 		handler := workloadHandler{resource: kind.GVR, handler: w.handler, catalog: w.catalog, tracker: tracker}
 		w.catalog.AddWorkloadStore(kind.GVR, informer.GetIndexer())
 		if err := w.start(ctx, informer, transform, handler, Target{RoleWorkload, kind.GVR, ns}); err != nil {

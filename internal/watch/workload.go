@@ -20,18 +20,18 @@ import (
 // client-go's dynamicinformer builds it (see dynamicSourceInformer), with a ListerWatcher that tells the tracker
 // (when not nil) whether the objects the informer is about to transform are
 // states of a list or writes of a watch.
-func workloadInformer(client dynamic.Interface, gvr schema.GroupVersionResource, namespace, selector string, tracker *templaterv.Tracker) cache.SharedIndexInformer {
+func workloadInformer(client dynamic.Interface, gvr schema.GroupVersionResource, namespace string, sel selectors, tracker *templaterv.Tracker) cache.SharedIndexInformer {
 	resource := client.Resource(gvr).Namespace(namespace)
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = selector
+			sel.apply(&o)
 			if tracker != nil {
 				tracker.BeginList()
 			}
 			return resource.List(ctx, o)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = selector
+			sel.apply(&o)
 			w, err := resource.Watch(ctx, o)
 			if err != nil || tracker == nil {
 				return w, err

@@ -77,6 +77,18 @@ strategy restarts, create and get on Jobs for runNow, delete and create on
 the kind for recreate (access.Needs); Events. Grouped by API group, in the
 order the kinds appear in the config (as manifests/rbac.yaml writes them).
 */}}
+{{/*
+With config.namespaceSelector, a metadata-only informer lists and watches
+Namespaces for their labels (access.NamespaceVerbs).
+*/}}
+{{- define "restart-controller.namespaceRules" -}}
+{{- if .Values.config.namespaceSelector }}
+- apiGroups: [""]
+  resources: [namespaces]
+  verbs: [list, watch]
+{{- end }}
+{{- end -}}
+
 {{- define "restart-controller.rules" -}}
 {{- $sources := dict -}}
 {{- $sourceGroups := list -}}
