@@ -1,7 +1,7 @@
 // Package config is the controller's config file: its documented schema
-// (schema.go), strict decoding that names the path of every problem
-// (decode.go), and compilation into the immutable Config the rest of the
-// program reads (compile.go). Where values come from (the file, the
+// (schema.go), strict decoding (package strictdecode) with every problem
+// named by its path (problems.go), and compilation into the immutable
+// Config the rest of the program reads (compile.go). Where values come from (the file, the
 // environment, flags) is package cli's concern; this package decodes the one
 // tree they are layered into.
 package config
@@ -12,12 +12,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"reflect"
 
 	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/rawbytes"
 	"github.com/knadh/koanf/v2"
 	yamlv3 "go.yaml.in/yaml/v3"
+
+	"github.com/restart-controller/restart-controller/internal/strictdecode"
 )
 
 // defaultsYAML is a string, not []byte, so that nothing can change it.
@@ -66,7 +67,7 @@ func singleDocument(data []byte) error {
 func Decode(tree map[string]interface{}, origins map[string]string, earlier []Problem) (*Config, error) {
 	p := newProblems(origins, earlier)
 	var f File
-	decodeInto(p, "", tree, reflect.ValueOf(&f).Elem())
+	strictdecode.Decode(tree, &f, p.decodeFailed)
 	c := compile(&f, p)
 	if err := p.err(); err != nil {
 		return nil, err
