@@ -217,7 +217,7 @@ func (m *mapping) kinds(o Options) {
 		m.dropWorkload("batch", "cronjobs")
 	}
 	if !slices.Contains(o.WorkloadTypesToIgnore, "jobs") {
-		m.lost("Jobs", "not re-created: Reloader deletes and re-creates a Job on a change; here that is an opt-in, a jobs workload kind with restart: {strategy: recreate} (README, \"Restart strategies\"), since a controller killed between the deletion and the creation loses the Job (ignore with --ignored-workload-types=jobs to silence this)")
+		m.recreateJobs()
 	}
 	if o.EnableCSIIntegration {
 		m.lost("--enable-csi-integration", "not supported yet: SecretProviderClassPodStatus rotations restart nothing")
@@ -238,6 +238,24 @@ func (m *mapping) dropSource(name string) {
 		return len(s) != 1 || fmt.Sprint(s[0]) != name
 	})
 	m.defaults["sources"], m.defaults["references"] = m.tree["sources"], m.tree["references"]
+}
+
+// recreateJobs adds Jobs with the recreate strategy: Reloader deletes and
+// re-creates a Job whose sources change, unless told to ignore Jobs. Here
+// that is never a default, so the migrated file says it explicitly.
+func (m *mapping) recreateJobs() {
+	from := m.tree["workloads"]
+	if from == nil {
+		from = m.defaults["workloads"]
+	}
+	list, _ := from.([]any)
+	m.tree["workloads"] = append(slices.Clone(list), map[string]any{
+		"group": "batch", "version": "v1", "resource": "jobs", "podTemplatePath": "spec.template",
+		"rollout": map[string]any{"status": "job"},
+		"restart": map[string]any{"strategy": "recreate", "clearFields": []any{"spec.selector"},
+			"clearTemplateLabels": []any{"controller-uid", "batch.kubernetes.io/controller-uid", "job-name", "batch.kubernetes.io/job-name"}},
+	})
+	m.differs("Jobs", "re-created on a change as in Reloader (a jobs kind with restart: {strategy: recreate}, which is never a default here): a controller killed between the deletion and the creation loses the Job; remove the kind, or migrate with --ignored-workload-types=jobs, to leave Jobs alone")
 }
 
 func (m *mapping) dropWorkload(group, resource string) {

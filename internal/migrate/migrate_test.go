@@ -181,6 +181,15 @@ func TestConfig(t *testing.T) {
 	if got := names(tree["optInAnnotations"], "annotation"); slices.Contains(got, "secret.reloader.stakater.com/auto") || !slices.Contains(got, "reloader.stakater.com/auto") {
 		t.Errorf("opt-in annotations %v", got)
 	}
+	// Jobs not ignored: re-created, as Reloader does, said explicitly.
+	for _, e := range entries(tree["workloads"]) {
+		if e["resource"] == "jobs" && e["restart"].(map[string]any)["strategy"] != "recreate" {
+			t.Errorf("jobs without the recreate strategy: %v", e)
+		}
+	}
+	if !slices.Contains(names(tree["workloads"], "resource"), "jobs") {
+		t.Error("Jobs not re-created, though Reloader re-creates them")
+	}
 	if slices.Contains(names(tree["workloads"], "resource"), "rollouts") {
 		t.Error("Argo Rollouts watched without --is-Argo-Rollouts")
 	}
