@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
-	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -23,34 +21,10 @@ import (
 var client *kube.Client
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		fmt.Println("election: skipped in -short mode (needs a control plane)")
-		os.Exit(0)
-	}
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	dir, err := os.MkdirTemp("", "election-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	c, err := testcluster.Start(ctx, testcluster.Options{Dir: dir})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the control plane:", err)
-		return 1
-	}
-	defer func() { _ = c.Stop() }()
-	if client, err = kube.New(c.RESTConfig); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
+	os.Exit(testcluster.Main(m, "election", func(c *testcluster.Cluster) (err error) {
+		client, err = kube.New(c.RESTConfig)
+		return err
+	}))
 }
 
 // Short periods: a standby takes over an abandoned lease after 4 s.

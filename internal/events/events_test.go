@@ -2,7 +2,6 @@ package events
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"testing"
@@ -29,38 +28,13 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		fmt.Println("events: skipped in -short mode (needs a control plane)")
-		os.Exit(0)
-	}
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	dir, err := os.MkdirTemp("", "events-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	c, err := testcluster.Start(ctx, testcluster.Options{Dir: dir})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the control plane:", err)
-		return 1
-	}
-	defer func() { _ = c.Stop() }()
-	if client, err = kube.New(c.RESTConfig); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	if reader, err = kubernetes.NewForConfig(c.RESTConfig); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
+	os.Exit(testcluster.Main(m, "events", func(c *testcluster.Cluster) (err error) {
+		if client, err = kube.New(c.RESTConfig); err != nil {
+			return err
+		}
+		reader, err = kubernetes.NewForConfig(c.RESTConfig)
+		return err
+	}))
 }
 
 func newRecorder(queue int) (*Recorder, prometheus.Counter) {

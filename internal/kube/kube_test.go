@@ -2,12 +2,9 @@ package kube
 
 import (
 	"context"
-	"flag"
-	"fmt"
 	"os"
 	"slices"
 	"testing"
-	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -21,34 +18,10 @@ import (
 var client *Client
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		fmt.Println("kube: skipped in -short mode (needs a control plane)")
-		os.Exit(0)
-	}
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	dir, err := os.MkdirTemp("", "kube-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	c, err := testcluster.Start(ctx, testcluster.Options{Dir: dir})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "starting the control plane:", err)
-		return 1
-	}
-	defer func() { _ = c.Stop() }()
-	if client, err = New(c.RESTConfig); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
+	os.Exit(testcluster.Main(m, "kube", func(c *testcluster.Cluster) (err error) {
+		client, err = New(c.RESTConfig)
+		return err
+	}))
 }
 
 // Discovery answers as client-go's: the resources of a served
