@@ -187,6 +187,15 @@ containers:
 		d, err := env.kube.AppsV1().Deployments(ns).Get(ctxFor(t), "web", metav1.GetOptions{})
 		return err == nil && d.Annotations[keys.applied] != "", err
 	})
+	// The record raised the Deployment's generation, and
+	// kube-controller-manager answers with a status write. Made while the
+	// restart's patch is held, that write would turn the patch into a
+	// conflict (optimistic concurrency, retried at the next start), which is
+	// not what this test is about: wait for the status to catch up first.
+	waitFor(t, "the Deployment's status caught up with the record", func() (bool, error) {
+		d, err := env.kube.AppsV1().Deployments(ns).Get(ctxFor(t), "web", metav1.GetOptions{})
+		return err == nil && d.Status.ObservedGeneration == d.Generation, err
+	})
 
 	hook := startHoldingWebhook(t, keys.timestamp)
 	hook.register(t, ns, "web")
