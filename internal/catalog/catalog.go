@@ -32,8 +32,11 @@ func WorkloadIndexers() cache.Indexers {
 // Workload kinds can join later (a CRD installed after start), hence the lock;
 // the caches themselves are safe for concurrent use.
 type Catalog struct {
-	mu        sync.RWMutex
-	sources   map[string][]cache.Indexer
+	mu      sync.RWMutex
+	sources map[string][]cache.Indexer
+	// members are the caches of source kinds of lifecycle updatesOnly
+	// (members.go), whose objects are members of sources.
+	members   map[string][]cache.Indexer
 	workloads map[schema.GroupVersionResource][]cache.Indexer
 	// readers indexes the workloads reading each source.
 	readers *readerIndex
@@ -105,6 +108,9 @@ func (c *Catalog) AddWorkloadStore(resource schema.GroupVersionResource, store c
 
 // Source returns the cached state of a source, or false when it does not exist.
 func (c *Catalog) Source(id SourceID) (*SourceState, bool) {
+	if _, ok := c.memberStores(id.Kind); ok {
+		return Group(id, c.Members(id))
+	}
 	c.mu.RLock()
 	stores := c.sources[id.Kind]
 	c.mu.RUnlock()
