@@ -197,3 +197,9 @@ func writtenAfter(a, b *MemberState) bool {
 	}
 	return a.Name > b.Name
 }
+
+// ChangedKeys returns, sorted, the keys of the items whose value differs
+// between old and m (added and removed ones included).
+func (m *MemberState) ChangedKeys(old *MemberState) []string {
+	return (&SourceState{Digests: m.Digests}).ChangedKeys(&SourceState{Digests: old.Digests})
+}

@@ -1,0 +1,67 @@
+package watch
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/checksum"
+	"github.com/restart-controller/restart-controller/internal/metrics"
+)
+
+type membersRecorder struct {
+	recorder
+	members []catalog.SourceID
+}
+
+func (r *membersRecorder) SourceMembersChanged(id catalog.SourceID) { r.members = append(r.members, id) }
+
+func member(name, source string, generation int64, version byte) *catalog.MemberState {
+	m := &catalog.MemberState{Source: source,
+		Digests: catalog.DigestsOf(map[string]checksum.Digest{"secret/db": {version}})}
+	m.Name, m.Namespace, m.Generation = name, "shop", generation
+	return m
+}
+
+// TestMemberHandler: of the events of a source of lifecycle updatesOnly,
+// only an update that changes a member's data is a change; creations,
+// deletions and rewrites have the readers decided again, nothing more.
+func TestMemberHandler(t *testing.T) {
+	vault := catalog.SourceID{Kind: "spc", Namespace: "shop", Name: "vault"}
+	other := catalog.SourceID{Kind: "spc", Namespace: "shop", Name: "other"}
+	a1 := member("a-shop-vault", "vault", 1, 1)
+	cases := []struct {
+		name    string
+		event   func(h cache.ResourceEventHandler)
+		changed []catalog.SourceID
+		members []catalog.SourceID
+	}{
+		{name: "initial list", event: func(h cache.ResourceEventHandler) { h.OnAdd(a1, true) }},
+		{name: "created", event: func(h cache.ResourceEventHandler) { h.OnAdd(a1, false) }, members: []catalog.SourceID{vault}},
+		{name: "created, naming no source yet", event: func(h cache.ResourceEventHandler) { h.OnAdd(member("x", "", 1, 1), false) }},
+		{name: "deleted", event: func(h cache.ResourceEventHandler) { h.OnDelete(a1) }, members: []catalog.SourceID{vault}},
+		{name: "deleted, tombstone", event: func(h cache.ResourceEventHandler) {
+			h.OnDelete(cache.DeletedFinalStateUnknown{Key: "shop/a-shop-vault", Obj: a1})
+		}, members: []catalog.SourceID{vault}},
+		{name: "rotated", event: func(h cache.ResourceEventHandler) { h.OnUpdate(a1, member("a-shop-vault", "vault", 2, 2)) },
+			changed: []catalog.SourceID{vault}},
+		{name: "remounted, same versions", event: func(h cache.ResourceEventHandler) { h.OnUpdate(a1, member("a-shop-vault", "vault", 2, 1)) },
+			members: []catalog.SourceID{vault}},
+		{name: "relisted unchanged", event: func(h cache.ResourceEventHandler) { h.OnUpdate(a1, a1) }},
+		{name: "names another source", event: func(h cache.ResourceEventHandler) { h.OnUpdate(a1, member("a-shop-vault", "other", 2, 2)) },
+			members: []catalog.SourceID{vault, other}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rec := &membersRecorder{}
+			c.event(memberHandler{kind: "spc", handler: rec, metrics: metrics.New(func() (int, int) { return 0, 0 })})
+			if fmt.Sprint(rec.sources) != fmt.Sprint(c.changed) || !reflect.DeepEqual(rec.members, c.members) || len(rec.deleted)+len(rec.annotated) > 0 {
+				t.Errorf("changed %v, members %v, deleted %v, annotated %v; want changed %v, members %v",
+					rec.sources, rec.members, rec.deleted, rec.annotated, c.changed, c.members)
+			}
+		})
+	}
+}
