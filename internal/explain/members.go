@@ -1,0 +1,73 @@
+package explain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/config"
+)
+
+// ErrNoMembers is the fetch error of a source of lifecycle updatesOnly
+// none of whose objects names it now (no pod mounts it): the controller
+// takes it as unknown, never as absent.
+var ErrNoMembers = errors.New("no object of its kind names it now (no pod mounts it)")
+
+// StatusNoMembers and StatusBaseline are the statuses of a source of
+// lifecycle updatesOnly: without members, and with members none of which
+// was updated since its creation.
+const (
+	StatusNoMembers = "no-members"
+	StatusBaseline  = "baseline"
+)
+
+// fetchMembers reads a source of lifecycle updatesOnly as the controller's
+// caches hold it: the objects of its kind in the namespace (a CRD not
+// installed has none), reduced and grouped (catalog.Group).
+func (cl *Cluster) fetchMembers(ctx context.Context, kind config.SourceKind, namespace, name string, selector labels.Selector) (*catalog.SourceState, error) {
+	list, err := cl.Dynamic.Resource(kind.GVR).Namespace(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("%s/%s/%s: %w", kind.Name, namespace, name, ErrNoMembers)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing %s in %s: %w", kind.GVR.GroupResource(), namespace, err)
+	}
+	reduce := catalog.ReduceMember(kind.Members)
+	var members []*catalog.MemberState
+	for i := range list.Items {
+		m, err := reduce(&list.Items[i])
+		if err != nil {
+			return nil, err
+		}
+		if m, ok := m.(*catalog.MemberState); ok {
+			members = append(members, m)
+		}
+	}
+	id := catalog.SourceID{Kind: kind.Name, Namespace: namespace, Name: name}
+	if state, ok := catalog.Group(id, members); ok {
+		return state, nil
+	}
+	return nil, fmt.Errorf("%s: %w", id, ErrNoMembers)
+}
+
+// membersStatus is the status of a source of lifecycle updatesOnly where
+// it differs from another source's; ok is false where it does not.
+func membersStatus(ws WorkloadSource, state *catalog.SourceState, fetchErr error) (status, note string, ok bool) {
+	switch {
+	case errors.Is(fetchErr, ErrNoMembers):
+		return StatusNoMembers, fetchErr.Error() + ": unknown, never absent; nothing restarts for it and what was recorded is kept", true
+	case state == nil || !state.Baseline || ws.same:
+		return "", "", false
+	case ws.Applied == nil || *ws.Applied == appliedAbsent:
+		return StatusBaseline, "none of its members was updated since created: recorded as the first sight, no restart", true
+	case *ws.Applied == appliedPending:
+		return "", "", false
+	default:
+		return StatusBaseline, "none of its members was updated since created: their creation restarts nothing, and the applied checksum is kept until a member's update", true
+	}
+}
