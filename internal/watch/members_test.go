@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
@@ -63,5 +65,57 @@ func TestMemberHandler(t *testing.T) {
 					rec.sources, rec.members, rec.deleted, rec.annotated, c.changed, c.members)
 			}
 		})
+	}
+}
+
+var spcps = schema.GroupVersionResource{Group: "secrets-store.csi.x-k8s.io", Version: "v1", Resource: "secretproviderclasspodstatuses"}
+
+// A source kind of lifecycle updatesOnly whose CRD is not installed does
+// not stop the controller (its sources are unknown meanwhile), and is
+// watched once discovery lists it, its objects grouped by the source they
+// name.
+func TestLateMemberKindIsWatchedOnceServed(t *testing.T) {
+	cfg := parseConfig(t, `
+sources:
+- {name: configmap, version: v1, resource: configmaps, dataFields: [data]}
+- name: spc
+  group: secrets-store.csi.x-k8s.io
+  version: v1
+  resource: secretproviderclasspodstatuses
+  lifecycle: updatesOnly
+  nameFrom: status.secretProviderClassName
+  items: {path: "status.objects[*]", key: id, value: version}
+references:
+- {source: spc, from: ["volumes[*].csi"], name: volumeAttributes.secretProviderClass}
+`)
+	status := &unstructured.Unstructured{Object: map[string]interface{}{
+		"status": map[string]interface{}{"podName": "web-0", "secretProviderClassName": "vault",
+			"objects": []interface{}{map[string]interface{}{"id": "secret/db", "version": "1"}}},
+	}}
+	status.SetAPIVersion("secrets-store.csi.x-k8s.io/v1")
+	status.SetKind("SecretProviderClassPodStatus")
+	status.SetNamespace("shop")
+	status.SetName("web-0-shop-vault")
+	disc := newFakeDiscovery(coreV1, appsV1, batchV1)
+	f := newFixture(t, cfg, nil, disc, status)
+	f.start(t)
+	f.waitForSync(t)
+	vault := catalog.SourceID{Kind: "spc", Namespace: "shop", Name: "vault"}
+	if _, ok := f.cat.Source(vault); ok {
+		t.Fatal("a source of a kind not served is in the catalog")
+	}
+	if n := f.log.count("source kind is not served"); n != 1 {
+		t.Fatalf("%d not-served warnings, want 1:\n%s", n, f.log)
+	}
+	go f.w.Run(f.ctx)
+	eventually(t, "Run looked for the missing kind", func() bool { return disc.lookups(spcps.GroupVersion().String()) >= 2 })
+	if n := f.log.count("source kind is not served"); n != 1 {
+		t.Fatalf("%d not-served warnings, want 1:\n%s", n, f.log)
+	}
+	disc.serve(resourceList("secrets-store.csi.x-k8s.io/v1", resource("secretproviderclasspodstatuses", "SecretProviderClassPodStatus")))
+	eventually(t, "the late kind's source reaches the catalog", func() bool { _, ok := f.cat.Source(vault); return ok })
+	eventually(t, "ready with the late informer synced", func() bool { return f.w.Ready() == nil })
+	if s, _ := f.cat.Source(vault); !s.Baseline || len(s.Digests) != 1 {
+		t.Errorf("source %+v", s)
 	}
 }
