@@ -63,12 +63,13 @@ func importRules() []rule {
 		{pkg: "internal/notify", may: []string{"internal/config", "internal/metrics"}},
 		// The caches, and what fills and reads them.
 		{pkg: "internal/catalog", may: append([]string{"internal/checksum", "internal/sourcecodec"}, policy...)},
+		{pkg: "internal/members", may: []string{"internal/catalog", "internal/checksum", "internal/refs"}},
 		{pkg: "internal/templaterv", may: []string{"internal/catalog", "internal/config"}},
 		{pkg: "internal/keyread", may: []string{"internal/catalog", "internal/checksum", "internal/config"}},
-		{pkg: "internal/watch", may: []string{"internal/access", "internal/catalog", "internal/checksum", "internal/config", "internal/kube", "internal/metrics", "internal/templaterv"}},
+		{pkg: "internal/watch", may: []string{"internal/access", "internal/catalog", "internal/checksum", "internal/config", "internal/kube", "internal/members", "internal/metrics", "internal/templaterv"}},
 		// The one decision, pure, for the controller and explain alike.
 		{pkg: "internal/decision", may: []string{"internal/catalog", "internal/checksum", "internal/config", "internal/pacing", "internal/rollout"},
-			tests: []string{"internal/decision/decisiontest"}},
+			tests: []string{"internal/decision/decisiontest", "internal/members", "internal/refs"}},
 		{pkg: "internal/decision/decisiontest", may: []string{"internal/catalog", "internal/checksum"}},
 		// The fleet's state in memory, which decisions see through a view.
 		{pkg: "internal/fleet", may: []string{"internal/catalog", "internal/decision", "internal/pacing"},
@@ -76,7 +77,7 @@ func importRules() []rule {
 		{pkg: "internal/strategy", may: []string{"internal/catalog", "internal/decision", "internal/config", "internal/pacing", "internal/refs", "internal/rollout"}},
 		{pkg: "internal/restart", may: append([]string{"internal/catalog", "internal/checksum", "internal/sourcecodec", "internal/metrics", "internal/decision", "internal/fleet", "internal/keyread", "internal/notify", "internal/strategy"}, policy...),
 			tests: []string{"internal/decision/decisiontest", "internal/explain"}},
-		{pkg: "internal/explain", may: append([]string{"internal/decision", "internal/catalog", "internal/checksum", "internal/checksumkey", "internal/explain/explaintest"}, policy...)},
+		{pkg: "internal/explain", may: append([]string{"internal/decision", "internal/catalog", "internal/checksum", "internal/checksumkey", "internal/explain/explaintest", "internal/members"}, policy...)},
 		{pkg: "internal/check", may: []string{"internal/access", "internal/cli", "internal/config", "internal/explain", "internal/explain/explaintest"}},
 		{pkg: "internal/migrate", may: []string{"internal/config", "examples"}},
 		// Binaries, tools and whole-system tests put the rooms together.

@@ -34,9 +34,8 @@ func WorkloadIndexers() cache.Indexers {
 type Catalog struct {
 	mu      sync.RWMutex
 	sources map[string][]cache.Indexer
-	// members are the caches of source kinds of lifecycle updatesOnly
-	// (members.go), whose objects are members of sources.
-	members   map[string][]cache.Indexer
+	// groups serve the source kinds of lifecycle updatesOnly (groups.go).
+	groups    map[string]SourceGroups
 	workloads map[schema.GroupVersionResource][]cache.Indexer
 	// readers indexes the workloads reading each source.
 	readers *readerIndex
@@ -108,8 +107,8 @@ func (c *Catalog) AddWorkloadStore(resource schema.GroupVersionResource, store c
 
 // Source returns the cached state of a source, or false when it does not exist.
 func (c *Catalog) Source(id SourceID) (*SourceState, bool) {
-	if _, ok := c.memberStores(id.Kind); ok {
-		return Group(id, c.Members(id))
+	if g, ok := c.sourceGroups(id.Kind); ok {
+		return g.Source(id)
 	}
 	c.mu.RLock()
 	stores := c.sources[id.Kind]

@@ -58,7 +58,7 @@ type SourceState struct {
 	// read may ask for (Covers).
 	covered []string
 	// Baseline marks the state of a source of lifecycle updatesOnly none
-	// of whose members was updated since its creation (Group): decisions
+	// of whose members was updated since its creation (members.Group): decisions
 	// only fill a missing record with it.
 	Baseline bool `json:"baseline,omitempty"`
 }

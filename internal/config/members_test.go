@@ -4,8 +4,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-
-	"sigs.k8s.io/yaml"
 )
 
 // csiSources are the default source kinds and the CSI driver's
@@ -43,47 +41,6 @@ func TestUpdatesOnlySourceParses(t *testing.T) {
 	}
 	if !c.SourceLifecycle.Unknown("secretproviderclasspodstatus") || c.SourceLifecycle.Unknown("configmap") {
 		t.Error("Unknown: only the updatesOnly kind's absent sources are unknown")
-	}
-}
-
-// The driver's status object as it creates it: the SecretProviderClass's
-// name, and one item per object mounted.
-const spcps = `
-metadata: {name: web-0-ns-vault, namespace: ns}
-status:
-  podName: web-0
-  secretProviderClassName: vault
-  mounted: true
-  objects:
-  - {id: "secret/db", version: "3"}
-  - {id: "secret/api", version: 7}
-  - {id: "", version: "1"}
-  - {version: "1"}
-  - {id: "secret/noversion"}
-  - "not an item"
-`
-
-func TestMembersExtract(t *testing.T) {
-	m, err := NewMembers("status.secretProviderClassName", FileSourceItems{Path: "status.objects[*]", Key: "id", Value: "version"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var obj map[string]interface{}
-	if err := yaml.Unmarshal([]byte(spcps), &obj); err != nil {
-		t.Fatal(err)
-	}
-	if name, ok := m.Name(obj); !ok || name != "vault" {
-		t.Errorf("Name = %q, %v", name, ok)
-	}
-	got := map[string]interface{}{}
-	m.Items(obj, func(k string, v interface{}) { got[k] = v })
-	want := map[string]interface{}{"secret/db": "3", "secret/api": float64(7)}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("Items = %v, want %v", got, want)
-	}
-	delete(obj["status"].(map[string]interface{}), "secretProviderClassName")
-	if _, ok := m.Name(obj); ok {
-		t.Error("an object without a name is a member")
 	}
 }
 

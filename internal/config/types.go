@@ -155,7 +155,7 @@ type SourceKind struct {
 	DataFields []string // top-level fields whose string map entries are hashed
 	// Members is set for a kind of lifecycle updatesOnly: its objects are
 	// members of the source named by Members.Name, their data its items.
-	Members *Members
+	Members *refs.Members
 }
 
 // WorkloadKind is a watched pod-template workload resource.

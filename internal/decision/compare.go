@@ -322,7 +322,7 @@ func (c *comparison) each(plan *Plan, sources SourceLookup, sums checksum.Hasher
 }
 
 // baseline compares a source of lifecycle updatesOnly none of whose
-// members was updated since its creation (catalog.Group): its data only
+// members was updated since its creation (members.Group): its data only
 // fill a record the workload does not have yet (first sight), and never
 // restart nor overwrite one, whatever else Compare would do: a member's
 // creation is never a change. A record keyed with another key cannot be

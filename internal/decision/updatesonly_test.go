@@ -11,6 +11,8 @@ import (
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/members"
+	"github.com/restart-controller/restart-controller/internal/refs"
 )
 
 var spcVault = catalog.SourceID{Kind: "secretproviderclasspodstatus", Namespace: "shop", Name: "vault"}
@@ -23,14 +25,13 @@ var csiLife = config.SourceLifecycle{RestartOnCreate: true, RestartOnDelete: tru
 // deleted with the pod; every write at the next resourceVersion.
 type driver struct {
 	t       *testing.T
-	members *config.Members
+	members *refs.Members
 	rv      int
 	objects map[string]*unstructured.Unstructured
 }
 
 func newDriver(t *testing.T) *driver {
-	m, err := config.NewMembers("status.secretProviderClassName",
-		config.FileSourceItems{Path: "status.objects[*]", Key: "id", Value: "version"})
+	m, err := refs.CompileMembers("status.secretProviderClassName", "status.objects[*]", "id", "version")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,15 +73,15 @@ func (d *driver) setVersion(u *unstructured.Unstructured, version string) {
 // Source implements SourceLookup as the catalog does: the group of the
 // members, reduced as the informer reduces them.
 func (d *driver) Source(id catalog.SourceID) (*catalog.SourceState, bool) {
-	var members []*catalog.MemberState
+	var states []*members.State
 	for _, u := range d.objects {
-		m, err := catalog.ReduceMember(d.members)(u.DeepCopy())
+		m, err := members.Reduce(d.members)(u.DeepCopy())
 		if err != nil {
 			d.t.Fatal(err)
 		}
-		members = append(members, m.(*catalog.MemberState))
+		states = append(states, m.(*members.State))
 	}
-	return catalog.Group(id, members)
+	return members.Group(id, states)
 }
 
 // checksumOf is the checksum of a source whose pods mount version.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/members"
 )
 
 // ErrNoMembers is the fetch error of a source of lifecycle updatesOnly
@@ -28,7 +29,7 @@ const (
 
 // fetchMembers reads a source of lifecycle updatesOnly as the controller's
 // caches hold it: the objects of its kind in the namespace (a CRD not
-// installed has none), reduced and grouped (catalog.Group).
+// installed has none), reduced and grouped (members.Group).
 func (cl *Cluster) fetchMembers(ctx context.Context, kind config.SourceKind, namespace, name string, selector labels.Selector) (*catalog.SourceState, error) {
 	list, err := cl.Dynamic.Resource(kind.GVR).Namespace(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
 	if apierrors.IsNotFound(err) {
@@ -37,19 +38,19 @@ func (cl *Cluster) fetchMembers(ctx context.Context, kind config.SourceKind, nam
 	if err != nil {
 		return nil, fmt.Errorf("listing %s in %s: %w", kind.GVR.GroupResource(), namespace, err)
 	}
-	reduce := catalog.ReduceMember(kind.Members)
-	var members []*catalog.MemberState
+	reduce := members.Reduce(kind.Members)
+	var states []*members.State
 	for i := range list.Items {
 		m, err := reduce(&list.Items[i])
 		if err != nil {
 			return nil, err
 		}
-		if m, ok := m.(*catalog.MemberState); ok {
-			members = append(members, m)
+		if m, ok := m.(*members.State); ok {
+			states = append(states, m)
 		}
 	}
 	id := catalog.SourceID{Kind: kind.Name, Namespace: namespace, Name: name}
-	if state, ok := catalog.Group(id, members); ok {
+	if state, ok := members.Group(id, states); ok {
 		return state, nil
 	}
 	return nil, fmt.Errorf("%s: %w", id, ErrNoMembers)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/members"
 )
 
 const csiExplainConfig = `
@@ -53,7 +54,7 @@ func TestExplainMembers(t *testing.T) {
 	}
 	spc, _ := cfg.sourceKind("secretproviderclasspodstatus")
 	id := catalog.SourceID{Kind: spc.Name, Namespace: "shop", Name: "vault"}
-	member := func(pod string, generation int64, version string) *catalog.MemberState {
+	member := func(pod string, generation int64, version string) *members.State {
 		u := &unstructured.Unstructured{Object: map[string]interface{}{"status": map[string]interface{}{
 			"secretProviderClassName": "vault", "objects": []interface{}{map[string]interface{}{"id": "secret/db", "version": version}},
 		}}}
@@ -61,13 +62,13 @@ func TestExplainMembers(t *testing.T) {
 		u.SetNamespace("shop")
 		u.SetResourceVersion(fmt.Sprint(10 + generation))
 		u.SetGeneration(generation)
-		m, err := catalog.ReduceMember(spc.Members)(u)
+		m, err := members.Reduce(spc.Members)(u)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return m.(*catalog.MemberState)
+		return m.(*members.State)
 	}
-	v1, _ := catalog.Group(id, []*catalog.MemberState{member("a", 1, "v1")})
+	v1, _ := members.Group(id, []*members.State{member("a", 1, "v1")})
 	recorded, _ := json.Marshal(map[string]string{id.String(): v1.Checksum(cfg.Sums, nil)})
 	w := Workload{Kind: kind, Object: &obj}
 	hash := reduceWorkload(t, cfg, w).TemplateHash
@@ -76,23 +77,23 @@ func TestExplainMembers(t *testing.T) {
 
 	tests := []struct {
 		name    string
-		members []*catalog.MemberState
+		members []*members.State
 		status  string
 		action  string
 	}{
 		{name: "no members", status: StatusNoMembers, action: ActionNothing},
-		{name: "created members only, another version", members: []*catalog.MemberState{member("a", 1, "v1"), member("b", 1, "v2")},
+		{name: "created members only, another version", members: []*members.State{member("a", 1, "v1"), member("b", 1, "v2")},
 			status: StatusBaseline, action: ActionNothing},
-		{name: "created members only, the recorded version", members: []*catalog.MemberState{member("a", 1, "v1")},
+		{name: "created members only, the recorded version", members: []*members.State{member("a", 1, "v1")},
 			status: StatusUpToDate, action: ActionNothing},
-		{name: "a member rotated", members: []*catalog.MemberState{member("a", 2, "v2"), member("b", 1, "v1")},
+		{name: "a member rotated", members: []*members.State{member("a", 2, "v2"), member("b", 1, "v1")},
 			status: StatusChanged, action: ActionRestart},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fetch := func(kind config.SourceKind, namespace, name string) (*catalog.SourceState, error) {
 				s := catalog.SourceID{Kind: kind.Name, Namespace: namespace, Name: name}
-				if state, ok := catalog.Group(s, tt.members); ok {
+				if state, ok := members.Group(s, tt.members); ok {
 					return state, nil
 				}
 				return nil, fmt.Errorf("%s: %w", s, ErrNoMembers)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/members"
 	"github.com/restart-controller/restart-controller/internal/metrics"
 )
 
@@ -18,27 +19,29 @@ type membersHandler interface {
 	// SourceMembersChanged reports that a member of the source was created
 	// or deleted, or rewritten without a change of its data: none of these
 	// is a change of the source (no grace period, no restart for it), but
-	// the source's value may be another (catalog.Group), so its readers
+	// the source's value may be another (members.Group), so its readers
 	// are decided again.
 	SourceMembersChanged(id catalog.SourceID)
 }
 
 // startMemberInformers watches a source kind of lifecycle updatesOnly
 // (config.Members): a dynamic informer per watched namespace, objects
-// reduced to catalog.MemberStates, indexed by the source they are members
+// reduced to members.States, indexed by the source they are members
 // of.
 func (w *Watcher) startMemberInformers(ctx context.Context, kind config.SourceKind) error {
+	stores := &members.Stores{}
+	w.catalog.AddSourceGroups(kind.Name, stores)
 	for _, ns := range w.namespaces() {
 		sel := selectors{label: w.cfg.SourceSelector.String(), field: w.cfg.IgnoredNamespacesField()}
 		informer := dynamicSourceInformer(w.client, kind.GVR, ns, sel)
-		if err := informer.AddIndexers(catalog.MemberIndexers()); err != nil {
+		if err := informer.AddIndexers(members.Indexers()); err != nil {
 			return fmt.Errorf("indexing %s by source: %w", kind.GVR, err)
 		}
 		handler := memberHandler{kind: kind.Name, handler: w.handler, metrics: w.metrics}
 		// The store joins the catalog before the informer runs, as for
 		// other sources.
-		w.catalog.AddMemberStore(kind.Name, informer.GetIndexer())
-		if err := w.start(ctx, informer, catalog.ReduceMember(kind.Members), handler, Target{RoleSource, kind.GVR, ns}); err != nil {
+		stores.Add(informer.GetIndexer())
+		if err := w.start(ctx, informer, members.Reduce(kind.Members), handler, Target{RoleSource, kind.GVR, ns}); err != nil {
 			return fmt.Errorf("watching %s: %w", kind.GVR, err)
 		}
 	}
@@ -102,11 +105,11 @@ type memberHandler struct {
 	metrics *metrics.Metrics
 }
 
-func (h memberHandler) id(m *catalog.MemberState) catalog.SourceID {
+func (h memberHandler) id(m *members.State) catalog.SourceID {
 	return catalog.SourceID{Kind: h.kind, Namespace: m.Namespace, Name: m.Source}
 }
 
-func (h memberHandler) membersChanged(m *catalog.MemberState) {
+func (h memberHandler) membersChanged(m *members.State) {
 	if m.Source == "" {
 		return
 	}
@@ -117,15 +120,15 @@ func (h memberHandler) membersChanged(m *catalog.MemberState) {
 
 func (h memberHandler) OnAdd(obj interface{}, isInInitialList bool) {
 	h.metrics.ResourceVersions.Inc()
-	if m, ok := obj.(*catalog.MemberState); ok && !isInInitialList {
+	if m, ok := obj.(*members.State); ok && !isInInitialList {
 		h.membersChanged(m)
 	}
 }
 
 func (h memberHandler) OnUpdate(oldObj, newObj interface{}) {
 	h.metrics.ResourceVersions.Inc()
-	old, ok1 := oldObj.(*catalog.MemberState)
-	m, ok2 := newObj.(*catalog.MemberState)
+	old, ok1 := oldObj.(*members.State)
+	m, ok2 := newObj.(*members.State)
 	switch {
 	case !ok1 || !ok2:
 	case old.Source != m.Source:
@@ -144,7 +147,7 @@ func (h memberHandler) OnDelete(obj interface{}) {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	}
-	if m, ok := obj.(*catalog.MemberState); ok {
+	if m, ok := obj.(*members.State); ok {
 		h.membersChanged(m)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/checksum"
+	"github.com/restart-controller/restart-controller/internal/members"
 	"github.com/restart-controller/restart-controller/internal/metrics"
 )
 
@@ -19,10 +20,12 @@ type membersRecorder struct {
 	members []catalog.SourceID
 }
 
-func (r *membersRecorder) SourceMembersChanged(id catalog.SourceID) { r.members = append(r.members, id) }
+func (r *membersRecorder) SourceMembersChanged(id catalog.SourceID) {
+	r.members = append(r.members, id)
+}
 
-func member(name, source string, generation int64, version byte) *catalog.MemberState {
-	m := &catalog.MemberState{Source: source,
+func member(name, source string, generation int64, version byte) *members.State {
+	m := &members.State{Source: source,
 		Digests: catalog.DigestsOf(map[string]checksum.Digest{"secret/db": {version}})}
 	m.Name, m.Namespace, m.Generation = name, "shop", generation
 	return m

@@ -1,8 +1,16 @@
-package catalog
+// Package members keeps the sources of kinds of lifecycle updatesOnly,
+// whose objects another controller creates and deletes with each pod: the
+// CSI Secrets Store driver's SecretProviderClassPodStatuses. Their objects
+// are reduced to members as they enter the cache, indexed by the source
+// they name, and each source's state is computed from its members
+// (Group), level-triggered. The catalog reads them through
+// catalog.SourceGroups.
+package members
 
 import (
 	"slices"
 	"strings"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -10,30 +18,31 @@ import (
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/checksum"
-	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/refs"
 )
 
-// MemberState is what the cache keeps of an object of a source kind of
-// lifecycle updatesOnly (config.Members): its identity, its generation, the
-// source it is a member of, and one digest per item, never the items'
-// values. The CSI driver's SecretProviderClassPodStatus of a pod is a member
-// of the source named by its SecretProviderClass; its items are the
-// mounted objects' versions.
-type MemberState struct {
+// State is what the cache keeps of an object of a source kind of
+// lifecycle updatesOnly: its identity, its generation, the source it is a
+// member of, and one digest per item, never the items' values. The CSI
+// driver's SecretProviderClassPodStatus of a pod is a member of the source
+// named by its SecretProviderClass; its items are the mounted objects'
+// versions.
+type State struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata"`
 	// Source is the name of the source the object is a member of; empty
 	// while the object names none (then it is a member of nothing).
 	Source string `json:"source"`
 	// Digests digest each item's value, by the item's key.
-	Digests Digests `json:"digests"`
+	Digests catalog.Digests `json:"digests"`
 }
 
 // DeepCopyObject is required of cached objects; digests are never mutated
 // in place.
-func (m *MemberState) DeepCopyObject() runtime.Object {
-	out := &MemberState{TypeMeta: m.TypeMeta, Source: m.Source}
+func (m *State) DeepCopyObject() runtime.Object {
+	out := &State{TypeMeta: m.TypeMeta, Source: m.Source}
 	m.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	if m.Digests != nil {
 		out.Digests = slices.Clone(m.Digests)
@@ -45,82 +54,84 @@ func (m *MemberState) DeepCopyObject() runtime.Object {
 // status rewritten: a rotation of a mounted object, or a remount). Its kind
 // has no status subresource, so every write raises metadata.generation
 // (the CSI driver's SecretProviderClassPodStatus CRD declares none).
-func (m *MemberState) Updated() bool { return m.Generation > 1 }
+func (m *State) Updated() bool { return m.Generation > 1 }
 
 // SameData reports whether two states of a member carry the same items.
-func (m *MemberState) SameData(other *MemberState) bool {
-	return slices.Equal(m.Digests, other.Digests)
+func (m *State) SameData(other *State) bool { return slices.Equal(m.Digests, other.Digests) }
+
+// ChangedKeys returns, sorted, the keys of the items whose value differs
+// between old and m (added and removed ones included).
+func (m *State) ChangedKeys(old *State) []string {
+	return (&catalog.SourceState{Digests: m.Digests}).ChangedKeys(&catalog.SourceState{Digests: old.Digests})
 }
 
-// ReduceMember returns the informer transform of a kind of lifecycle
-// updatesOnly: objects are reduced to MemberStates as they enter the cache.
+// Reduce returns the informer transform of a kind of lifecycle
+// updatesOnly: objects are reduced to States as they enter the cache.
 // Tombstones and already reduced objects pass through.
-func ReduceMember(members *config.Members) cache.TransformFunc {
+func Reduce(members *refs.Members) cache.TransformFunc {
 	return func(obj interface{}) (interface{}, error) {
 		u, ok := obj.(*unstructured.Unstructured)
 		if !ok {
 			return obj, nil
 		}
-		state := &MemberState{
+		state := &State{
 			TypeMeta: metav1.TypeMeta{APIVersion: u.GetAPIVersion(), Kind: u.GetKind()},
 			ObjectMeta: metav1.ObjectMeta{Name: u.GetName(), Namespace: u.GetNamespace(), UID: u.GetUID(),
 				ResourceVersion: u.GetResourceVersion(), Generation: u.GetGeneration()},
 		}
 		state.Source, _ = members.Name(u.Object)
-		var b digestsBuilder
-		members.Items(u.Object, func(key string, value interface{}) { b.set(key, checksum.DigestValue(value)) })
-		state.Digests = b.done()
+		digests := map[string]checksum.Digest{}
+		members.Items(u.Object, func(key string, value interface{}) { digests[key] = checksum.DigestValue(value) })
+		state.Digests = catalog.DigestsOf(digests)
 		return state, nil
 	}
 }
 
-// MemberIndex is the index of a member cache by the source its objects are
+// Index is the index of a member cache by the source its objects are
 // members of: "NAMESPACE/NAME".
-const MemberIndex = "memberOf"
+const Index = "memberOf"
 
-// MemberIndexers are the indexers every member informer must carry.
-func MemberIndexers() cache.Indexers {
-	return cache.Indexers{MemberIndex: func(obj interface{}) ([]string, error) {
-		if m, ok := obj.(*MemberState); ok && m.Source != "" {
+// Indexers are the indexers every member informer must carry.
+func Indexers() cache.Indexers {
+	return cache.Indexers{Index: func(obj interface{}) ([]string, error) {
+		if m, ok := obj.(*State); ok && m.Source != "" {
 			return []string{m.Namespace + "/" + m.Source}, nil
 		}
 		return nil, nil
 	}}
 }
 
-// AddMemberStore registers the cache of one source kind of lifecycle
-// updatesOnly (one per watched namespace when watching is limited to
-// namespaces); it must carry MemberIndexers.
-func (c *Catalog) AddMemberStore(kind string, store cache.Indexer) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.members == nil {
-		c.members = map[string][]cache.Indexer{}
-	}
-	c.members[kind] = append(c.members[kind], store)
+// Stores are the caches of one kind of lifecycle updatesOnly (one per
+// watched namespace), serving its sources to the catalog
+// (catalog.SourceGroups). Stores join as their informers start.
+type Stores struct {
+	mu     sync.RWMutex
+	stores []cache.Indexer
 }
 
-// memberStores returns the caches of a kind of lifecycle updatesOnly;
-// false for any other kind.
-func (c *Catalog) memberStores(kind string) ([]cache.Indexer, bool) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	stores, ok := c.members[kind]
-	return stores, ok
+// Add registers the cache of one watched namespace; it must carry Indexers.
+func (s *Stores) Add(store cache.Indexer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stores = append(s.stores, store)
 }
 
-// Members returns the cached members of a source of a kind of lifecycle
-// updatesOnly.
-func (c *Catalog) Members(id SourceID) []*MemberState {
-	stores, _ := c.memberStores(id.Kind)
-	var out []*MemberState
-	for _, store := range stores {
-		objs, err := store.ByIndex(MemberIndex, id.Namespace+"/"+id.Name)
+func (s *Stores) all() []cache.Indexer {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return slices.Clone(s.stores)
+}
+
+// Members returns the cached members of a source.
+func (s *Stores) Members(id catalog.SourceID) []*State {
+	var out []*State
+	for _, store := range s.all() {
+		objs, err := store.ByIndex(Index, id.Namespace+"/"+id.Name)
 		if err != nil {
 			continue
 		}
 		for _, obj := range objs {
-			if m, ok := obj.(*MemberState); ok {
+			if m, ok := obj.(*State); ok {
 				out = append(out, m)
 			}
 		}
@@ -128,23 +139,25 @@ func (c *Catalog) Members(id SourceID) []*MemberState {
 	return out
 }
 
-// memberSourceNames returns the names of the sources of a kind of lifecycle
-// updatesOnly that have members in a namespace; false for any other kind.
-func (c *Catalog) memberSourceNames(kind, namespace string) ([]string, bool) {
-	stores, ok := c.memberStores(kind)
-	if !ok {
-		return nil, false
-	}
+// Source implements catalog.SourceGroups: the source's state from its
+// members (Group).
+func (s *Stores) Source(id catalog.SourceID) (*catalog.SourceState, bool) {
+	return Group(id, s.Members(id))
+}
+
+// Names implements catalog.SourceGroups: the names of the sources with
+// members in a namespace, sorted.
+func (s *Stores) Names(namespace string) []string {
 	var names []string
-	for _, store := range stores {
-		for _, v := range store.ListIndexFuncValues(MemberIndex) {
+	for _, store := range s.all() {
+		for _, v := range store.ListIndexFuncValues(Index) {
 			if name, found := strings.CutPrefix(v, namespace+"/"); found {
 				names = append(names, name)
 			}
 		}
 	}
 	slices.Sort(names)
-	return slices.Compact(names), true
+	return slices.Compact(names)
 }
 
 // Group is the state of a source of a kind of lifecycle updatesOnly, from
@@ -163,8 +176,8 @@ func (c *Catalog) memberSourceNames(kind, namespace string) ([]string, bool) {
 // version while older pods still run the old one, so restarting for it
 // would loop (the restart creates members too), and recording it would
 // hide the older pods' rotation to come.
-func Group(id SourceID, members []*MemberState) (*SourceState, bool) {
-	var chosen *MemberState
+func Group(id catalog.SourceID, members []*State) (*catalog.SourceState, bool) {
+	var chosen *State
 	updated := false
 	for _, m := range members {
 		switch {
@@ -180,7 +193,7 @@ func Group(id SourceID, members []*MemberState) (*SourceState, bool) {
 	if chosen == nil {
 		return nil, false
 	}
-	return &SourceState{
+	return &catalog.SourceState{
 		ObjectMeta: metav1.ObjectMeta{Name: id.Name, Namespace: id.Namespace, ResourceVersion: chosen.ResourceVersion},
 		Digests:    chosen.Digests,
 		Baseline:   !updated,
@@ -191,15 +204,9 @@ func Group(id SourceID, members []*MemberState) (*SourceState, bool) {
 // which orders writes within a resource; unparsable versions, and ties,
 // fall back to the names, so that the choice never depends on the order
 // the cache lists them in.
-func writtenAfter(a, b *MemberState) bool {
+func writtenAfter(a, b *State) bool {
 	if c, err := resourceversion.CompareResourceVersion(a.ResourceVersion, b.ResourceVersion); err == nil && c != 0 {
 		return c > 0
 	}
 	return a.Name > b.Name
-}
-
-// ChangedKeys returns, sorted, the keys of the items whose value differs
-// between old and m (added and removed ones included).
-func (m *MemberState) ChangedKeys(old *MemberState) []string {
-	return (&SourceState{Digests: m.Digests}).ChangedKeys(&SourceState{Digests: old.Digests})
 }
