@@ -7,6 +7,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
@@ -56,6 +57,27 @@ func (cl *Cluster) fetchMembers(ctx context.Context, kind config.SourceKind, nam
 	return nil, fmt.Errorf("%s: %w", id, ErrNoMembers)
 }
 
+// readSource reads a source that explain is asked about by name: the
+// object, reduced; for a kind of lifecycle updatesOnly, no object (the name
+// is the one its members give) and the state of its members, nil without
+// any.
+func (cl *Cluster) readSource(ctx context.Context, kind config.SourceKind, namespace, name string,
+	selector labels.Selector) (*unstructured.Unstructured, *catalog.SourceState, error) {
+	if kind.Members != nil {
+		state, err := cl.fetchMembers(ctx, kind, namespace, name, selector)
+		if errors.Is(err, ErrNoMembers) {
+			return nil, nil, nil
+		}
+		return nil, state, err
+	}
+	obj, err := cl.Get(ctx, kind.GVR, namespace, name)
+	if err != nil || obj == nil {
+		return nil, nil, err
+	}
+	state, err := reduceSource(kind, obj)
+	return obj, state, err
+}
+
 // membersStatus is the status of a source of lifecycle updatesOnly where
 // it differs from another source's; ok is false where it does not.
 func membersStatus(ws WorkloadSource, state *catalog.SourceState, fetchErr error) (status, note string, ok bool) {
@@ -71,4 +93,17 @@ func membersStatus(ws WorkloadSource, state *catalog.SourceState, fetchErr error
 	default:
 		return StatusBaseline, "none of its members was updated since created: their creation restarts nothing, and the applied checksum is kept until a member's update", true
 	}
+}
+
+// membersReaderStatus is the status of a reader of a source of lifecycle
+// updatesOnly, given the status it would have for another kind.
+func membersReaderStatus(ws WorkloadSource, state *catalog.SourceState, status, note string) (string, string) {
+	var noMembers error
+	if state == nil {
+		noMembers = ErrNoMembers
+	}
+	if s, n, ok := membersStatus(ws, state, noMembers); ok {
+		return s, n
+	}
+	return status, note
 }
