@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
+
+	"github.com/restart-controller/restart-controller/internal/explain"
 )
 
 var spcpsGVR = schema.GroupVersionResource{Group: "secrets-store.csi.x-k8s.io", Version: "v1", Resource: "secretproviderclasspodstatuses"}
@@ -152,6 +155,23 @@ func scaleUp(t *testing.T, ns, name string, pods []string) string {
 	return ""
 }
 
+// explainCSI runs explain on TestCSI's Deployment and checks what it says
+// of its SecretProviderClass and what the controller would do.
+func explainCSI(t *testing.T, config, ns, status, action string) {
+	t.Helper()
+	r := runCLI(t, "explain", "--kubeconfig", env.cluster.Kubeconfig, "--config", config, "-n", ns, "deploy/web", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("explain: exit status %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	var report explain.WorkloadReport
+	if err := json.Unmarshal([]byte(r.stdout), &report); err != nil {
+		t.Fatalf("explain -o json: %v\n%s", err, r.stdout)
+	}
+	if len(report.Sources) != 1 || report.Sources[0].Status != status || report.Decision.Action != action {
+		t.Fatalf("explain: sources %+v, decision %+v; want %s, %s", report.Sources, report.Decision, status, action)
+	}
+}
+
 // TestCSI: a Deployment of two pods mounting a SecretProviderClass through
 // the CSI driver, whose SecretProviderClassPodStatuses are written here as
 // the driver would. Their creation and deletion never restart it, not even
@@ -207,11 +227,14 @@ volumes: [{name: secrets, csi: {driver: secrets-store.csi.k8s.io, readOnly: true
 	driver.mount(t, scaled, "v2")
 	witness.after(t)
 	waitDeploymentRestarts(t, ns, "web", 0)
+	// explain sees it as the controller does: a baseline, nothing to do.
+	explainCSI(t, file, ns, explain.StatusBaseline, explain.ActionNothing)
 
 	// One pod's mounted object rotates: one restart, after the grace period.
 	driver.rotate(t, old[0], "v2")
 	waitDeploymentRestarts(t, ns, "web", 1)
 	v2 := waitRecorded(t, deploymentsGVR, ns, "web", id)[id]
+	explainCSI(t, file, ns, explain.StatusUpToDate, explain.ActionNothing)
 	if v2 == v1 {
 		t.Fatalf("the rotation's restart recorded %q, the version before", v2)
 	}
