@@ -212,6 +212,12 @@ volumes: [{name: secrets, csi: {driver: secrets-store.csi.k8s.io, readOnly: true
 	driver := csiDriver{ns: ns, spc: "vault"}
 	id := sourceID("secretproviderclasspodstatus", ns, "vault")
 	old := podsOf(t, ns, "web", 2)
+	// Rolled out and recorded (no status object yet: nothing for it), so
+	// that nothing but the status objects brings the workload back.
+	waitDeploymentRestarts(t, ns, "web", 0)
+	if applied := waitRecorded(t, deploymentsGVR, ns, "web"); len(applied) != 0 {
+		t.Fatalf("recorded %v before any pod mounted the volume", applied)
+	}
 
 	// The pods mount the volume: the driver creates their status objects.
 	// The first fills the record; neither restarts.
