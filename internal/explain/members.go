@@ -20,9 +20,8 @@ import (
 // takes it as unknown, never as absent.
 var ErrNoMembers = errors.New("no object of its kind names it now (no pod mounts it)")
 
-// StatusNoMembers and StatusBaseline are the statuses of a source of
-// lifecycle updatesOnly: without members, and with members none of which
-// was updated since its creation.
+// The statuses of a source of lifecycle updatesOnly: without members, and
+// with members none of which was updated since its creation.
 const (
 	StatusNoMembers = "no-members"
 	StatusBaseline  = "baseline"
@@ -57,10 +56,9 @@ func (cl *Cluster) fetchMembers(ctx context.Context, kind config.SourceKind, nam
 	return nil, fmt.Errorf("%s: %w", id, ErrNoMembers)
 }
 
-// readSource reads a source that explain is asked about by name: the
-// object, reduced; for a kind of lifecycle updatesOnly, no object (the name
-// is the one its members give) and the state of its members, nil without
-// any.
+// readSource reads a source explain is asked about: the object, reduced;
+// for a kind of lifecycle updatesOnly, no object (the name is the one its
+// members give) and the state of its members, nil without any.
 func (cl *Cluster) readSource(ctx context.Context, kind config.SourceKind, namespace, name string,
 	selector labels.Selector) (*unstructured.Unstructured, *catalog.SourceState, error) {
 	if kind.Members != nil {
@@ -95,15 +93,15 @@ func membersStatus(ws WorkloadSource, state *catalog.SourceState, fetchErr error
 	}
 }
 
-// membersReaderStatus is the status of a reader of a source of lifecycle
-// updatesOnly, given the status it would have for another kind.
-func membersReaderStatus(ws WorkloadSource, state *catalog.SourceState, status, note string) (string, string) {
+// readerStatus is a reader's status (sourceStatus), as a source of
+// lifecycle updatesOnly has it where it differs (membersStatus).
+func (c *Config) readerStatus(kind config.SourceKind, ws WorkloadSource, state *catalog.SourceState) (string, string) {
 	var noMembers error
-	if state == nil {
+	if state == nil && kind.Members != nil {
 		noMembers = ErrNoMembers
 	}
-	if s, n, ok := membersStatus(ws, state, noMembers); ok {
+	if s, n, ok := membersStatus(ws, state, noMembers); ok && kind.Members != nil {
 		return s, n
 	}
-	return status, note
+	return sourceStatus(ws, nil, c.SourceLifecycle)
 }
