@@ -65,13 +65,14 @@ func importRules() []rule {
 		// The caches, and what fills and reads them.
 		{pkg: "internal/catalog", may: append([]string{"internal/checksum", "internal/sourcecodec"}, policy...),
 			tests: []string{"internal/testfixture"}},
+		{pkg: "internal/members", may: []string{"internal/catalog", "internal/checksum", "internal/refs"}},
 		{pkg: "internal/templaterv", may: []string{"internal/catalog", "internal/config"}, tests: []string{"internal/testfixture"}},
 		{pkg: "internal/keyread", may: []string{"internal/catalog", "internal/checksum", "internal/config"}},
-		{pkg: "internal/watch", may: []string{"internal/access", "internal/catalog", "internal/checksum", "internal/config", "internal/kube", "internal/metrics", "internal/templaterv"},
+		{pkg: "internal/watch", may: []string{"internal/access", "internal/catalog", "internal/checksum", "internal/config", "internal/kube", "internal/members", "internal/metrics", "internal/templaterv"},
 			tests: []string{"internal/testfixture"}},
 		// The one decision, pure, for the controller and explain alike.
 		{pkg: "internal/decision", may: []string{"internal/catalog", "internal/checksum", "internal/config", "internal/pacing", "internal/rollout"},
-			tests: []string{"internal/decision/decisiontest"}},
+			tests: []string{"internal/decision/decisiontest", "internal/members", "internal/refs"}},
 		{pkg: "internal/decision/decisiontest", may: []string{"internal/catalog", "internal/checksum"}},
 		// The fleet's state in memory, which decisions see through a view.
 		{pkg: "internal/fleet", may: []string{"internal/catalog", "internal/decision", "internal/pacing"},
@@ -79,7 +80,7 @@ func importRules() []rule {
 		{pkg: "internal/strategy", may: []string{"internal/catalog", "internal/decision", "internal/config", "internal/pacing", "internal/refs", "internal/rollout"}},
 		{pkg: "internal/restart", may: append([]string{"internal/catalog", "internal/checksum", "internal/sourcecodec", "internal/metrics", "internal/decision", "internal/fleet", "internal/keyread", "internal/notify", "internal/strategy"}, policy...),
 			tests: []string{"internal/decision/decisiontest", "internal/explain", "internal/testfixture"}},
-		{pkg: "internal/explain", may: append([]string{"internal/decision", "internal/catalog", "internal/checksum", "internal/checksumkey", "internal/explain/explaintest"}, policy...)},
+		{pkg: "internal/explain", may: append([]string{"internal/decision", "internal/catalog", "internal/checksum", "internal/checksumkey", "internal/explain/explaintest", "internal/members"}, policy...)},
 		{pkg: "internal/check", may: []string{"internal/access", "internal/cli", "internal/config", "internal/explain", "internal/explain/explaintest"}},
 		{pkg: "internal/migrate", may: []string{"internal/config", "examples"}},
 		// Binaries, tools and whole-system tests put the rooms together.

@@ -44,6 +44,7 @@ var listKinds = map[schema.GroupVersionResource]string{
 	rollouts:     "RolloutList",
 	settings:     "SettingList",
 	{Group: "batch", Version: "v1", Resource: "cronjobs"}: "CronJobList",
+	spcps: "SecretProviderClassPodStatusList",
 }
 
 // Discovery documents of the API server the tests pretend to talk to.
