@@ -10,8 +10,9 @@ import (
 )
 
 // InFlightIndex is the workload cache index of restarts whose rollout has no
-// result yet, under the single value inFlight: the cap on rollouts in flight
-// counts them without listing every workload.
+// result yet and that the cap on rollouts in flight counts (paced ones),
+// under the single value inFlight: the cap counts them without listing
+// every workload.
 const InFlightIndex = "inFlight"
 
 const inFlight = "inFlight"
@@ -153,7 +154,7 @@ func (c *Catalog) WorkloadsReading(id SourceID) []WorkloadKey {
 }
 
 // InFlight returns the keys of the workloads whose last restart's rollout has
-// no result yet.
+// no result yet and that the cap on rollouts in flight counts.
 func (c *Catalog) InFlight() []WorkloadKey { return c.workloadsIndexed(InFlightIndex, inFlight) }
 
 // workloadsIndexed returns the keys of every cached workload that the named

@@ -83,7 +83,7 @@ func (r Rules) Member(rd Reader, id catalog.SourceID, src *catalog.SourceState, 
 	sid := id.String()
 	m := pacing.Member{Key: rd.Key.String()}
 	if rd.LastRestart.Delivered(sid, change) {
-		m.Restarted, m.Result = true, rd.LastRestart.Result
+		m.Restarted, m.Result = true, rd.LastRestart.Outcome(w.RolloutPhase())
 		m.Failure = rd.LastRestart.Reason
 		if rd.LastRestart.Message != "" {
 			m.Failure += ": " + rd.LastRestart.Message

@@ -85,15 +85,23 @@ func (c *Config) rolloutReport(w *catalog.WorkloadState, deadline time.Duration)
 		r.Sources = append(r.Sources, s)
 	}
 	slices.Sort(r.Sources)
-	switch rec.Result {
-	case rollout.ResultPending:
+	if deadline <= 0 {
+		deadline = rollout.DefaultDeadline
+	}
+	outcome := rec.Outcome(w.RolloutPhase())
+	switch {
+	case outcome != rec.Result:
+		// An unpaced restart's end is not written: its status tells it.
+		r.Result, r.Reason = string(outcome), w.Rollout.Reason
+		r.Note = "ended, as the workload's status shows (an unpaced restart's end is not written: nothing waits on it)"
+	case rec.Result == rollout.ResultPending:
 		r.Result = "rolling out"
-		if deadline <= 0 {
-			deadline = rollout.DefaultDeadline
-		}
 		r.Note = fmt.Sprintf("followed until it completes, or judged failed at %s (the deadline, %s after the restart)",
 			rec.At.Add(deadline).UTC().Format(time.RFC3339), deadline)
-	case rollout.ResultFailed:
+		if rec.EndUnwritten() {
+			r.Note += "; unpaced: its completion is not written, its status shows it"
+		}
+	case rec.Result == rollout.ResultFailed:
 		r.Note = "the restarts of the same changes not made yet are held; still followed, and recorded complete if it completes after all"
 	default:
 		r.Note = "ended"
