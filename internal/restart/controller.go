@@ -226,8 +226,8 @@ func (c *Controller) Run(ctx, writeCtx context.Context, workers int, drainTimeou
 	}
 }
 
-// Sweep publishes how many changes wait and forgets ended grace periods until
-// ctx ends. Every replica runs it, leader or not: a standby observes changes
+// Sweep publishes how many changes wait and forgets ended grace periods and
+// the followed rollouts past their deadline until ctx ends. Every replica runs it, leader or not: a standby observes changes
 // too, and its windows would otherwise grow for as long as it stands by.
 func (c *Controller) Sweep(ctx context.Context) {
 	wait.UntilWithContext(ctx, func(context.Context) {
