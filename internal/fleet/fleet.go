@@ -65,6 +65,8 @@ type Fleet struct {
 	// memos each workload is a reader in (wavememo.go).
 	waves    map[catalog.SourceID]*waveMemo
 	readerOf map[catalog.WorkloadKey][]catalog.SourceID
+	// evicted is when evictIdle last scanned the memos.
+	evicted time.Time
 }
 
 // Forget drops what is kept of a workload that is gone or opted out.
