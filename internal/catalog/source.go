@@ -57,12 +57,16 @@ type SourceState struct {
 	// holds (present in Digests, or absent from the data): those a keyed
 	// read may ask for (Covers).
 	covered []string
+	// Baseline marks the state of a source of lifecycle updatesOnly none
+	// of whose members was updated since its creation (members.Group): decisions
+	// only fill a missing record with it.
+	Baseline bool `json:"baseline,omitempty"`
 }
 
 // DeepCopyObject is required of cached objects; digests are never mutated in
 // place, but the mutation detector of client-go may compare copies.
 func (c *SourceState) DeepCopyObject() runtime.Object {
-	out := &SourceState{TypeMeta: c.TypeMeta}
+	out := &SourceState{TypeMeta: c.TypeMeta, Baseline: c.Baseline}
 	c.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	// nil stays nil: the mutation detector compares with reflect.DeepEqual.
 	if c.Digests != nil {
