@@ -85,8 +85,7 @@ type WorkloadState struct {
 	Rollout rollout.Status `json:"rollout"`
 	// LastRestart and Hold are the raw rollout and hold annotations
 	// (package pacing); InFlight says LastRestart names a restart whose
-	// rollout has no result yet and that the cap on rollouts in flight
-	// counts (pacing.LastRestart.CountedInFlight).
+	// rollout has no result yet that the cap counts (CountedInFlight).
 	LastRestart string `json:"lastRestart,omitempty"`
 	Hold        string `json:"hold,omitempty"`
 	InFlight    bool   `json:"inFlight,omitempty"`
@@ -138,16 +137,6 @@ func (w *WorkloadState) ExcludedBy(id SourceID) string {
 		}
 	}
 	return ""
-}
-
-// RolloutPhase is where the rollout of its pod template stands for the
-// rollout record (pacing.LastRestart.Outcome): NotRolling where a
-// configured condition says its template replaces no pods now.
-func (w *WorkloadState) RolloutPhase() rollout.Phase {
-	if w.NotRolled != "" {
-		return rollout.NotRolling
-	}
-	return w.Rollout.Phase
 }
 
 // DeepCopyObject is required of cached objects.

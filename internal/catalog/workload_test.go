@@ -626,16 +626,3 @@ func TestDeepCopyEqualsOriginal(t *testing.T) {
 		}
 	}
 }
-
-// A workload a configured condition says rolls no pods now is not rolling,
-// whatever its kind's rule read from the status.
-func TestRolloutPhaseOfNotRolled(t *testing.T) {
-	w := &WorkloadState{Rollout: rollout.Status{Phase: rollout.Complete}}
-	if got := w.RolloutPhase(); got != rollout.Complete {
-		t.Fatalf("phase %s, want the status's", got)
-	}
-	w.NotRolled = "spec.suspend is true"
-	if got := w.RolloutPhase(); got != rollout.NotRolling {
-		t.Fatalf("phase %s, want NotRolling", got)
-	}
-}

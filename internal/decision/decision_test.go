@@ -336,3 +336,16 @@ func TestMemberOutcomeOfUnwrittenEnd(t *testing.T) {
 		})
 	}
 }
+
+// A workload a configured condition says rolls no pods now is not rolling,
+// whatever its kind's rule read from the status.
+func TestRolloutPhaseOfNotRolled(t *testing.T) {
+	w := &catalog.WorkloadState{Rollout: rollout.Status{Phase: rollout.Complete}}
+	if got := RolloutPhase(w); got != rollout.Complete {
+		t.Fatalf("phase %s, want the status's", got)
+	}
+	w.NotRolled = "spec.suspend is true"
+	if got := RolloutPhase(w); got != rollout.NotRolling {
+		t.Fatalf("phase %s, want NotRolling", got)
+	}
+}

@@ -2,6 +2,7 @@ package explain
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -83,27 +84,17 @@ func (c *Config) rolloutReport(w *catalog.WorkloadState, deadline time.Duration)
 	if err != nil || rec == nil {
 		return nil
 	}
-	r := &RolloutReport{At: rec.At, Result: string(rec.Result), Reason: rec.Reason, Job: rec.Job}
-	for s := range rec.Sources {
-		r.Sources = append(r.Sources, s)
-	}
-	slices.Sort(r.Sources)
-	if deadline <= 0 {
-		deadline = rollout.DefaultDeadline
-	}
-	outcome := rec.Outcome(w.RolloutPhase())
-	switch {
-	case outcome != rec.Result:
-		// An unpaced restart's end is not written: its status tells it.
-		r.Result, r.Reason = string(outcome), w.Rollout.Reason
-		r.Note = "ended, as the workload's status shows (an unpaced restart's end is not written: nothing waits on it)"
+	r := &RolloutReport{At: rec.At, Result: string(rec.Result), Reason: rec.Reason, Job: rec.Job, Sources: slices.Sorted(maps.Keys(rec.Sources))}
+	switch outcome := rec.Outcome(decision.RolloutPhase(w)); {
+	case outcome != rec.Result: // an unpaced restart's end is not written
+		r.Result, r.Reason, r.Note = string(outcome), w.Rollout.Reason, "ended, as the workload's status shows (an unpaced restart's end is not written)"
 	case rec.Result == rollout.ResultPending:
 		r.Result = "rolling out"
+		if deadline <= 0 {
+			deadline = rollout.DefaultDeadline
+		}
 		r.Note = fmt.Sprintf("followed until it completes, or judged failed at %s (the deadline, %s after the restart)",
 			rec.At.Add(deadline).UTC().Format(time.RFC3339), deadline)
-		if rec.EndUnwritten() {
-			r.Note += "; unpaced: its completion is not written, its status shows it"
-		}
 	case rec.Result == rollout.ResultFailed:
 		r.Note = "the restarts of the same changes not made yet are held; still followed, and recorded complete if it completes after all"
 		if rec.Job != "" {

@@ -24,7 +24,7 @@ func TestRolloutReportOfUnwrittenEnd(t *testing.T) {
 		note   string
 	}{
 		{"unpaced, complete by its status", pacing.LastRestart{Unpaced: true}, rollout.Complete, "complete", "as the workload's status shows"},
-		{"unpaced, still rolling", pacing.LastRestart{Unpaced: true}, rollout.Progressing, "rolling out", "its completion is not written"},
+		{"unpaced, still rolling", pacing.LastRestart{Unpaced: true}, rollout.Progressing, "rolling out", "followed until it completes"},
 		{"unpaced, failed", pacing.LastRestart{Unpaced: true, Result: rollout.ResultFailed}, rollout.Complete, "failed", "held"},
 		{"paced, rolling out", pacing.LastRestart{}, rollout.Complete, "rolling out", "followed until it completes"},
 	} {
