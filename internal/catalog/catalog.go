@@ -9,9 +9,9 @@ import (
 	"github.com/restart-controller/restart-controller/internal/checksum"
 )
 
-// InFlightIndex is the workload cache index of restarts whose rollout has no
-// result yet, under the single value inFlight: the cap on rollouts in flight
-// counts them without listing every workload.
+// InFlightIndex is the workload cache index of paced restarts whose rollout
+// has no result yet, under the single value inFlight: the cap on rollouts
+// in flight counts them without listing every workload.
 const InFlightIndex = "inFlight"
 
 const inFlight = "inFlight"
@@ -157,8 +157,8 @@ func (c *Catalog) WorkloadsReading(id SourceID) []WorkloadKey {
 	return c.readers.readersOf(id)
 }
 
-// InFlight returns the keys of the workloads whose last restart's rollout has
-// no result yet.
+// InFlight returns the keys of the workloads whose last, paced restart's
+// rollout has no result yet.
 func (c *Catalog) InFlight() []WorkloadKey { return c.workloadsIndexed(InFlightIndex, inFlight) }
 
 // workloadsIndexed returns the keys of every cached workload that the named

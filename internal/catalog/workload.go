@@ -85,7 +85,7 @@ type WorkloadState struct {
 	Rollout rollout.Status `json:"rollout"`
 	// LastRestart and Hold are the raw rollout and hold annotations
 	// (package pacing); InFlight says LastRestart names a restart whose
-	// rollout has no result yet.
+	// rollout has no result yet that the cap counts (CountedInFlight).
 	LastRestart string `json:"lastRestart,omitempty"`
 	Hold        string `json:"hold,omitempty"`
 	InFlight    bool   `json:"inFlight,omitempty"`
@@ -232,7 +232,7 @@ func reduceWorkload(u *unstructured.Unstructured, kind config.WorkloadKind, cfg 
 		Excluded:      cfg.ExcludedSources(annotations),
 	}
 	reduceStrategy(state, kind, cfg, annotations, u.Object)
-	if record, err := pacing.ParseLastRestart(state.LastRestart); err == nil && record.InFlight() {
+	if record, err := pacing.ParseLastRestart(state.LastRestart); err == nil && record.InFlight() && record.CountedInFlight() {
 		state.InFlight = true
 	}
 	for _, c := range kind.NotRolledWhen {

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -12,7 +13,9 @@ import (
 
 	"github.com/restart-controller/restart-controller/internal/checksum"
 	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/pacing"
 	"github.com/restart-controller/restart-controller/internal/refs"
+	"github.com/restart-controller/restart-controller/internal/rollout"
 )
 
 // everyForm is a Deployment naming sources in every form the example source
@@ -466,6 +469,41 @@ spec: {template: {spec: {containers: [{name: a}]}}}
 `))
 			if w.OptedIn != tc.optedIn || w.HasApplied != tc.hasApplied || w.Applied != tc.applied {
 				t.Errorf("optedIn %v hasApplied %v applied %q, want %v %v %q", w.OptedIn, w.HasApplied, w.Applied, tc.optedIn, tc.hasApplied, tc.applied)
+			}
+		})
+	}
+}
+
+// The in-flight index (what the cap on rollouts in flight counts) holds
+// paced restarts without a result: not those whose end goes unwritten
+// (unpaced), nor those with a result.
+func TestReduceWorkloadInFlight(t *testing.T) {
+	cfg := exampleConfig(t)
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, tc := range []struct {
+		name     string
+		record   *pacing.LastRestart
+		inFlight bool
+	}{
+		{"no record", nil, false},
+		{"paced, rolling out", &pacing.LastRestart{At: at}, true},
+		{"paced, complete", &pacing.LastRestart{At: at, Result: rollout.ResultComplete}, false},
+		{"unpaced, rolling out", &pacing.LastRestart{At: at, Unpaced: true}, false},
+		{"unpaced, failed", &pacing.LastRestart{At: at, Unpaced: true, Result: rollout.ResultFailed}, false},
+		{"unpaced, running a Job", &pacing.LastRestart{At: at, Unpaced: true, Job: "nightly-1"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := fromYAML(t, `
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: w, namespace: shop, annotations: {com.xing.deployment-restart: enabled}}
+spec: {template: {spec: {containers: [{name: a}]}}}
+`)
+			if tc.record != nil {
+				u.SetAnnotations(map[string]string{"com.xing.deployment-restart": "enabled", cfg.Annotations.Rollout: pacing.Encode(tc.record)})
+			}
+			if w := reduceWorkloadOf(t, cfg, u); w.InFlight != tc.inFlight {
+				t.Fatalf("in flight %v, want %v", w.InFlight, tc.inFlight)
 			}
 		})
 	}

@@ -220,14 +220,21 @@ func (r Rules) admit(s Snapshot, v Verdict, hold *pacing.Hold, prev *pacing.Last
 	if stop {
 		return v
 	}
-	if inFlight := s.Fleet.InFlight(); paced && r.MaxInFlight > 0 && inFlight+rank >= r.MaxInFlight {
-		v.Action, v.Recheck, v.Capped = Queue, queueRecheck, true
-		v.Unhold = r.staleHold(s, hold) || unreadableHold(s, hold)
-		v.Reasons = append(v.Reasons, fmt.Sprintf("waits for the cap on rollouts in flight (%d in flight, at most %d)", inFlight, r.MaxInFlight))
-		return v
+	// Only a paced restart asks: counting the rollouts in flight is not
+	// free, and an unpaced one is not capped.
+	if paced && r.MaxInFlight > 0 {
+		if inFlight := s.Fleet.InFlight(); inFlight+rank >= r.MaxInFlight {
+			v.Action, v.Recheck, v.Capped = Queue, queueRecheck, true
+			v.Unhold = r.staleHold(s, hold) || unreadableHold(s, hold)
+			v.Reasons = append(v.Reasons, fmt.Sprintf("waits for the cap on rollouts in flight (%d in flight, at most %d)", inFlight, r.MaxInFlight))
+			return v
+		}
 	}
-	r.carryOver(s, prev, delivered)
+	carried := r.carryOver(s, prev, delivered)
 	rec := pacing.NewLastRestart(prev, delivered, now, r.Breaker.Window)
+	// Nothing waits on the end of a restart whose changes are all unpaced
+	// (those it carries over from a paced record may still be waited on).
+	rec.Unpaced = !paced && (!carried || prev.Unpaced)
 	v.Plan.setExtra(r.Annotations.Rollout, pacing.Encode(rec))
 	if s.Workload.Hold != "" {
 		v.Plan.setExtra(r.Annotations.Hold, nil)
@@ -301,11 +308,12 @@ func (r Rules) places(s Snapshot, v *Verdict, hold *pacing.Hold, now time.Time) 
 
 // carryOver adds to delivered what the last restart delivered that is still
 // current: the new rollout delivers it again, and its outcome speaks for
-// those changes too.
-func (r Rules) carryOver(s Snapshot, prev *pacing.LastRestart, delivered map[string]string) {
+// those changes too. It reports whether it added any.
+func (r Rules) carryOver(s Snapshot, prev *pacing.LastRestart, delivered map[string]string) bool {
 	if prev == nil {
-		return
+		return false
 	}
+	carried := false
 	for sid, change := range prev.Sources {
 		if _, ok := delivered[sid]; ok {
 			continue
@@ -313,9 +321,11 @@ func (r Rules) carryOver(s Snapshot, prev *pacing.LastRestart, delivered map[str
 		if id, ok := ParseSourceID(sid); ok {
 			if src, ok := s.Fleet.Source(id); ok && src.Change(r.Sums) == change {
 				delivered[sid] = change
+				carried = true
 			}
 		}
 	}
+	return carried
 }
 
 // unreadableHold reports a hold annotation that is not a hold: it holds

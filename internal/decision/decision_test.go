@@ -118,9 +118,49 @@ func TestDecideFleetStates(t *testing.T) {
 				if err != nil || !rec.Delivered(cmApp.String(), change) || !rec.At.Equal(now) {
 					t.Fatalf("record %+v (%v)", rec, err)
 				}
+				// Only an unpaced restart leaves its end unwritten.
+				if paced := tc.fleet.waves[cmApp].Paced; rec.Unpaced == paced {
+					t.Fatalf("record %+v of a restart paced %v: unpaced must be %v", rec, paced, !paced)
+				}
 				if _, removes := v.Plan.Extra["hold"]; removes != (tc.annotations["hold"] != "") {
 					t.Fatalf("extra %v: a restart removes a hold, and only one that is there", v.Plan.Extra)
 				}
+			}
+		})
+	}
+}
+
+// An unpaced restart's record is unpaced, so its end goes unwritten, unless
+// it carries over a change a paced restart delivered, whose waves may wait
+// on this rollout's end.
+func TestDecideUnpacedRecordCarryingOver(t *testing.T) {
+	v1 := sourceState(t, cmApp, map[string]string{"a": "1"})
+	v2 := sourceState(t, cmApp, map[string]string{"a": "2"})
+	db := sourceState(t, secDB, map[string]string{"p": "1"})
+	key := catalog.WorkloadKey{Namespace: "shop", Name: "web"}
+	for _, tc := range []struct {
+		name     string
+		previous *pacing.LastRestart
+		unpaced  bool
+	}{
+		{"no previous record", nil, true},
+		{"previous change over", &pacing.LastRestart{At: decideNow.Add(-time.Minute), Sources: map[string]string{secDB.String(): "old"}}, true},
+		{"carries over a paced change", &pacing.LastRestart{At: decideNow.Add(-time.Minute),
+			Sources: map[string]string{secDB.String(): db.Change(testSums)}}, false},
+		{"carries over an unpaced change", &pacing.LastRestart{At: decideNow.Add(-time.Minute), Unpaced: true,
+			Sources: map[string]string{secDB.String(): db.Change(testSums)}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &catalog.WorkloadState{OptedIn: true, HasApplied: true, TemplateHash: tmplNow, AppliedTemplateHash: tmplNow,
+				Applied: annotation(t, map[string]string{cmApp.String(): v1.Checksum(testSums, nil)}), References: []catalog.Reference{{ID: cmApp}},
+				LastRestart: pacing.Encode(tc.previous)}
+			fleet := stubFleet{now: decideNow, sources: sourceMap{cmApp: v2, secDB: db}, waves: map[catalog.SourceID]pacing.State{cmApp: {}}}
+			v := testRules.Decide(Snapshot{Key: key, Workload: w, Sources: sourceMap{cmApp: v2}, Windows: dueAt{}, Fleet: fleet, Now: decideNow})
+			if v.Action != Restart || v.LastRestart == nil {
+				t.Fatalf("verdict %s, reasons %q", v.Action, v.Reasons)
+			}
+			if v.LastRestart.Unpaced != tc.unpaced {
+				t.Fatalf("record %+v, want unpaced %v", v.LastRestart, tc.unpaced)
 			}
 		})
 	}
@@ -260,5 +300,52 @@ func TestReloaderPresetOptOuts(t *testing.T) {
 	}
 	if got, want := rules.WhyOptedOut(w, cmApp, sourceState(t, cmApp, nil)), "the workload's annotation configmaps.exclude.reloader.stakater.com/reload names it"; got != want {
 		t.Errorf("excluded: %q, want %q", got, want)
+	}
+}
+
+// A reader restarted for the change by an unpaced restart has no result
+// written: its status gives it. A written record is what counts otherwise,
+// whatever the status says now.
+func TestMemberOutcomeOfUnwrittenEnd(t *testing.T) {
+	v2 := sourceState(t, cmApp, map[string]string{"a": "2"})
+	change := v2.Change(testSums)
+	key := catalog.WorkloadKey{Namespace: "shop", Name: "other"}
+	for _, tc := range []struct {
+		name   string
+		record pacing.LastRestart
+		phase  rollout.Phase
+		want   rollout.Result
+	}{
+		{"unpaced, status complete", pacing.LastRestart{Unpaced: true}, rollout.Complete, rollout.ResultComplete},
+		{"unpaced, status not rolling", pacing.LastRestart{Unpaced: true}, rollout.NotRolling, rollout.ResultNotRolling},
+		{"unpaced, still rolling", pacing.LastRestart{Unpaced: true}, rollout.Progressing, rollout.ResultPending},
+		{"unpaced, failed and written", pacing.LastRestart{Unpaced: true, Result: rollout.ResultFailed}, rollout.Complete, rollout.ResultFailed},
+		{"unpaced Job: its end is written", pacing.LastRestart{Unpaced: true, Job: "j"}, rollout.Complete, rollout.ResultPending},
+		{"paced: its end is written", pacing.LastRestart{}, rollout.Complete, rollout.ResultPending},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := tc.record
+			rec.At, rec.Sources = decideNow, map[string]string{cmApp.String(): change}
+			w := &catalog.WorkloadState{OptedIn: true, HasApplied: true, TemplateHash: tmplNow, AppliedTemplateHash: tmplNow,
+				Applied: annotation(t, map[string]string{cmApp.String(): v2.Checksum(testSums, nil)}), References: []catalog.Reference{{ID: cmApp}},
+				LastRestart: pacing.Encode(&rec), Rollout: rollout.Status{Phase: tc.phase}}
+			m, ok := testRules.Member(Reader{Key: key, State: w, LastRestart: &rec}, cmApp, v2, change)
+			if !ok || !m.Restarted || m.Result != tc.want {
+				t.Fatalf("member %+v (%v), want restarted with result %q", m, ok, tc.want)
+			}
+		})
+	}
+}
+
+// A workload a configured condition says rolls no pods now is not rolling,
+// whatever its kind's rule read from the status.
+func TestRolloutPhaseOfNotRolled(t *testing.T) {
+	w := &catalog.WorkloadState{Rollout: rollout.Status{Phase: rollout.Complete}}
+	if got := RolloutPhase(w); got != rollout.Complete {
+		t.Fatalf("phase %s, want the status's", got)
+	}
+	w.NotRolled = "spec.suspend is true"
+	if got := RolloutPhase(w); got != rollout.NotRolling {
+		t.Fatalf("phase %s, want NotRolling", got)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/checksum"
 	"github.com/restart-controller/restart-controller/internal/pacing"
+	"github.com/restart-controller/restart-controller/internal/rollout"
 )
 
 // TrustedApplied returns the workload's applied checksums, or nil when they
@@ -57,6 +58,16 @@ func PendingFor(sums checksum.Hasher, w *catalog.WorkloadState, applied map[stri
 	return false, true
 }
 
+// RolloutPhase is where the rollout of the workload's pod template stands,
+// for its record (pacing.LastRestart.Outcome): NotRolling where a
+// configured condition says its template replaces no pods now.
+func RolloutPhase(w *catalog.WorkloadState) rollout.Phase {
+	if w.NotRolled != "" {
+		return rollout.NotRolling
+	}
+	return w.Rollout.Phase
+}
+
 // Reader is one workload reading a source, as wave decisions see it.
 type Reader struct {
 	Key   catalog.WorkloadKey
@@ -83,7 +94,7 @@ func (r Rules) Member(rd Reader, id catalog.SourceID, src *catalog.SourceState, 
 	sid := id.String()
 	m := pacing.Member{Key: rd.Key.String()}
 	if rd.LastRestart.Delivered(sid, change) {
-		m.Restarted, m.Result = true, rd.LastRestart.Result
+		m.Restarted, m.Result = true, rd.LastRestart.Outcome(RolloutPhase(w))
 		m.Failure = rd.LastRestart.Reason
 		if rd.LastRestart.Message != "" {
 			m.Failure += ": " + rd.LastRestart.Message

@@ -51,7 +51,7 @@ func (f *explainFleet) Wave(id catalog.SourceID, src *catalog.SourceState) pacin
 func (f *explainFleet) InFlight() int {
 	n := 0
 	for _, rd := range f.all() {
-		if rd.LastRestart.InFlight() {
+		if rd.LastRestart.InFlight() && rd.LastRestart.CountedInFlight() {
 			n++
 		}
 	}

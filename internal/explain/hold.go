@@ -2,6 +2,7 @@ package explain
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -83,20 +84,18 @@ func (c *Config) rolloutReport(w *catalog.WorkloadState, deadline time.Duration)
 	if err != nil || rec == nil {
 		return nil
 	}
-	r := &RolloutReport{At: rec.At, Result: string(rec.Result), Reason: rec.Reason, Job: rec.Job}
-	for s := range rec.Sources {
-		r.Sources = append(r.Sources, s)
-	}
-	slices.Sort(r.Sources)
-	switch rec.Result {
-	case rollout.ResultPending:
+	r := &RolloutReport{At: rec.At, Result: string(rec.Result), Reason: rec.Reason, Job: rec.Job, Sources: slices.Sorted(maps.Keys(rec.Sources))}
+	switch outcome := rec.Outcome(decision.RolloutPhase(w)); {
+	case outcome != rec.Result: // an unpaced restart's end is not written
+		r.Result, r.Reason, r.Note = string(outcome), w.Rollout.Reason, "ended, as the workload's status shows (an unpaced restart's end is not written)"
+	case rec.Result == rollout.ResultPending:
 		r.Result = "rolling out"
 		if deadline <= 0 {
 			deadline = rollout.DefaultDeadline
 		}
 		r.Note = fmt.Sprintf("followed until it completes, or judged failed at %s (the deadline, %s after the restart)",
 			rec.At.Add(deadline).UTC().Format(time.RFC3339), deadline)
-	case rollout.ResultFailed:
+	case rec.Result == rollout.ResultFailed:
 		r.Note = "the restarts of the same changes not made yet are held; still followed, and recorded complete if it completes after all"
 		if rec.Job != "" {
 			r.Note = "the restarts of the same changes not made yet are held; a Job past its deadline is read until it ends, and recorded complete if it completes"

@@ -65,6 +65,8 @@ type Fleet struct {
 	// memos each workload is a reader in (wavememo.go).
 	waves    map[catalog.SourceID]*waveMemo
 	readerOf map[catalog.WorkloadKey][]catalog.SourceID
+	// evicted is when evictIdle last scanned the memos.
+	evicted time.Time
 }
 
 // Forget drops what is kept of a workload that is gone or opted out.
@@ -215,16 +217,26 @@ func (f *Fleet) Behind(key catalog.WorkloadKey, w *catalog.WorkloadState, now ti
 	return false, 0
 }
 
-// inFlight counts the rollouts under way: records without a result in the
-// cache, and reservations it does not show yet. Called with f.mu held.
+// inFlight counts the rollouts under way that the cap counts: records
+// without a result in the cache, and reservations it does not show yet.
+// Called with f.mu held.
 func (f *Fleet) inFlight(now time.Time) int {
 	keys := f.catalog.InFlight()
 	n := len(keys)
+	if len(f.reserved) == 0 {
+		return n
+	}
+	// A set: during a fan-out both run to the thousands, and a scan of
+	// keys for each reservation made this quadratic.
+	counted := make(map[catalog.WorkloadKey]struct{}, len(keys))
+	for _, key := range keys {
+		counted[key] = struct{}{}
+	}
 	for key, r := range f.reserved {
-		if now.After(r.expiry) {
+		if now.After(r.expiry) || !r.record.InFlight() || !r.record.CountedInFlight() {
 			continue
 		}
-		if !slices.Contains(keys, key) {
+		if _, ok := counted[key]; !ok {
 			n++
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/pacing"
+	"github.com/restart-controller/restart-controller/internal/rollout"
 )
 
 // The breaker's record of when each source last changed drops entries older
@@ -34,5 +36,27 @@ func TestLastChangeIsPruned(t *testing.T) {
 	}
 	if got := f.lastChanged([]catalog.Reference{{ID: id(0)}, {ID: id(3000)}}); !got.Equal(t1) {
 		t.Errorf("last change %v, want %v", got, t1)
+	}
+}
+
+// The cap on rollouts in flight counts paced rollouts: records in flight in
+// the cache, and reservations it does not show yet that are in flight and
+// paced. Not a reservation of an unpaced restart (its end goes unwritten),
+// nor one of a result, nor one counted already from the cache.
+func TestInFlightCountsPacedRollouts(t *testing.T) {
+	h := newHarness(t, 6)
+	h.restarted(0) // in the cache, in flight
+	at := func(i int, rec *pacing.LastRestart) {
+		h.f.Reserve(h.keys[i], rec, h.now)
+	}
+	at(0, &pacing.LastRestart{At: h.now})
+	at(1, &pacing.LastRestart{At: h.now})
+	at(2, &pacing.LastRestart{At: h.now, Unpaced: true})
+	at(3, &pacing.LastRestart{At: h.now, Result: rollout.ResultComplete})
+	at(4, &pacing.LastRestart{At: h.now, Unpaced: true, Job: "j"})
+	h.f.mu.Lock()
+	defer h.f.mu.Unlock()
+	if n := h.f.inFlight(h.now); n != 3 {
+		t.Fatalf("%d in flight, want 3 (w00 cached, w01 and w04 reserved)", n)
 	}
 }

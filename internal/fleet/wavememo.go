@@ -247,10 +247,20 @@ func (f *Fleet) dropMemo(id catalog.SourceID, e *waveMemo) {
 	delete(f.waves, id)
 }
 
+// evictScan is how often at most evictIdle scans the memos.
+const evictScan = memoIdle / 10
+
 // evictIdle drops the memos no decision has read for memoIdle: memory
 // follows the sources being decided, not every source ever changed.
-// Called with f.mu held, when a memo is built (rarely).
+// Called with f.mu held, when a memo is built: once per source changed, so
+// during a fan-out of N sources' changes it scans at most once per
+// evictScan; a scan per build made the fan-out quadratic (N memos
+// scanned N times), and a memo outlives its idle time by evictScan at most.
 func (f *Fleet) evictIdle(now time.Time) {
+	if now.Sub(f.evicted) < evictScan {
+		return
+	}
+	f.evicted = now
 	for id, e := range f.waves {
 		if now.Sub(e.used) > memoIdle {
 			f.dropMemo(id, e)

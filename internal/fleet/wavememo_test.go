@@ -167,3 +167,27 @@ func BenchmarkWaveDecision(b *testing.B) {
 		})
 	}
 }
+
+// Idle memos are dropped when a memo is built, by a scan of them all made
+// at most once per evictScan: a fan-out builds one memo per changed source,
+// and a scan per build made it quadratic.
+func TestIdleMemosEvictedByAThrottledScan(t *testing.T) {
+	f := New(t0, nil, nil)
+	a := catalog.SourceID{Kind: "configmap", Namespace: "shop", Name: "a"}
+	b := catalog.SourceID{Kind: "configmap", Namespace: "shop", Name: "b"}
+	scanned := t0.Add(memoIdle + time.Second)
+	f.waves[a] = &waveMemo{used: t0}
+	f.evictIdle(scanned)
+	if _, ok := f.waves[a]; ok {
+		t.Fatal("a memo idle longer than memoIdle kept")
+	}
+	f.waves[b] = &waveMemo{used: t0}
+	f.evictIdle(scanned.Add(time.Second))
+	if _, ok := f.waves[b]; !ok {
+		t.Fatal("scanned again within evictScan of the last scan")
+	}
+	f.evictIdle(scanned.Add(evictScan))
+	if _, ok := f.waves[b]; ok {
+		t.Fatal("an idle memo kept past the next scan")
+	}
+}

@@ -38,10 +38,46 @@ type LastRestart struct {
 	// Job names the Job a runNow restart started, in the workload's
 	// namespace: its conditions, not the workload's status, end the rollout.
 	Job string `json:"job,omitempty"`
+	// Unpaced: every change the restart delivered reached few enough
+	// workloads to restart them all at once (Waves.UnpacedUpTo). No wave
+	// waits on its rollout and maxInFlight does not count it, so its
+	// completion is not written, saving a write per restart: the
+	// workload's status tells it (Outcome). A failure is written all the
+	// same: it is reported, followed until it recovers, and shown.
+	Unpaced bool `json:"unpaced,omitempty"`
 }
 
-// InFlight reports a restart whose rollout has no result yet.
+// InFlight reports a restart whose rollout has no result recorded.
 func (r *LastRestart) InFlight() bool { return r != nil && r.Result == rollout.ResultPending }
+
+// EndUnwritten reports a record whose completion is read from the
+// workload's status rather than written (Unpaced, and no Job: a Job's
+// conditions are read from the API server, so its end is written).
+func (r *LastRestart) EndUnwritten() bool { return r != nil && r.Unpaced && r.Job == "" }
+
+// CountedInFlight reports a restart whose rollout the cap on rollouts in flight
+// counts while it has no result: all but those whose end goes unwritten.
+func (r *LastRestart) CountedInFlight() bool { return r != nil && !r.EndUnwritten() }
+
+// Outcome is the rollout's result: the one recorded or, for a record whose
+// completion goes unwritten (EndUnwritten), the one its workload's status
+// shows, phase (rollout.NotRolling where the workload rolls no pods by
+// itself). The record and the template change it restarted are one write,
+// so a status complete for the object that carries the record is the
+// completion of that restart's rollout.
+func (r *LastRestart) Outcome(phase rollout.Phase) rollout.Result {
+	switch {
+	case r == nil:
+		return rollout.ResultPending
+	case !r.InFlight() || !r.EndUnwritten():
+		return r.Result
+	case phase == rollout.Complete:
+		return rollout.ResultComplete
+	case phase == rollout.NotRolling:
+		return rollout.ResultNotRolling
+	}
+	return rollout.ResultPending
+}
 
 // Delivered reports whether the restart delivered change of source.
 func (r *LastRestart) Delivered(source, change string) bool {

@@ -81,6 +81,8 @@ type Controller struct {
 	warned warnings
 	// notifier, when set, is told of restarts, holds and rollout outcomes (notify.go).
 	notifier Notifier
+	// followed are the unwritten rollouts this process follows (rollouts.go).
+	followed followed
 }
 
 // New builds a controller. The queue exists from the start so that events
@@ -235,12 +237,14 @@ func (c *Controller) Run(ctx, writeCtx context.Context, workers int, drainTimeou
 	}
 }
 
-// Sweep publishes how many changes wait and forgets ended grace periods until
-// ctx ends. Every replica runs it, leader or not: a standby observes changes
+// Sweep publishes how many changes wait and forgets ended grace periods and
+// the followed rollouts past their deadline until ctx ends. Every replica runs it, leader or not: a standby observes changes
 // too, and its windows would otherwise grow for as long as it stands by.
 func (c *Controller) Sweep(ctx context.Context) {
 	wait.UntilWithContext(ctx, func(context.Context) {
-		c.metrics.SetChangesWaiting(c.windows.Sweep(c.now()))
+		now := c.now()
+		c.metrics.SetChangesWaiting(c.windows.Sweep(now))
+		c.followed.sweep(now)
 	}, c.cfg.Settings.CheckPeriod)
 }
 
@@ -343,6 +347,7 @@ func (c *Controller) Reconcile(ctx context.Context, key catalog.WorkloadKey) err
 	if !ok || !w.OptedIn {
 		c.dryRun.forget(key)
 		c.fleet.Forget(key)
+		c.followed.forget(key)
 		c.metrics.SetHeld(c.fleet.SetHeld(key, ""))
 		return nil
 	}
@@ -404,6 +409,9 @@ func (c *Controller) decide(key catalog.WorkloadKey, snap decision.Snapshot) dec
 	if view, ok := snap.Fleet.(*fleet.View); ok {
 		if v.Action == decision.Restart {
 			view.Reserve(v.LastRestart, v.At)
+			if v.LastRestart.EndUnwritten() {
+				c.followed.start(key, v.LastRestart.At, v.LastRestart.At.Add(deadlineOf(c.rolloutRules[key.Resource])))
+			}
 		}
 		view.Unlock()
 		c.fleet.SetWaitingForCap(key, v.Capped)

@@ -31,7 +31,9 @@ import (
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/decision"
 	"github.com/restart-controller/restart-controller/internal/metrics"
+	"github.com/restart-controller/restart-controller/internal/pacing"
 	"github.com/restart-controller/restart-controller/internal/refs"
+	"github.com/restart-controller/restart-controller/internal/rollout"
 )
 
 var (
@@ -435,8 +437,10 @@ func TestReconcileRestartSettles(t *testing.T) {
 			t.Errorf("%s: our own restart changed the template hash", u.GetKind())
 		}
 
-		// The informer delivers the patched object, its rollout done: the
-		// one more write is the rollout's outcome on the record.
+		// The informer delivers the patched object, its rollout done. The
+		// change reached one workload (unpaced): nothing waits on the
+		// rollout's end, so it is reported but not written. The record says
+		// so, and the status shows the end to every later decision.
 		if err := unstructured.SetNestedMap(patched.Object, map[string]interface{}{
 			"replicas": int64(2), "updatedReplicas": int64(2), "availableReplicas": int64(2),
 		}, "status"); err != nil {
@@ -446,19 +450,33 @@ func TestReconcileRestartSettles(t *testing.T) {
 			t.Fatal(err)
 		}
 		h.cache(patched)
+		events := &fakeRecorder{}
+		h.c.events = events
 		h.c.now = func() time.Time { return reconcileNow.Add(time.Minute) }
 		if err := h.c.Reconcile(context.Background(), key); err != nil {
 			t.Fatal(err)
 		}
-		if n := len(h.patches()); n != 2 {
-			t.Fatalf("%s: %d patches, want the restart and its outcome", u.GetKind(), n)
+		if n := len(h.patches()); n != 1 {
+			t.Fatalf("%s: %d patches, want the restart alone: an unpaced rollout's end is not written", u.GetKind(), n)
 		}
 		done, err := h.client.Resource(gvr).Namespace("shop").Get(context.Background(), u.GetName(), metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rec := done.GetAnnotations()[rolloutKey]; !strings.Contains(rec, `"result":"complete"`) {
-			t.Errorf("%s: rollout record %s", u.GetKind(), rec)
+		rec, err := pacing.ParseLastRestart(done.GetAnnotations()[rolloutKey])
+		if err != nil || rec == nil || !rec.Unpaced || !rec.InFlight() {
+			t.Fatalf("%s: rollout record %+v (%v), want unpaced without a result", u.GetKind(), rec, err)
+		}
+		if got := rec.Outcome(decision.RolloutPhase(h.reduce(done))); got == rollout.ResultPending || got == rollout.ResultFailed {
+			t.Errorf("%s: outcome from the status %q, want it ended", u.GetKind(), got)
+		}
+		if u.GetKind() == "Deployment" {
+			if len(events.events) != 1 || events.events[0].reason != "RolloutComplete" {
+				t.Errorf("%s: events %+v, want one RolloutComplete", u.GetKind(), events.events)
+			}
+			if n := testutil.ToFloat64(h.c.metrics.Rollouts.WithLabelValues("complete")); n != 1 {
+				t.Errorf("%s: rollouts complete %v, want 1", u.GetKind(), n)
+			}
 		}
 
 		// Nothing more to do, even much later.
@@ -470,6 +488,9 @@ func TestReconcileRestartSettles(t *testing.T) {
 		}
 		if got := h.client.Actions()[actions:]; len(got) != 0 {
 			t.Errorf("%s: settled workload reconciled into %v", u.GetKind(), got)
+		}
+		if u.GetKind() == "Deployment" && len(events.events) != 1 {
+			t.Errorf("%s: the end reported again: %+v", u.GetKind(), events.events)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package restart
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +18,11 @@ import (
 // followed, and records its outcome on the workload once there is one. It
 // reports whether it wrote: the decision then waits for the cache to show
 // the write (the update enqueues the workload again).
+//
+// The completion of an unpaced restart is not written
+// (pacing.LastRestart.EndUnwritten): nothing waits on it, and the
+// workload's status shows it to every later decision. With replicas 0 a
+// rollout ends at once, and that write was a second PATCH per restart.
 func (c *Controller) follow(ctx context.Context, key catalog.WorkloadKey, w *catalog.WorkloadState, now time.Time) (bool, error) {
 	rec, err := pacing.ParseLastRestart(w.LastRestart)
 	if err != nil {
@@ -38,8 +44,13 @@ func (c *Controller) follow(ctx context.Context, key catalog.WorkloadKey, w *cat
 	if !rec.InFlight() {
 		return false, nil
 	}
+	rule := c.rolloutRules[key.Resource]
+	unwritten := rec.EndUnwritten()
+	if unwritten && !c.followed.follows(key, rec.At, status.Phase, now, rec.At.Add(deadlineOf(rule))) {
+		return false, nil
+	}
 	status, poll := strategy.Status(ctx, c.client, key.Namespace, rec, status)
-	verdict := c.rolloutRules[key.Resource].Judge(status, rec.At, now)
+	verdict := rule.Judge(status, rec.At, now)
 	if verdict.Result == rollout.ResultPending {
 		// The deadline: decide again then, if no status change comes first.
 		wait := verdict.Wait + 10*time.Millisecond
@@ -49,12 +60,28 @@ func (c *Controller) follow(ctx context.Context, key catalog.WorkloadKey, w *cat
 		c.requeue(key, wait)
 		return false, nil
 	}
+	if unwritten && verdict.Result != rollout.ResultFailed {
+		// Its status says so to every later decision; no wave and no
+		// cap waits on it, so there is no one to wake either.
+		c.followed.end(key)
+		c.reportEnd(w, key, rec, verdict, now)
+		return false, nil
+	}
 	done := rec.WithResult(verdict, now)
 	if err := c.patchAnnotations(ctx, key, w.ResourceVersion, map[string]interface{}{c.cfg.Annotations.Rollout: pacing.Encode(done)}); err != nil {
 		return true, err
 	}
+	c.followed.forget(key)
 	// Until the cache shows the result, wave decisions see it here.
 	c.fleet.Reserve(key, done, now)
+	c.reportEnd(w, key, rec, verdict, now)
+	c.wake(rec.Sources, now)
+	return true, nil
+}
+
+// reportEnd counts, logs and tells (an Event, a notification for a failure)
+// how the rollout of the restart rec ended.
+func (c *Controller) reportEnd(w *catalog.WorkloadState, key catalog.WorkloadKey, rec *pacing.LastRestart, verdict rollout.Verdict, now time.Time) {
 	took := now.Sub(rec.At)
 	outcome := string(verdict.Result)
 	c.metrics.Rollouts.WithLabelValues(outcome).Inc()
@@ -74,8 +101,6 @@ func (c *Controller) follow(ctx context.Context, key catalog.WorkloadKey, w *cat
 	default:
 		log.Info("rollout not followed: the workload does not roll its pods by itself", "reason", verdict.Reason)
 	}
-	c.wake(rec.Sources, now)
-	return true, nil
 }
 
 // followFailedJob follows the Job a runNow restart started after it was
@@ -125,5 +150,102 @@ func (c *Controller) recovered(ctx context.Context, key catalog.WorkloadKey, w *
 func (c *Controller) wake(sources map[string]string, now time.Time) {
 	for _, key := range c.fleet.Movable(sources, now) {
 		c.queue.Add(key)
+	}
+}
+
+// deadlineOf is how long after its restart a rollout of the rule's kind
+// counts as failed (rollout.Rule.Judge).
+func deadlineOf(rule rollout.Rule) time.Duration {
+	if rule.Deadline > 0 {
+		return rule.Deadline
+	}
+	return rollout.DefaultDeadline
+}
+
+// followed are the rollouts whose completion goes unwritten
+// (pacing.LastRestart.EndUnwritten) that this process follows: those it
+// restarted, and those it found still rolling inside their deadline (a
+// rollout started by the process before it). Only a followed rollout is
+// judged. Its record stays without a result after it completed, so a
+// status that leaves Complete later (a pod lost, an unpause) would look
+// like a rollout still under way: judged then, it would be reported again,
+// or failed once past its deadline. An ended rollout is kept until its
+// deadline, so that it is not adopted again meanwhile; one past its deadline
+// is never adopted. What this costs: a process that starts after such a
+// rollout passed its deadline does not report its failure (it cannot tell
+// one from a completion its predecessor saw), and a completion seen first
+// by a new process is not reported again. Nothing else reads it: wave
+// decisions and the cap read the record and the workload's status.
+type followed struct {
+	mu    sync.Mutex
+	byKey map[catalog.WorkloadKey]followedRollout
+}
+
+type followedRollout struct {
+	// at is the restart's time (its record's At); deadline when it fails.
+	at, deadline time.Time
+	ended        bool
+}
+
+// followedLinger is how long past its deadline an entry whose rollout was
+// never judged is kept: a restart whose patch failed, say.
+const followedLinger = time.Hour
+
+// start follows the rollout of a restart at at, from its decision.
+func (f *followed) start(key catalog.WorkloadKey, at, deadline time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.byKey == nil {
+		f.byKey = map[catalog.WorkloadKey]followedRollout{}
+	}
+	f.byKey[key] = followedRollout{at: at, deadline: deadline}
+}
+
+// follows reports whether the rollout of the restart at at is to be judged
+// now: it is followed and has not ended, or it was not known and is still
+// rolling (phase) before its deadline, which adopts it.
+func (f *followed) follows(key catalog.WorkloadKey, at time.Time, phase rollout.Phase, now, deadline time.Time) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if e, ok := f.byKey[key]; ok && e.at.Equal(at) {
+		return !e.ended
+	}
+	if !now.Before(deadline) || phase == rollout.Complete || phase == rollout.NotRolling {
+		return false
+	}
+	if f.byKey == nil {
+		f.byKey = map[catalog.WorkloadKey]followedRollout{}
+	}
+	f.byKey[key] = followedRollout{at: at, deadline: deadline}
+	return true
+}
+
+// end notes that the followed rollout of the workload has ended.
+func (f *followed) end(key catalog.WorkloadKey) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if e, ok := f.byKey[key]; ok {
+		e.ended = true
+		f.byKey[key] = e
+	}
+}
+
+// forget drops the workload's rollout: its end was written, or the workload
+// is gone or opted out.
+func (f *followed) forget(key catalog.WorkloadKey) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.byKey, key)
+}
+
+// sweep drops the ended rollouts past their deadline, and those never
+// judged long past it: past its deadline, no rollout is adopted again.
+func (f *followed) sweep(now time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for key, e := range f.byKey {
+		if now.After(e.deadline) && (e.ended || now.After(e.deadline.Add(followedLinger))) {
+			delete(f.byKey, key)
+		}
 	}
 }
