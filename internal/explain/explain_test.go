@@ -418,7 +418,7 @@ func TestLoadConfig(t *testing.T) {
 }
 
 const (
-	breakerHold  = `{"kind":"breaker","cause":"restarted 5 times within 30m0s (budget 5)","since":"2026-05-01T11:58:00Z"}`
+	breakerHold = `{"kind":"breaker","cause":"restarted 5 times within 30m0s (budget 5)","since":"2026-05-01T11:58:00Z"}`
 	// runJobRecord is a runNow restart whose Job still runs.
 	runJobRecord = `{"at":"2026-05-01T11:00:00Z","sources":{"configmap/shop/app-config":"c1"},"restarts":["2026-05-01T11:00:00Z"],"job":"worker-1a2b3c4d5e"}`
 	failedRecord = `{"at":"2026-05-01T11:00:00Z","sources":{"configmap/shop/app-config":"c1"},"result":"failed","reason":"DeadlineExceeded","restarts":["2026-05-01T11:00:00Z"]}`
