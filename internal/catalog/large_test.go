@@ -178,7 +178,7 @@ func TestLargeSourceChecksumsEqualPerKeyForm(t *testing.T) {
 				t.Fatalf("large state keeps per-key data or lacks its key: %+v", large)
 			}
 			if large.Name != "big" || large.Namespace != "shop" || large.ResourceVersion != small.ResourceVersion || large.TypeMeta != small.TypeMeta {
-				t.Fatalf("identity: %+v, want %+v", large.ObjectMeta, small.ObjectMeta)
+				t.Fatalf("identity: %+v, want %+v", large.Meta, small.Meta)
 			}
 			assertSameChecksums(t, small, large, keyedReads)
 			if !large.SameData(small) || !small.SameData(large) {

@@ -39,8 +39,8 @@ func (id SourceID) String() string { return id.Kind + "/" + id.Namespace + "/" +
 // its keys; the digests of the keys a workload reads of it are then read on
 // demand (WithKeys) into a copy that holds only those.
 type SourceState struct {
-	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata"`
+	metav1.TypeMeta `json:",inline"`
+	Meta            `json:"metadata"`
 	// Digests digest each key's value alone (the value's text, as JSON
 	// carries it). For a large source (Whole set), only the keys of covered
 	// that exist, or nil.
@@ -63,7 +63,7 @@ type SourceState struct {
 // place, but the mutation detector of client-go may compare copies.
 func (c *SourceState) DeepCopyObject() runtime.Object {
 	out := &SourceState{TypeMeta: c.TypeMeta}
-	c.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	c.Meta.DeepCopyInto(&out.Meta)
 	// nil stays nil: the mutation detector compares with reflect.DeepEqual.
 	if c.Digests != nil {
 		out.Digests = slices.Clone(c.Digests)
@@ -335,14 +335,12 @@ func mapField[V any](name string, values map[string]V, digest func(V) checksum.D
 }
 
 func newSourceState(o metav1.Object) *SourceState {
-	return &SourceState{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            o.GetName(),
-			Namespace:       o.GetNamespace(),
-			UID:             o.GetUID(),
-			ResourceVersion: o.GetResourceVersion(),
-		},
-	}
+	return &SourceState{Meta: Meta{
+		Name:            o.GetName(),
+		Namespace:       o.GetNamespace(),
+		UID:             o.GetUID(),
+		ResourceVersion: o.GetResourceVersion(),
+	}}
 }
 
 // keptAnnotations adds to kept those of annotations that keep names; nil

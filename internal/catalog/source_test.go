@@ -47,10 +47,10 @@ func TestReduceConfigKeepsIdentityAndOneDigestPerKey(t *testing.T) {
 	s := reduce(t, baseConfigMap)
 	if s.Name != "app" || s.Namespace != "shop" || s.Kind != "ConfigMap" || s.APIVersion != "v1" ||
 		s.ResourceVersion != "7" || s.UID != "0b8e2f2c-0000-4000-8000-000000000001" {
-		t.Errorf("identity not kept: %+v", s.ObjectMeta)
+		t.Errorf("identity not kept: %+v", s.Meta)
 	}
-	if len(s.Labels) != 0 || len(s.Annotations) != 0 {
-		t.Errorf("labels/annotations kept in the cache: %v %v", s.Labels, s.Annotations)
+	if len(s.GetLabels()) != 0 || len(s.Annotations) != 0 {
+		t.Errorf("labels/annotations kept in the cache: %v %v", s.GetLabels(), s.Annotations)
 	}
 	if got := s.Digests.Keys(); !reflect.DeepEqual(got, []string{"a", "b", "bin"}) {
 		t.Errorf("digest keys = %v, want [a b bin]", got)

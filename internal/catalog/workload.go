@@ -55,8 +55,8 @@ type Reference struct {
 // WorkloadState is what the cache keeps of a workload: the annotations that
 // decisions read and the references found in its pod template.
 type WorkloadState struct {
-	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata"`
+	metav1.TypeMeta `json:",inline"`
+	Meta            `json:"metadata"`
 
 	OptedIn bool `json:"optedIn"`
 	// Applied is the raw applied-checksums annotation; HasApplied tells an empty
@@ -142,7 +142,7 @@ func (w *WorkloadState) ExcludedBy(id SourceID) string {
 // DeepCopyObject is required of cached objects.
 func (w *WorkloadState) DeepCopyObject() runtime.Object {
 	out := *w
-	w.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	w.Meta.DeepCopyInto(&out.Meta)
 	// nil stays nil: client-go's mutation detector compares copies with
 	// reflect.DeepEqual, which tells nil from empty.
 	if w.IgnoreSources != nil {
@@ -213,7 +213,7 @@ func reduceWorkload(u *unstructured.Unstructured, kind config.WorkloadKind, cfg 
 	applied, hasApplied := annotations[cfg.Annotations.AppliedChecksums]
 	state := &WorkloadState{
 		TypeMeta: metav1.TypeMeta{APIVersion: u.GetAPIVersion(), Kind: u.GetKind()},
-		ObjectMeta: metav1.ObjectMeta{
+		Meta: Meta{
 			Name:            u.GetName(),
 			Namespace:       u.GetNamespace(),
 			UID:             u.GetUID(),

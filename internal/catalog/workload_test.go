@@ -130,10 +130,10 @@ func TestReduceWorkloadEveryReferenceForm(t *testing.T) {
 	}
 	if w.Name != "web" || w.Namespace != "shop" || w.ResourceVersion != "42" || w.Generation != 3 ||
 		w.UID != "5d6f0000-0000-4000-8000-000000000002" || w.Kind != "Deployment" || w.APIVersion != "apps/v1" {
-		t.Errorf("identity not kept: %+v %+v", w.TypeMeta, w.ObjectMeta)
+		t.Errorf("identity not kept: %+v %+v", w.TypeMeta, w.Meta)
 	}
-	if len(w.Annotations) != 0 || len(w.Labels) != 0 {
-		t.Errorf("annotations/labels kept in the cache: %v %v", w.Annotations, w.Labels)
+	if len(w.Annotations) != 0 || len(w.GetLabels()) != 0 {
+		t.Errorf("annotations/labels kept in the cache: %v %v", w.Annotations, w.GetLabels())
 	}
 	if !w.OptedIn {
 		t.Error("not opted in")
