@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"maps"
+	"unique"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -65,3 +66,9 @@ func (m *Meta) GetOwnerReferences() []metav1.OwnerReference   { return nil }
 func (m *Meta) SetOwnerReferences([]metav1.OwnerReference)    {}
 func (m *Meta) GetManagedFields() []metav1.ManagedFieldsEntry { return nil }
 func (m *Meta) SetManagedFields([]metav1.ManagedFieldsEntry)  {}
+
+// intern returns the one copy of a string that many reduced objects
+// share, for namespaces and type names: thousands of objects of a namespace
+// would otherwise each keep the copy that decoding made. A string no object
+// holds any longer is freed (package unique).
+func intern(s string) string { return unique.Make(s).Value() }

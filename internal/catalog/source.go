@@ -247,7 +247,7 @@ func (r SourceReducer) Transform() cache.TransformFunc {
 			state := newSourceState(meta)
 			state.Annotations = keptAnnotations(meta.GetAnnotations(), nil, r.Keep)
 			if u, ok := meta.(*unstructured.Unstructured); ok {
-				state.TypeMeta = metav1.TypeMeta{APIVersion: u.GetAPIVersion(), Kind: u.GetKind()}
+				state.TypeMeta = metav1.TypeMeta{APIVersion: intern(u.GetAPIVersion()), Kind: intern(u.GetKind())}
 			}
 			if r.Bounded && tooManyKeys(fields) {
 				state.Whole, _, _ = wholeSums(fields, r.Sums, nil)
@@ -335,10 +335,12 @@ func mapField[V any](name string, values map[string]V, digest func(V) checksum.D
 }
 
 func newSourceState(o metav1.Object) *SourceState {
+	// No UID: nothing decides by a source's (a source deleted and made
+	// again with the same data is the same data), and it is 48 bytes a
+	// source.
 	return &SourceState{Meta: Meta{
 		Name:            o.GetName(),
-		Namespace:       o.GetNamespace(),
-		UID:             o.GetUID(),
+		Namespace:       intern(o.GetNamespace()),
 		ResourceVersion: o.GetResourceVersion(),
 	}}
 }

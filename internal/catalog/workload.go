@@ -212,10 +212,10 @@ func reduceWorkload(u *unstructured.Unstructured, kind config.WorkloadKind, cfg 
 	annotations := u.GetAnnotations()
 	applied, hasApplied := annotations[cfg.Annotations.AppliedChecksums]
 	state := &WorkloadState{
-		TypeMeta: metav1.TypeMeta{APIVersion: u.GetAPIVersion(), Kind: u.GetKind()},
+		TypeMeta: metav1.TypeMeta{APIVersion: intern(u.GetAPIVersion()), Kind: intern(u.GetKind())},
 		Meta: Meta{
 			Name:            u.GetName(),
-			Namespace:       u.GetNamespace(),
+			Namespace:       intern(u.GetNamespace()),
 			UID:             u.GetUID(),
 			ResourceVersion: u.GetResourceVersion(),
 			Generation:      u.GetGeneration(),
@@ -246,7 +246,7 @@ func reduceWorkload(u *unstructured.Unstructured, kind config.WorkloadKind, cfg 
 	// them apart), so a restart changes no workload's opt-in.
 	optIns := cfg.WorkloadAnnotationsOf(kind, u.Object, annotations)
 	coverage := cfg.Coverage(optIns)
-	listed, listOptsIn := cfg.ListedSourcesOf(optIns, u.GetNamespace(), coverage.OptedIn)
+	listed, listOptsIn := cfg.ListedSourcesOf(optIns, state.Namespace, coverage.OptedIn)
 	patterns, problems, patternsOptIn := cfg.ListPatternsOf(optIns, coverage.OptedIn)
 	listOptsIn = listOptsIn || patternsOptIn
 	state.Patterns, state.ListProblems = patterns, problems
@@ -262,7 +262,7 @@ func reduceWorkload(u *unstructured.Unstructured, kind config.WorkloadKind, cfg 
 		state.Problem = fmt.Sprintf("no pod spec at %s.spec", kind.PodTemplatePath)
 		return state
 	}
-	state.References = workloadReferences(u.GetNamespace(), podSpec, cfg.Extractors, coverage, listed, listOptsIn)
+	state.References = workloadReferences(state.Namespace, podSpec, cfg.Extractors, coverage, listed, listOptsIn)
 	return state
 }
 

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -587,4 +588,32 @@ func TestDeepCopyEqualsOriginal(t *testing.T) {
 			t.Errorf("%s: DeepCopyObject differs from the original:\n%#v\n%#v", name, obj, c)
 		}
 	}
+}
+
+// Workloads and sources of one namespace share one copy of its name, and of
+// their type names, however many copies decoding made: thousands of objects
+// would otherwise keep one each.
+func TestReducedObjectsShareNamespaceAndTypeNames(t *testing.T) {
+	cfg := exampleConfig(t)
+	a, b := reduceWorkloadOf(t, cfg, fromYAML(t, everyForm)), reduceWorkloadOf(t, cfg, fromYAML(t, everyForm))
+	cm := &unstructured.Unstructured{}
+	if err := cm.UnmarshalJSON([]byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x","namespace":"shop"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	out, err := ReduceSource([]string{"data"})(cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := out.(*SourceState)
+	same := func(what, x, y string) {
+		t.Helper()
+		if x != y || unsafe.StringData(x) != unsafe.StringData(y) {
+			t.Errorf("%s: %q and %q are two copies", what, x, y)
+		}
+	}
+	same("namespace", a.Namespace, b.Namespace)
+	same("a source's namespace", a.Namespace, s.Namespace)
+	same("a reference's namespace", a.Namespace, a.References[0].ID.Namespace)
+	same("kind", a.Kind, b.Kind)
+	same("apiVersion", a.APIVersion, b.APIVersion)
 }
