@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/restart-controller/restart-controller/internal/checksum"
@@ -45,7 +46,7 @@ func reduce(t *testing.T, yamlText string) *SourceState {
 
 func TestReduceConfigKeepsIdentityAndOneDigestPerKey(t *testing.T) {
 	s := reduce(t, baseConfigMap)
-	if s.Name != "app" || s.Namespace != "shop" || s.Kind != "ConfigMap" || s.APIVersion != "v1" ||
+	if s.Name != "app" || s.Namespace != "shop" || s.GroupVersionKind() != (schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}) ||
 		s.ResourceVersion != "7" || s.UID != "" {
 		t.Errorf("identity not kept: %+v", s.Meta)
 	}
