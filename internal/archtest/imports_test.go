@@ -41,6 +41,7 @@ func importRules() []rule {
 		{pkg: "internal/strictdecode"},
 		{pkg: "internal/checksum"},
 		{pkg: "internal/sourcecodec"},
+		{pkg: "internal/objmeta"},
 		{pkg: "internal/metrics"},
 		{pkg: "internal/logging"},
 		{pkg: "internal/memlimit"},
@@ -62,7 +63,7 @@ func importRules() []rule {
 		// Notifications to chat and webhook sinks, for the controller.
 		{pkg: "internal/notify", may: []string{"internal/config", "internal/metrics"}},
 		// The caches, and what fills and reads them.
-		{pkg: "internal/catalog", may: append([]string{"internal/checksum", "internal/sourcecodec"}, policy...)},
+		{pkg: "internal/catalog", may: append([]string{"internal/checksum", "internal/objmeta", "internal/sourcecodec"}, policy...)},
 		{pkg: "internal/templaterv", may: []string{"internal/catalog", "internal/config"}},
 		{pkg: "internal/keyread", may: []string{"internal/catalog", "internal/checksum", "internal/config"}},
 		{pkg: "internal/watch", may: []string{"internal/access", "internal/catalog", "internal/checksum", "internal/config", "internal/kube", "internal/metrics", "internal/templaterv"}},

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/restart-controller/restart-controller/internal/checksum"
+	"github.com/restart-controller/restart-controller/internal/objmeta"
 )
 
 // SourceID names a source object the way the applied-checksums annotation does:
@@ -39,8 +40,8 @@ func (id SourceID) String() string { return id.Kind + "/" + id.Namespace + "/" +
 // its keys; the digests of the keys a workload reads of it are then read on
 // demand (WithKeys) into a copy that holds only those.
 type SourceState struct {
-	objectKind
-	Meta `json:"metadata"`
+	objmeta.Type
+	objmeta.Meta `json:"metadata"`
 	// Digests digest each key's value alone (the value's text, as JSON
 	// carries it). For a large source (Whole set), only the keys of covered
 	// that exist, or nil.
@@ -63,7 +64,7 @@ type SourceState struct {
 // DeepCopyObject is required of cached objects; digests are never mutated in
 // place, but the mutation detector of client-go may compare copies.
 func (c *SourceState) DeepCopyObject() runtime.Object {
-	out := &SourceState{objectKind: c.objectKind}
+	out := &SourceState{Type: c.Type}
 	c.Meta.DeepCopyInto(&out.Meta)
 	// nil stays nil: the mutation detector compares with reflect.DeepEqual.
 	if c.Digests != nil {
@@ -249,7 +250,7 @@ func (r SourceReducer) Transform() cache.TransformFunc {
 			state := newSourceState(meta)
 			state.Annotations = keptAnnotations(meta.GetAnnotations(), nil, r.Keep)
 			if u, ok := meta.(*unstructured.Unstructured); ok {
-				state.objectKind = kindOf(u.GetAPIVersion(), u.GetKind())
+				state.Type = objmeta.TypeOf(u.GetAPIVersion(), u.GetKind())
 			}
 			if r.Bounded && tooManyKeys(fields) {
 				state.Whole, _, _ = wholeSums(fields, r.Sums, nil)
@@ -340,9 +341,9 @@ func newSourceState(o metav1.Object) *SourceState {
 	// No UID: nothing decides by a source's (a source deleted and made
 	// again with the same data is the same data), and it is 48 bytes a
 	// source.
-	return &SourceState{Meta: Meta{
+	return &SourceState{Meta: objmeta.Meta{
 		Name:            o.GetName(),
-		Namespace:       intern(o.GetNamespace()),
+		Namespace:       objmeta.Intern(o.GetNamespace()),
 		ResourceVersion: o.GetResourceVersion(),
 	}}
 }

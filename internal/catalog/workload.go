@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/objmeta"
 	"github.com/restart-controller/restart-controller/internal/pacing"
 	"github.com/restart-controller/restart-controller/internal/refs"
 	"github.com/restart-controller/restart-controller/internal/rollout"
@@ -54,8 +55,8 @@ type Reference struct {
 // WorkloadState is what the cache keeps of a workload: the annotations that
 // decisions read and the references found in its pod template.
 type WorkloadState struct {
-	objectKind
-	Meta `json:"metadata"`
+	objmeta.Type
+	objmeta.Meta `json:"metadata"`
 
 	OptedIn bool `json:"optedIn"`
 	// HasApplied tells an empty applied-checksums annotation from a missing
@@ -212,10 +213,10 @@ func reduceWorkload(u *unstructured.Unstructured, kind config.WorkloadKind, cfg 
 	annotations := u.GetAnnotations()
 	applied, hasApplied := annotations[cfg.Annotations.AppliedChecksums]
 	state := &WorkloadState{
-		objectKind: kindOf(u.GetAPIVersion(), u.GetKind()),
-		Meta: Meta{
+		Type: objmeta.TypeOf(u.GetAPIVersion(), u.GetKind()),
+		Meta: objmeta.Meta{
 			Name:            u.GetName(),
-			Namespace:       intern(u.GetNamespace()),
+			Namespace:       objmeta.Intern(u.GetNamespace()),
 			UID:             u.GetUID(),
 			ResourceVersion: u.GetResourceVersion(),
 		},

@@ -614,7 +614,7 @@ func TestReducedObjectsShareNamespaceAndTypeNames(t *testing.T) {
 	same("namespace", a.Namespace, b.Namespace)
 	same("a source's namespace", a.Namespace, s.Namespace)
 	same("a reference's namespace", a.Namespace, a.References[0].ID.Namespace)
-	if a.objectKind != b.objectKind {
+	if a.Type != b.Type {
 		t.Error("two workloads of a kind hold two copies of its type names")
 	}
 }

@@ -262,7 +262,7 @@ func FuzzDecoding(f *testing.F) {
 // string in each one's TypeMeta.
 func TestDecodedKindIsShared(t *testing.T) {
 	r := &recorder{dataFields: []string{"data"}}
-	dec := decoder(t, r, nil, runtime.ContentTypeProtobuf).(runtime.Decoder)
+	dec := decoder(t, r, nil, runtime.ContentTypeProtobuf)
 	for _, obj := range []runtime.Object{sample(), &corev1.ConfigMapList{Items: []corev1.ConfigMap{*sample()}}} {
 		_, gvk, err := dec.Decode(encode(t, obj), nil, nil)
 		if err != nil {
