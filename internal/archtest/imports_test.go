@@ -57,27 +57,31 @@ func importRules() []rule {
 		{pkg: "internal/cli", may: []string{"internal/config"}},
 		{pkg: "internal/access", may: []string{"internal/config"}},
 		{pkg: "internal/checksumkey", may: []string{"internal/checksum"}},
+		{pkg: "internal/testfixture", may: []string{"internal/config"}},
 		// Leader election and Events on internal/kube's clients.
 		{pkg: "internal/election", tests: []string{"internal/kube", "internal/testcluster"}},
 		{pkg: "internal/events", tests: []string{"internal/kube", "internal/testcluster"}},
 		// Notifications to chat and webhook sinks, for the controller.
 		{pkg: "internal/notify", may: []string{"internal/config", "internal/metrics"}},
 		// The caches, and what fills and reads them.
-		{pkg: "internal/catalog", may: append([]string{"internal/checksum", "internal/objmeta", "internal/sourcecodec"}, policy...)},
-		{pkg: "internal/templaterv", may: []string{"internal/catalog", "internal/config"}},
+		{pkg: "internal/catalog", may: append([]string{"internal/checksum", "internal/objmeta", "internal/sourcecodec"}, policy...),
+			tests: []string{"internal/testfixture"}},
+		{pkg: "internal/members", may: []string{"internal/catalog", "internal/checksum", "internal/objmeta", "internal/refs"}},
+		{pkg: "internal/templaterv", may: []string{"internal/catalog", "internal/config"}, tests: []string{"internal/testfixture"}},
 		{pkg: "internal/keyread", may: []string{"internal/catalog", "internal/checksum", "internal/config"}},
-		{pkg: "internal/watch", may: []string{"internal/access", "internal/catalog", "internal/checksum", "internal/config", "internal/kube", "internal/metrics", "internal/templaterv"}},
+		{pkg: "internal/watch", may: []string{"internal/access", "internal/catalog", "internal/checksum", "internal/config", "internal/kube", "internal/members", "internal/metrics", "internal/templaterv"},
+			tests: []string{"internal/testfixture"}},
 		// The one decision, pure, for the controller and explain alike.
 		{pkg: "internal/decision", may: []string{"internal/catalog", "internal/checksum", "internal/config", "internal/pacing", "internal/rollout"},
-			tests: []string{"internal/decision/decisiontest"}},
+			tests: []string{"internal/decision/decisiontest", "internal/members", "internal/refs"}},
 		{pkg: "internal/decision/decisiontest", may: []string{"internal/catalog", "internal/checksum"}},
 		// The fleet's state in memory, which decisions see through a view.
 		{pkg: "internal/fleet", may: []string{"internal/catalog", "internal/decision", "internal/pacing"},
 			tests: []string{"internal/config", "internal/rollout", "internal/decision/decisiontest"}},
 		{pkg: "internal/strategy", may: []string{"internal/catalog", "internal/decision", "internal/config", "internal/pacing", "internal/refs", "internal/rollout"}},
 		{pkg: "internal/restart", may: append([]string{"internal/catalog", "internal/checksum", "internal/sourcecodec", "internal/metrics", "internal/decision", "internal/fleet", "internal/keyread", "internal/notify", "internal/strategy"}, policy...),
-			tests: []string{"internal/decision/decisiontest", "internal/explain"}},
-		{pkg: "internal/explain", may: append([]string{"internal/decision", "internal/catalog", "internal/checksum", "internal/checksumkey", "internal/explain/explaintest"}, policy...)},
+			tests: []string{"internal/decision/decisiontest", "internal/explain", "internal/testfixture"}},
+		{pkg: "internal/explain", may: append([]string{"internal/decision", "internal/catalog", "internal/checksum", "internal/checksumkey", "internal/explain/explaintest", "internal/members"}, policy...)},
 		{pkg: "internal/check", may: []string{"internal/access", "internal/cli", "internal/config", "internal/explain", "internal/explain/explaintest"}},
 		{pkg: "internal/migrate", may: []string{"internal/config", "examples"}},
 		// Binaries, tools and whole-system tests put the rooms together.

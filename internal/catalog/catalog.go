@@ -32,8 +32,10 @@ func WorkloadIndexers() cache.Indexers {
 // Workload kinds can join later (a CRD installed after start), hence the lock;
 // the caches themselves are safe for concurrent use.
 type Catalog struct {
-	mu        sync.RWMutex
-	sources   map[string][]cache.Indexer
+	mu      sync.RWMutex
+	sources map[string][]cache.Indexer
+	// groups serve the source kinds of lifecycle updatesOnly (groups.go).
+	groups    map[string]SourceGroups
 	workloads map[schema.GroupVersionResource][]cache.Indexer
 	// readers indexes the workloads reading each source.
 	readers *readerIndex
@@ -105,6 +107,9 @@ func (c *Catalog) AddWorkloadStore(resource schema.GroupVersionResource, store c
 
 // Source returns the cached state of a source, or false when it does not exist.
 func (c *Catalog) Source(id SourceID) (*SourceState, bool) {
+	if g, ok := c.sourceGroups(id.Kind); ok {
+		return g.Source(id)
+	}
 	c.mu.RLock()
 	stores := c.sources[id.Kind]
 	c.mu.RUnlock()

@@ -111,6 +111,9 @@ func samePatterns(a, b []config.ListPattern) bool {
 // the cache's lock; of two callers adding it at once, the second is refused
 // as a conflict and uses the first's).
 func (c *Catalog) sourceNames(kind, namespace string) []string {
+	if g, ok := c.sourceGroups(kind); ok {
+		return g.Names(namespace)
+	}
 	c.mu.RLock()
 	stores := c.sources[kind]
 	c.mu.RUnlock()

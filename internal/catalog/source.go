@@ -59,12 +59,16 @@ type SourceState struct {
 	// read may ask for (Covers). Only a state made for a read has them
 	// (WithKeys): a pointer, 8 bytes where a slice is 24 in every state.
 	covered *[]string
+	// Baseline marks the state of a source of lifecycle updatesOnly none
+	// of whose members was updated since its creation (members.Group): decisions
+	// only fill a missing record with it.
+	Baseline bool `json:"baseline,omitempty"`
 }
 
 // DeepCopyObject is required of cached objects; digests are never mutated in
 // place, but the mutation detector of client-go may compare copies.
 func (c *SourceState) DeepCopyObject() runtime.Object {
-	out := &SourceState{Type: c.Type}
+	out := &SourceState{Type: c.Type, Baseline: c.Baseline}
 	c.Meta.DeepCopyInto(&out.Meta)
 	// nil stays nil: the mutation detector compares with reflect.DeepEqual.
 	if c.Digests != nil {
@@ -256,14 +260,14 @@ func (r SourceReducer) Transform() cache.TransformFunc {
 				state.Whole, _, _ = wholeSums(fields, r.Sums, nil)
 				return state, nil
 			}
-			var b digestsBuilder
+			var b checksum.DigestsBuilder
 			for _, f := range fields {
 				for key := range f.keys {
 					d, _ := f.digest(key)
 					state.set(&b, key, f.name, d)
 				}
 			}
-			state.Digests = b.done()
+			state.Digests = b.Done()
 			return state, nil
 		default:
 			return obj, nil
@@ -375,8 +379,8 @@ func (c *SourceState) Change(h checksum.Hasher) string {
 // set records a key's digest and the field holding it. A key in two fields
 // (which the API server refuses for ConfigMaps) keeps the later field's,
 // in the order of dataFields, whichever way the object was fetched.
-func (c *SourceState) set(b *digestsBuilder, key, field string, d checksum.Digest) {
-	b.set(key, d)
+func (c *SourceState) set(b *checksum.DigestsBuilder, key, field string, d checksum.Digest) {
+	b.Set(key, d)
 	if field == defaultField {
 		delete(c.Fields, key)
 		return

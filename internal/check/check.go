@@ -89,6 +89,11 @@ func Describe(cfg *config.Config) Watches {
 		ReferenceForms: len(cfg.Extractors),
 	}
 	for _, s := range cfg.Sources {
+		if s.Members != nil {
+			w.Sources = append(w.Sources, fmt.Sprintf("%s (%s) as %q, members of the source named by %s, lifecycle %s",
+				resourceName(s.GVR), s.GVR.Version, s.Name, s.Members.NameFrom(), config.LifecycleUpdatesOnly))
+			continue
+		}
 		w.Sources = append(w.Sources, fmt.Sprintf("%s (%s) as %q, keys in %s", resourceName(s.GVR), s.GVR.Version,
 			s.Name, strings.Join(s.DataFields, ", ")))
 	}
@@ -115,13 +120,15 @@ func resourceName(gvr schema.GroupVersionResource) string {
 }
 
 // Served checks with discovery that every configured kind is served. A
-// source kind must be: the controller does not start without it. A missing
+// source kind must be: the controller does not start without it, except
+// one of lifecycle updatesOnly, which is watched once its CRD appears, as
+// a workload kind of another group is. A missing
 // workload kind of a built-in group (apps, batch, ..., or a group no CRD may
 // use) is an error, a typo; one of another group is a warning: its CRD may be installed later,
 // and the controller watches it once it appears.
 func Served(disc discovery.DiscoveryInterface, cfg *config.Config) []Result {
 	var out []Result
-	check := func(gvr schema.GroupVersionResource, source bool) {
+	check := func(gvr schema.GroupVersionResource, required bool) {
 		name := fmt.Sprintf("%s (%s) served", resourceName(gvr), gvr.Version)
 		found, hint, err := served(disc, gvr)
 		switch {
@@ -129,7 +136,7 @@ func Served(disc discovery.DiscoveryInterface, cfg *config.Config) []Result {
 			out = append(out, Result{LevelError, name, "discovery failed: " + err.Error()})
 		case found:
 			out = append(out, Result{LevelOK, name, "yes"})
-		case source:
+		case required:
 			out = append(out, Result{LevelError, name, "not served, and the controller cannot start without its source kinds; " + hint})
 		case builtIn(gvr.Group):
 			out = append(out, Result{LevelError, name, "not served, and no CRD can add it to this group: a typo? " + hint})
@@ -138,7 +145,7 @@ func Served(disc discovery.DiscoveryInterface, cfg *config.Config) []Result {
 		}
 	}
 	for _, s := range cfg.Sources {
-		check(s.GVR, true)
+		check(s.GVR, s.Members == nil)
 	}
 	for _, w := range cfg.Workloads {
 		check(w.GVR, false)

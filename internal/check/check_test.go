@@ -9,6 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	discoveryfake "k8s.io/client-go/discovery/fake"
+	clienttesting "k8s.io/client-go/testing"
+
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/explain/explaintest"
 )
@@ -60,6 +64,17 @@ references: [{source: configmap, from: ["volumes[*].configMap"], name: name}]
 			},
 		},
 		{
+			// The CSI driver's status objects: read (list, watch) like
+			// any source kind.
+			name: "a source kind of lifecycle updatesOnly",
+			file: csiFile,
+			want: []string{
+				"configmaps list,watch @all", "secretproviderclasspodstatuses.secrets-store.csi.x-k8s.io list,watch @all",
+				"deployments.apps list,watch,patch @all",
+				"events.events.k8s.io create,patch @all", "secrets get,create @default",
+			},
+		},
+		{
 			name: "namespaces and leader election",
 			file: `
 namespaces: [a, b]
@@ -89,6 +104,43 @@ references: [{source: configmap, from: ["volumes[*].configMap"], name: name}]
 				t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
 			}
 		})
+	}
+}
+
+const csiFile = `
+sources:
+- {name: configmap, version: v1, resource: configmaps, dataFields: [data]}
+- name: secretproviderclasspodstatus
+  group: secrets-store.csi.x-k8s.io
+  version: v1
+  resource: secretproviderclasspodstatuses
+  lifecycle: updatesOnly
+  nameFrom: status.secretProviderClassName
+  items: {path: "status.objects[*]", key: id, value: version}
+workloads: [{group: apps, version: v1, resource: deployments, podTemplatePath: spec.template}]
+references:
+- {source: configmap, from: ["volumes[*].configMap"], name: name}
+- {source: secretproviderclasspodstatus, from: ["volumes[*].csi"], name: volumeAttributes.secretProviderClass}
+`
+
+// A source kind of lifecycle updatesOnly that is not served is a warning,
+// not an error: the controller starts, and watches it once its CRD is
+// installed. Describe names how its objects make sources.
+func TestServedCSI(t *testing.T) {
+	cfg := parse(t, csiFile)
+	disc := &discoveryfake.FakeDiscovery{Fake: &clienttesting.Fake{Resources: []*metav1.APIResourceList{
+		{GroupVersion: "v1", APIResources: []metav1.APIResource{{Name: "configmaps", Kind: "ConfigMap", Namespaced: true}}},
+		{GroupVersion: "apps/v1", APIResources: []metav1.APIResource{{Name: "deployments", Kind: "Deployment", Namespaced: true}}},
+	}}}
+	got := Served(disc, cfg)
+	want := Result{LevelWarning, "secretproviderclasspodstatuses.secrets-store.csi.x-k8s.io (v1) served",
+		"not served (CRD not installed?); the controller watches it once it appears; no group \"secrets-store.csi.x-k8s.io\" is served"}
+	if len(got) != 3 || got[1] != want {
+		t.Errorf("got %+v, want %+v second", got, want)
+	}
+	w := Describe(cfg)
+	if len(w.Sources) != 2 || !strings.Contains(w.Sources[1], "members of the source named by status.secretProviderClassName, lifecycle updatesOnly") {
+		t.Errorf("sources %q", w.Sources)
 	}
 }
 

@@ -67,6 +67,11 @@ func compile(f *File, p *problems) *Config {
 	c.OptInAll = f.OptInAll
 	c.SourceLifecycle = SourceLifecycle{RestartOnCreate: f.SourceLifecycle.RestartOnCreate,
 		RestartOnDelete: f.SourceLifecycle.RestartOnDelete, AbsentUnknown: f.SourceSelector != ""}
+	for _, k := range c.Sources {
+		if k.Members != nil {
+			c.SourceLifecycle.UpdatesOnly = append(c.SourceLifecycle.UpdatesOnly, k.Name)
+		}
+	}
 	c.Sinks = compileNotifications(f.Notifications, p)
 	return c
 }
@@ -432,7 +437,8 @@ func compileSources(kinds []FileSourceKind, p *problems) []SourceKind {
 		} else {
 			gvrs[gvr] = i
 		}
-		if len(k.DataFields) == 0 {
+		members := compileMembers(path, k, p)
+		if len(k.DataFields) == 0 && k.Lifecycle == "" {
 			p.add(path+".dataFields", errRequired)
 		}
 		for j, field := range k.DataFields {
@@ -440,7 +446,7 @@ func compileSources(kinds []FileSourceKind, p *problems) []SourceKind {
 				p.addf(fmt.Sprintf("%s.dataFields[%d]", path, j), "must not be empty")
 			}
 		}
-		out[i] = SourceKind{Name: k.Name, GVR: gvr, DataFields: k.DataFields}
+		out[i] = SourceKind{Name: k.Name, GVR: gvr, DataFields: k.DataFields, Members: members}
 	}
 	return out
 }

@@ -834,14 +834,14 @@ func TestSourceLifecycleDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (SourceLifecycle{RestartOnCreate: true, RestartOnDelete: true}); cfg.SourceLifecycle != want {
+	if want := (SourceLifecycle{RestartOnCreate: true, RestartOnDelete: true}); !reflect.DeepEqual(cfg.SourceLifecycle, want) {
 		t.Errorf("default %+v, want %+v", cfg.SourceLifecycle, want)
 	}
 	cfg, err = Parse([]byte("sourceLifecycle: {restartOnCreate: false}"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (SourceLifecycle{RestartOnDelete: true}); cfg.SourceLifecycle != want {
+	if want := (SourceLifecycle{RestartOnDelete: true}); !reflect.DeepEqual(cfg.SourceLifecycle, want) {
 		t.Errorf("got %+v, want %+v", cfg.SourceLifecycle, want)
 	}
 }

@@ -283,7 +283,34 @@ type FileSourceKind struct {
 	Version  string `json:"version"`
 	Resource string `json:"resource"`
 	// DataFields are the top-level fields holding the object's keys.
+	// Left out with lifecycle: updatesOnly, whose data are its items.
 	DataFields []string `json:"dataFields"`
+	// Lifecycle says which events of the kind's objects are changes:
+	// empty (every creation, update and deletion, as for ConfigMaps) or
+	// updatesOnly (members.go): objects that another controller creates
+	// and deletes with each pod, such as the CSI driver's
+	// SecretProviderClassPodStatuses, whose creation and deletion must
+	// restart nothing.
+	Lifecycle string `json:"lifecycle"`
+	// NameFrom is the path in the object to the name workloads reference
+	// it by, e.g. status.secretProviderClassName; the objects of one
+	// namespace with that name are the members of one source. Only with
+	// lifecycle: updatesOnly, where it is required.
+	NameFrom string `json:"nameFrom"`
+	// Items are the object's data as a list of key and value pairs, e.g.
+	// status.objects[*] with key id and value version. Only with
+	// lifecycle: updatesOnly, where it is required.
+	Items FileSourceItems `json:"items"`
+}
+
+// FileSourceItems finds (key, value) pairs in an object: Path leads to the
+// items (with [*] for each element of a list), Key and Value lead from an
+// item to its key (a non-empty string) and its value (any value: its JSON
+// is digested).
+type FileSourceItems struct {
+	Path  string `json:"path"`
+	Key   string `json:"key"`
+	Value string `json:"value"`
 }
 
 // FileWorkloadKind is a watched pod-template workload resource.

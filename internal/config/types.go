@@ -76,6 +76,16 @@ type SourceLifecycle struct {
 	// compared nor recorded, what was recorded for it is kept, and
 	// creations and deletions restart nothing.
 	AbsentUnknown bool
+	// UpdatesOnly are the source kinds (SourceKind.Name) of lifecycle
+	// updatesOnly: a source of theirs without members is unknown, as
+	// under AbsentUnknown, and is never recorded absent.
+	UpdatesOnly []string
+}
+
+// Unknown reports whether a source of the kind that the caches do not
+// hold must be left as it was recorded rather than compared as absent.
+func (l SourceLifecycle) Unknown(kind string) bool {
+	return l.AbsentUnknown || slices.Contains(l.UpdatesOnly, kind)
 }
 
 // Settings are the process settings layered from defaults, file, env and flags.
@@ -143,6 +153,9 @@ type SourceKind struct {
 	Name       string
 	GVR        schema.GroupVersionResource
 	DataFields []string // top-level fields whose string map entries are hashed
+	// Members is set for a kind of lifecycle updatesOnly: its objects are
+	// members of the source named by Members.Name, their data its items.
+	Members *refs.Members
 }
 
 // WorkloadKind is a watched pod-template workload resource.

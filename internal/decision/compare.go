@@ -266,10 +266,12 @@ func (c *comparison) each(plan *Plan, sources SourceLookup, sums checksum.Hasher
 		id := ref.ID.String()
 		old, known := c.applied[id]
 		state, exists := sources.Source(ref.ID)
-		if !exists && c.life.AbsentUnknown {
-			// Maybe there, unselected: what the pods started with is kept,
-			// so that the source, selected again with other data, is a
-			// change; never recorded absent, so its appearance is not one.
+		if !exists && c.life.Unknown(ref.ID.Kind) {
+			// Maybe there, unselected, or a source whose members come and
+			// go with pods (lifecycle updatesOnly): what the pods started
+			// with is kept, so that the source, selected again with other
+			// data, is a change; never recorded absent, so its appearance
+			// is not one.
 			if known {
 				plan.Applied[id] = old
 			}
@@ -277,6 +279,10 @@ func (c *comparison) each(plan *Plan, sources SourceLookup, sums checksum.Hasher
 		}
 		if !exists {
 			changed = c.absent(plan, ref, old, known, changed)
+			continue
+		}
+		if state.Baseline && old != Pending {
+			c.baseline(plan, ref, state.Checksum(sums, ref.Keys), old, known, sums)
 			continue
 		}
 		if !known && ref.Matched && c.patternRecorded(ref.ID) {
@@ -313,6 +319,21 @@ func (c *comparison) each(plan *Plan, sources SourceLookup, sums checksum.Hasher
 		}
 	}
 	return changed, current
+}
+
+// baseline compares a source of lifecycle updatesOnly none of whose
+// members was updated since its creation (members.Group): its data only
+// fill a record the workload does not have yet (first sight), and never
+// restart nor overwrite one, whatever else Compare would do: a member's
+// creation is never a change. A record keyed with another key cannot be
+// compared with anything, so it is filled again too. A pending record
+// is not decided here: it says a restart is due.
+func (c *comparison) baseline(plan *Plan, ref catalog.Reference, now, old string, known bool, sums checksum.Hasher) {
+	if known && old != Absent && !sums.Rebaseline(old) {
+		plan.Applied[ref.ID.String()] = old
+		return
+	}
+	plan.Applied[ref.ID.String()] = now
 }
 
 // patternRecorded reports whether an entry of the workload's regex source

@@ -115,6 +115,9 @@ var ErrUnselected = errors.New("its labels do not match the config's sourceSelec
 // further. A source that selector does not select is ErrUnselected.
 func (cl *Cluster) Fetcher(ctx context.Context, keep []string, selector labels.Selector) SourceFetcher {
 	return func(kind config.SourceKind, namespace, name string) (*catalog.SourceState, error) {
+		if kind.Members != nil {
+			return cl.fetchMembers(ctx, kind, namespace, name, selector)
+		}
 		u, err := cl.Get(ctx, kind.GVR, namespace, name)
 		if err != nil || u == nil {
 			return nil, err

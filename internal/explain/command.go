@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/checksum"
 	"github.com/restart-controller/restart-controller/internal/checksumkey"
 )
@@ -192,15 +191,9 @@ func explainTarget(ctx context.Context, cl *Cluster, cfg *Config, target Target,
 		return r, exitOK, nil
 	}
 	kind := *target.Source
-	obj, err := cl.Get(ctx, kind.GVR, namespace, target.Name)
+	obj, state, err := cl.readSource(ctx, kind, namespace, target.Name, cfg.SourceSelector)
 	if err != nil {
 		return nil, 0, err
-	}
-	var state *catalog.SourceState
-	if obj != nil {
-		if state, err = reduceSource(kind, obj); err != nil {
-			return nil, 0, err
-		}
 	}
 	workloads, skipped := cl.Workloads(ctx, cfg, namespace)
 	cfg.NamespaceLabels = cl.NamespaceLabels(ctx)

@@ -251,6 +251,9 @@ func TestGolden(t *testing.T) {
 		{"workload-queued-wave", func(t *testing.T) interface{} {
 			return f.explainInFleet(t, "worker", "worker-9", nil, nil, "worker", "worker-1", "worker-2", "worker-3")
 		}, FormatTable},
+		{"workload-run-job", func(t *testing.T) interface{} {
+			return f.explainAnnotated(t, "worker", map[string]string{f.cfg.Annotations.Rollout: runJobRecord})
+		}, FormatTable},
 		{"workload-unpaced-hold-lifted", func(t *testing.T) interface{} {
 			return f.explainAnnotated(t, "worker", map[string]string{f.cfg.Annotations.Hold: f.waveHold(t, "app-config")})
 		}, FormatTable},
@@ -416,6 +419,8 @@ func TestLoadConfig(t *testing.T) {
 
 const (
 	breakerHold  = `{"kind":"breaker","cause":"restarted 5 times within 30m0s (budget 5)","since":"2026-05-01T11:58:00Z"}`
+	// runJobRecord is a runNow restart whose Job still runs.
+	runJobRecord = `{"at":"2026-05-01T11:00:00Z","sources":{"configmap/shop/app-config":"c1"},"restarts":["2026-05-01T11:00:00Z"],"job":"worker-1a2b3c4d5e"}`
 	failedRecord = `{"at":"2026-05-01T11:00:00Z","sources":{"configmap/shop/app-config":"c1"},"result":"failed","reason":"DeadlineExceeded","restarts":["2026-05-01T11:00:00Z"]}`
 )
 

@@ -284,5 +284,8 @@ func renderFleet(w io.Writer, r *WorkloadReport) {
 			result += " (" + ro.Reason + ")"
 		}
 		fmt.Fprintf(w, "\nLast restart: %s, %s: %s\n", ro.At.UTC().Format(time.RFC3339), result, ro.Note)
+		if ro.Job != "" {
+			fmt.Fprintf(w, "  its run: the Job %s (kubectl get job %s -n %s)\n", ro.Job, ro.Job, r.Namespace)
+		}
 	}
 }

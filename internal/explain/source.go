@@ -130,7 +130,7 @@ func (c *Config) ExplainSource(kind config.SourceKind, namespace, name string, s
 			ws.Current = rd.Current
 			ws.same, ws.incomparable = c.compare(state, ws.Applied, ref.Keys)
 		}
-		rd.Status, rd.Note = sourceStatus(ws, nil, c.SourceLifecycle)
+		rd.Status, rd.Note = c.readerStatus(kind, ws, state)
 		readers = append(readers, rd)
 	}
 	sort.Slice(readers, func(i, j int) bool { return readers[i].Workload < readers[j].Workload })

@@ -246,6 +246,13 @@ func (c *Config) readSources(r *WorkloadReport, kind config.WorkloadKind, obj *u
 			r.Sources = append(r.Sources, ws)
 			continue
 		}
+		if status, note, ok := membersStatus(ws, state, fetchErr); ok && fetchErr != nil {
+			// Unknown: the decision sees it absent, and an absence of a
+			// source of lifecycle updatesOnly says nothing.
+			ws.Status, ws.Note = status, note
+			r.Sources = append(r.Sources, ws)
+			continue
+		}
 		if fetchErr != nil {
 			unreadable = true
 			ws.Error = fetchErr.Error()
@@ -256,6 +263,9 @@ func (c *Config) readSources(r *WorkloadReport, kind config.WorkloadKind, obj *u
 			ws.same, ws.incomparable = c.compare(state, ws.Applied, ref.Keys)
 		}
 		ws.Status, ws.Note = sourceStatus(ws, fetchErr, c.SourceLifecycle)
+		if status, note, ok := membersStatus(ws, state, fetchErr); ok {
+			ws.Status, ws.Note = status, note
+		}
 		if recordOnly && (ws.Status == StatusChanged || ws.Status == StatusPending || ws.Status == StatusAppeared) {
 			ws.Note += "; but see the decision: the workload's checksums are recorded afresh"
 		}

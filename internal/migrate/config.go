@@ -219,9 +219,7 @@ func (m *mapping) kinds(o Options) {
 	if !slices.Contains(o.WorkloadTypesToIgnore, "jobs") {
 		m.recreateJobs()
 	}
-	if o.EnableCSIIntegration {
-		m.lost("--enable-csi-integration", "not supported yet: SecretProviderClassPodStatus rotations restart nothing")
-	}
+	m.csi(o)
 }
 
 // dropSource removes a source kind and everything that names it: its

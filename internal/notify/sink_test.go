@@ -90,6 +90,25 @@ func newHarness(t *testing.T, sinks []config.Sink, urls map[string]string, tune 
 	return h
 }
 
+// webhookHarness serves rec as the webhook sink "a" (sink, when not nil,
+// adjusts its configuration) and returns a harness of it, not started.
+func webhookHarness(t *testing.T, rec *recorder, sink func(*config.Sink), tune func(*Options)) *harness {
+	t.Helper()
+	srv := httptest.NewServer(rec)
+	t.Cleanup(srv.Close)
+	return newHarness(t, []config.Sink{webhookSink("a", sink)}, map[string]string{"notify/a": srv.URL}, tune)
+}
+
+// sendOne starts h, notifies one restart and stops h once sink "a" counted
+// its outcome.
+func (h *harness) sendOne(t *testing.T) {
+	t.Helper()
+	h.start()
+	h.n.Notify(message("web"))
+	h.waitCounted(t, "a", 1)
+	h.stop(t)
+}
+
 func (h *harness) logged() string {
 	h.logMu.Lock()
 	defer h.logMu.Unlock()
@@ -163,10 +182,7 @@ func message(name string) Message {
 // are delivered, in order. Notify never waits for the sink.
 func TestQueueDropsNewestWhenFull(t *testing.T) {
 	rec := &recorder{answers: []func(http.ResponseWriter){status(200)}}
-	srv := httptest.NewServer(rec)
-	defer srv.Close()
-	h := newHarness(t, []config.Sink{webhookSink("a", func(s *config.Sink) { s.QueueSize = 2 })},
-		map[string]string{"notify/a": srv.URL}, nil)
+	h := webhookHarness(t, rec, func(s *config.Sink) { s.QueueSize = 2 }, nil)
 	for _, name := range []string{"first", "second", "third", "fourth", "fifth"} {
 		h.n.Notify(message(name)) // no sender runs yet: the queue fills
 	}
@@ -218,13 +234,8 @@ func TestRetries(t *testing.T) {
 			for _, c := range tt.answers {
 				rec.answers = append(rec.answers, status(c))
 			}
-			srv := httptest.NewServer(rec)
-			defer srv.Close()
-			h := newHarness(t, []config.Sink{webhookSink("a", nil)}, map[string]string{"notify/a": srv.URL}, nil)
-			h.start()
-			h.n.Notify(message("web"))
-			h.waitCounted(t, "a", 1)
-			h.stop(t)
+			h := webhookHarness(t, rec, nil, nil)
+			h.sendOne(t)
 			if bodies, _ := rec.requests(); len(bodies) != tt.requests {
 				t.Errorf("%d requests, want %d", len(bodies), tt.requests)
 			}
@@ -239,16 +250,10 @@ func TestRetries(t *testing.T) {
 // wait at least 40+80+160ms in all.
 func TestBackoffGrows(t *testing.T) {
 	rec := &recorder{answers: []func(http.ResponseWriter){status(500), status(500), status(500), status(200)}}
-	srv := httptest.NewServer(rec)
-	defer srv.Close()
-	h := newHarness(t, []config.Sink{webhookSink("a", nil)}, map[string]string{"notify/a": srv.URL}, func(o *Options) {
+	webhookHarness(t, rec, nil, func(o *Options) {
 		o.Backoff = wait.Backoff{Duration: 40 * time.Millisecond, Factor: 2, Steps: 10}
 		o.MaxAttempts = 4
-	})
-	h.start()
-	h.n.Notify(message("web"))
-	h.waitCounted(t, "a", 1)
-	h.stop(t)
+	}).sendOne(t)
 	_, times := rec.requests()
 	if len(times) != 4 {
 		t.Fatalf("%d requests, want 4", len(times))
@@ -276,13 +281,8 @@ func TestRetryAfter(t *testing.T) {
 				},
 				status(200),
 			}}
-			srv := httptest.NewServer(rec)
-			defer srv.Close()
-			h := newHarness(t, []config.Sink{webhookSink("a", nil)}, map[string]string{"notify/a": srv.URL}, nil)
-			h.start()
-			h.n.Notify(message("web"))
-			h.waitCounted(t, "a", 1)
-			h.stop(t)
+			h := webhookHarness(t, rec, nil, nil)
+			h.sendOne(t)
 			_, times := rec.requests()
 			if len(times) != 2 {
 				t.Fatalf("%d requests, want 2", len(times))
@@ -305,14 +305,8 @@ func TestRetryAfterIsCapped(t *testing.T) {
 	}
 	rec := &recorder{answers: []func(http.ResponseWriter){
 		func(w http.ResponseWriter) { w.Header().Set("Retry-After", "3600"); w.WriteHeader(429) }, status(200)}}
-	srv := httptest.NewServer(rec)
-	defer srv.Close()
-	h := newHarness(t, []config.Sink{webhookSink("a", nil)}, map[string]string{"notify/a": srv.URL},
-		func(o *Options) { o.MaxRetryAfter = 50 * time.Millisecond })
-	h.start()
-	h.n.Notify(message("web"))
-	h.waitCounted(t, "a", 1)
-	h.stop(t)
+	h := webhookHarness(t, rec, nil, func(o *Options) { o.MaxRetryAfter = 50 * time.Millisecond })
+	h.sendOne(t)
 	if sent, _, _ := h.counts("a"); sent != 1 {
 		t.Errorf("sent %v, want 1 once the capped Retry-After passed", sent)
 	}
@@ -322,10 +316,7 @@ func TestRetryAfterIsCapped(t *testing.T) {
 // four messages over at least 3 × 200ms.
 func TestRateLimit(t *testing.T) {
 	rec := &recorder{answers: []func(http.ResponseWriter){status(200)}}
-	srv := httptest.NewServer(rec)
-	defer srv.Close()
-	h := newHarness(t, []config.Sink{webhookSink("a", func(s *config.Sink) { s.RatePerSecond, s.Burst = 5, 1 })},
-		map[string]string{"notify/a": srv.URL}, nil)
+	h := webhookHarness(t, rec, func(s *config.Sink) { s.RatePerSecond, s.Burst = 5, 1 }, nil)
 	for i := 0; i < 4; i++ {
 		h.n.Notify(message("web"))
 	}

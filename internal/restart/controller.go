@@ -176,6 +176,17 @@ func (c *Controller) SourceAnnotated(id catalog.SourceID) {
 	}
 }
 
+// SourceMembersChanged is called by the watcher when a member of a source
+// of lifecycle updatesOnly was created, deleted, or rewritten without a
+// change of its data: not a change (no grace period opens), but the
+// source's value may be another, so its readers are decided again at
+// once; a baseline only fills records they do not have yet.
+func (c *Controller) SourceMembersChanged(id catalog.SourceID) {
+	for _, key := range c.catalog.WorkloadsReading(id) {
+		c.queue.Add(key)
+	}
+}
+
 // Run processes the queue with the given number of workers until ctx ends.
 // Then it stops taking items at once, even those already queued (the next
 // leader, or this process at its next start, compares every workload anyway),

@@ -1,15 +1,14 @@
 package restart
 
 import (
-	"os"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/decision/decisiontest"
+	"github.com/restart-controller/restart-controller/internal/testfixture"
 )
 
 const examplePath = "../../examples/config.yaml"
@@ -31,14 +30,7 @@ const (
 
 func exampleConfig(t testing.TB) *config.Config {
 	t.Helper()
-	data, err := os.ReadFile(examplePath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Parse(data)
-	if err != nil {
-		t.Fatalf("examples/config.yaml: %v", err)
-	}
+	cfg := testfixture.ExampleConfig(t)
 	want := config.Annotations{OptIn: optInKey, AppliedChecksums: appliedKey, RestartTimestamp: timestampKey, AppliedTemplateHash: templateHashKey,
 		Rollout: rolloutKey, Hold: holdKey, Release: releaseKey, Ignore: ignoreKey, IgnoreSources: ignoreSrcKey,
 		RestartStrategy: strategyKey}
@@ -48,18 +40,7 @@ func exampleConfig(t testing.TB) *config.Config {
 	return cfg
 }
 
-func fromYAML(t testing.TB, s string) *unstructured.Unstructured {
-	t.Helper()
-	j, err := yaml.YAMLToJSON([]byte(s))
-	if err != nil {
-		t.Fatalf("fixture: %v", err)
-	}
-	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(j); err != nil {
-		t.Fatalf("fixture: %v", err)
-	}
-	return u
-}
+func fromYAML(t testing.TB, s string) *unstructured.Unstructured { return testfixture.FromYAML(t, s) }
 
 // Fixtures shared with the decision's tests.
 var (

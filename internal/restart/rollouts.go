@@ -27,8 +27,13 @@ func (c *Controller) follow(ctx context.Context, key catalog.WorkloadKey, w *cat
 	if w.NotRolled != "" {
 		status = rollout.Status{Phase: rollout.NotRolling, Reason: "NotRolled", Message: w.NotRolled}
 	}
-	if rec != nil && rec.Result == rollout.ResultFailed && status.Phase == rollout.Complete {
-		return true, c.recovered(ctx, key, w, rec, now)
+	if rec != nil && rec.Result == rollout.ResultFailed {
+		if rec.Job != "" {
+			return c.followFailedJob(ctx, key, w, rec, now)
+		}
+		if status.Phase == rollout.Complete {
+			return true, c.recovered(ctx, key, w, rec, now)
+		}
 	}
 	if !rec.InFlight() {
 		return false, nil
@@ -71,6 +76,25 @@ func (c *Controller) follow(ctx context.Context, key catalog.WorkloadKey, w *cat
 	}
 	c.wake(rec.Sources, now)
 	return true, nil
+}
+
+// followFailedJob follows the Job a runNow restart started after it was
+// judged failed at its deadline: the Job may still complete, and no event of
+// the workload says so, so the Job is read every strategy.JobPoll until it
+// ends. Complete, the record recovers; failed or deleted, it stands (a Job
+// that failed by itself ended; its record says so and is not followed).
+func (c *Controller) followFailedJob(ctx context.Context, key catalog.WorkloadKey, w *catalog.WorkloadState, rec *pacing.LastRestart, now time.Time) (bool, error) {
+	if rec.Reason != rollout.ReasonDeadlineExceeded {
+		return false, nil
+	}
+	status, poll := strategy.Status(ctx, c.client, key.Namespace, rec, rollout.Status{})
+	switch status.Phase {
+	case rollout.Complete:
+		return true, c.recovered(ctx, key, w, rec, now)
+	case rollout.Progressing:
+		c.requeue(key, poll)
+	}
+	return false, nil
 }
 
 // recovered records that the rollout of a restart judged failed has

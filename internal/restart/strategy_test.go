@@ -23,6 +23,7 @@ import (
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/metrics"
 	"github.com/restart-controller/restart-controller/internal/pacing"
+	"github.com/restart-controller/restart-controller/internal/rollout"
 )
 
 var (
@@ -388,5 +389,65 @@ func TestRecreate(t *testing.T) {
 	delete(got.Object["metadata"].(map[string]interface{}), "annotations")
 	if jsonOf(t, got.Object) != jsonOf(t, want) {
 		t.Errorf("created\n got %s\nwant %s", jsonOf(t, got.Object), jsonOf(t, want))
+	}
+}
+
+// A runNow Job still running at its deadline is judged failed, and then
+// read until it ends: when it completes after all, its record recovers
+// (the changes it halted go on); when it fails, the record stands.
+func TestRunNowJobRecoversAfterDeadline(t *testing.T) {
+	for _, tt := range []struct {
+		end        string
+		wantResult string
+		wantReason string
+	}{
+		{"Complete", "complete", "Recovered"},
+		{"Failed", "failed", rollout.ReasonDeadlineExceeded},
+	} {
+		t.Run(tt.end, func(t *testing.T) {
+			s := newStrategyHarness(t, dataV2)
+			s = newStrategyHarness(t, dataV2, s.settled(fromYAML(t, reportCronJob), dataV1))
+			if err := s.reconcile(cronjobsGVR, "report"); err != nil {
+				t.Fatal(err)
+			}
+			record := func() *pacing.LastRestart {
+				t.Helper()
+				rec, err := pacing.ParseLastRestart(s.get(cronjobsGVR, "report").GetAnnotations()[rolloutKey])
+				if err != nil || rec == nil {
+					t.Fatalf("record %+v (%v)", rec, err)
+				}
+				return rec
+			}
+			// Past the deadline with the Job running: failed.
+			s.cache(s.get(cronjobsGVR, "report"))
+			s.c.now = func() time.Time { return reconcileNow.Add(rollout.DefaultDeadline + time.Minute) }
+			if err := s.reconcile(cronjobsGVR, "report"); err != nil {
+				t.Fatal(err)
+			}
+			if rec := record(); rec.Result != "failed" || rec.Reason != rollout.ReasonDeadlineExceeded {
+				t.Fatalf("record past the deadline %+v, want failed by the deadline", rec)
+			}
+			// Still running: nothing written.
+			s.cache(s.get(cronjobsGVR, "report"))
+			rv := s.get(cronjobsGVR, "report").GetResourceVersion()
+			if err := s.reconcile(cronjobsGVR, "report"); err != nil {
+				t.Fatal(err)
+			}
+			if got := s.get(cronjobsGVR, "report").GetResourceVersion(); got != rv {
+				t.Fatalf("wrote (resourceVersion %s to %s) while the Job runs", rv, got)
+			}
+			// The Job ends.
+			job := s.get(jobsGVR, record().Job)
+			_ = unstructured.SetNestedSlice(job.Object, []interface{}{map[string]interface{}{"type": tt.end, "status": "True"}}, "status", "conditions")
+			if _, err := s.client.Resource(jobsGVR).Namespace("shop").Update(context.Background(), job, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.reconcile(cronjobsGVR, "report"); err != nil {
+				t.Fatal(err)
+			}
+			if rec := record(); string(rec.Result) != tt.wantResult || rec.Reason != tt.wantReason {
+				t.Errorf("record once the Job is %s: %+v, want %s (%s)", tt.end, rec, tt.wantResult, tt.wantReason)
+			}
+		})
 	}
 }

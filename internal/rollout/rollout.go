@@ -179,6 +179,10 @@ type Verdict struct {
 
 // Judge turns the status of a rollout started at started into its outcome
 // at now: a progressing rollout fails once the rule's deadline has passed.
+// ReasonDeadlineExceeded is the reason of a rollout judged failed because
+// it was not complete by its deadline: it may still complete.
+const ReasonDeadlineExceeded = "DeadlineExceeded"
+
 func (r Rule) Judge(s Status, started, now time.Time) Verdict {
 	deadline := r.Deadline
 	if deadline <= 0 {
@@ -200,7 +204,7 @@ func (r Rule) Judge(s Status, started, now time.Time) Verdict {
 		} else if s.Reason != "" {
 			msg += ": " + s.Reason
 		}
-		return Verdict{Result: ResultFailed, Reason: "DeadlineExceeded", Message: msg}
+		return Verdict{Result: ResultFailed, Reason: ReasonDeadlineExceeded, Message: msg}
 	}
 	return Verdict{Result: ResultPending, Reason: s.Reason, Message: s.Message, Wait: end.Sub(now)}
 }

@@ -1,56 +1,25 @@
 package templaterv
 
 import (
-	"os"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/yaml"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/testfixture"
 )
 
 // exampleConfig compiles examples/config.yaml.
-func exampleConfig(t testing.TB) *config.Config {
-	t.Helper()
-	data, err := os.ReadFile("../../examples/config.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Parse(data)
-	if err != nil {
-		t.Fatalf("examples/config.yaml: %v", err)
-	}
-	return cfg
-}
+func exampleConfig(t testing.TB) *config.Config { return testfixture.ExampleConfig(t) }
 
 // deploymentKind returns the configured workload kind of Deployments.
 func deploymentKind(t testing.TB, cfg *config.Config) config.WorkloadKind {
-	t.Helper()
-	for _, w := range cfg.Workloads {
-		if w.GVR == (schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}) {
-			return w
-		}
-	}
-	t.Fatal("example source has no deployments")
-	return config.WorkloadKind{}
+	return testfixture.WorkloadKind(t, cfg, testfixture.Deployments)
 }
 
-func fromYAML(t testing.TB, s string) *unstructured.Unstructured {
-	t.Helper()
-	j, err := yaml.YAMLToJSON([]byte(s))
-	if err != nil {
-		t.Fatalf("fixture: %v", err)
-	}
-	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(j); err != nil {
-		t.Fatalf("fixture: %v", err)
-	}
-	return u
-}
+func fromYAML(t testing.TB, s string) *unstructured.Unstructured { return testfixture.FromYAML(t, s) }
 
 // trackedDeployment is a Deployment at a resourceVersion, with an image (the
 // template) and a restart timestamp (not part of the template hash).

@@ -3,7 +3,6 @@ package watch
 import (
 	"bytes"
 	"context"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +21,7 @@ import (
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/metrics"
+	"github.com/restart-controller/restart-controller/internal/testfixture"
 )
 
 // The kinds of ../../examples/config.yaml.
@@ -44,6 +44,7 @@ var listKinds = map[schema.GroupVersionResource]string{
 	rollouts:     "RolloutList",
 	settings:     "SettingList",
 	{Group: "batch", Version: "v1", Resource: "cronjobs"}: "CronJobList",
+	spcps: "SecretProviderClassPodStatusList",
 }
 
 // Discovery documents of the API server the tests pretend to talk to.
@@ -311,18 +312,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func exampleConfig(t *testing.T) *config.Config {
-	t.Helper()
-	data, err := os.ReadFile("../../examples/config.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Parse(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
+func exampleConfig(t *testing.T) *config.Config { return testfixture.ExampleConfig(t) }
 
 func parseConfig(t *testing.T, yaml string) *config.Config {
 	t.Helper()

@@ -69,6 +69,9 @@ type Watcher struct {
 	mu      sync.Mutex
 	synced  []cache.InformerSynced
 	missing []config.WorkloadKind
+	// missingMembers are the source kinds of lifecycle updatesOnly not
+	// served yet (members.go).
+	missingMembers []config.SourceKind
 	// beforeWatching runs in Start once the configuration passed the checks
 	// against the cluster and before any informer starts.
 	beforeWatching func(context.Context) error
@@ -133,7 +136,7 @@ func (w *Watcher) Start(ctx context.Context) error {
 			problems = append(problems, fmt.Sprintf("sources[%d]: %s", i, problem))
 			continue
 		}
-		if found.resource == nil {
+		if found.resource == nil && kind.Members == nil {
 			return fmt.Errorf("sources[%d]: %s is not served by the API server", i, kind.GVR)
 		}
 		sources[i] = found
@@ -158,8 +161,10 @@ func (w *Watcher) Start(ctx context.Context) error {
 	}
 
 	var targets []Target
-	for _, kind := range w.cfg.Sources {
-		targets = append(targets, w.targets(RoleSource, kind.GVR)...)
+	for i, kind := range w.cfg.Sources {
+		if sources[i].resource != nil {
+			targets = append(targets, w.targets(RoleSource, kind.GVR)...)
+		}
 	}
 	for i, kind := range w.cfg.Workloads {
 		if lookupErrs[i] == nil && workloads[i].resource != nil {
@@ -176,7 +181,13 @@ func (w *Watcher) Start(ctx context.Context) error {
 	}
 
 	for i, kind := range w.cfg.Sources {
-		if err := w.startSourceInformers(ctx, kind, sources[i].resource.Kind); err != nil {
+		var err error
+		if kind.Members != nil {
+			err = w.startMemberKind(ctx, kind, sources[i])
+		} else {
+			err = w.startSourceInformers(ctx, kind, sources[i].resource.Kind)
+		}
+		if err != nil {
 			return fmt.Errorf("sources[%d]: %w", i, err)
 		}
 	}
@@ -239,6 +250,7 @@ func (w *Watcher) Run(ctx context.Context) {
 		missing := append([]config.WorkloadKind(nil), w.missing...)
 		w.missing = nil
 		w.mu.Unlock()
+		w.runMissingMemberKinds(ctx)
 		for _, kind := range missing {
 			if err := w.tryWorkloadKind(ctx, kind, false); err != nil {
 				w.log.Error("looking up workload kind", "resource", kind.GVR.String(), "error", err)

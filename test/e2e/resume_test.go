@@ -553,6 +553,28 @@ func TestResumeBreakerHold(t *testing.T) {
 	})
 }
 
+// staysCounted fails unless, for d, every workload has exactly the
+// ReplicaSets want names (restarts + 1), no hold is left, and each of
+// complete has a rollout record of a complete rollout.
+func (f *sharedFleet) staysCounted(t *testing.T, what string, d time.Duration, want map[string]int, complete []string) {
+	t.Helper()
+	stays(t, what, d, func() error {
+		ws, err := f.read(t)
+		if err != nil {
+			return err
+		}
+		if names, _ := held(t, ws); len(names) != 0 {
+			return fmt.Errorf("holds left: %v", names)
+		}
+		for _, name := range complete {
+			if r := ws[name].record; r.Result != "complete" {
+				return fmt.Errorf("%s: rollout record %+v, want complete", name, r)
+			}
+		}
+		return expectCounts(ws, want)
+	})
+}
+
 // expectCounts fails unless every workload has exactly the ReplicaSets
 // want names (restarts + 1), want holding for every workload of the fleet.
 func expectCounts(ws map[string]workload, want map[string]int) error {
@@ -663,16 +685,7 @@ func waveHoldRow(t *testing.T, mode resumeMode, endByNewChange bool) {
 			}
 		}
 		checkWaves(t, readers, ws)
-		stays(t, "the new change restarted its readers once each (the failed one again), no one else", 4*time.Second, func() error {
-			ws, err := f.read(t)
-			if err != nil {
-				return err
-			}
-			if names, _ := held(t, ws); len(names) != 0 {
-				return fmt.Errorf("holds left: %v", names)
-			}
-			return expectCounts(ws, want)
-		})
+		f.staysCounted(t, "the new change restarted its readers once each (the failed one again), no one else", 4*time.Second, want, nil)
 		return
 	}
 	// What ends it: the release annotation.
@@ -684,16 +697,7 @@ func waveHoldRow(t *testing.T, mode resumeMode, endByNewChange bool) {
 	}
 	deadline := released.Add(c.takeover() + 45*time.Second)
 	f.truth(t, c.ns, rest, released, deadline, "released wave hold, "+string(mode))
-	stays(t, "each held workload restarted once, the failed one not again", 4*time.Second, func() error {
-		ws, err := f.read(t)
-		if err != nil {
-			return err
-		}
-		if names, _ := held(t, ws); len(names) != 0 {
-			return fmt.Errorf("holds left: %v", names)
-		}
-		return expectCounts(ws, want)
-	})
+	f.staysCounted(t, "each held workload restarted once, the failed one not again", 4*time.Second, want, nil)
 	t.Logf("%s: released %s after the takeover at %s; all held restarted by %s", mode, change, took.Format(time.RFC3339), time.Now().Format(time.RFC3339))
 }
 
@@ -742,16 +746,7 @@ func TestResumeWaveInProgress(t *testing.T) {
 		for _, name := range readers {
 			want[name] = 2
 		}
-		stays(t, "each reader restarted once, no one else", 4*time.Second, func() error {
-			ws, err := f.read(t)
-			if err != nil {
-				return err
-			}
-			if names, _ := held(t, ws); len(names) != 0 {
-				return fmt.Errorf("holds: %v", names)
-			}
-			return expectCounts(ws, want)
-		})
+		f.staysCounted(t, "each reader restarted once, no one else", 4*time.Second, want, nil)
 	})
 }
 
@@ -798,13 +793,7 @@ func TestResumeInsideGrace(t *testing.T) {
 				}
 			}
 		}
-		stays(t, "each reader restarted once, no one else", 4*time.Second, func() error {
-			ws, err := f.read(t)
-			if err != nil {
-				return err
-			}
-			return expectCounts(ws, want)
-		})
+		f.staysCounted(t, "each reader restarted once, no one else", 4*time.Second, want, nil)
 	})
 }
 
@@ -965,20 +954,6 @@ func TestResumeHalfAppliedReload(t *testing.T) {
 		for _, name := range readers {
 			want[name] = 2
 		}
-		stays(t, "each reader restarted once, no one else", 4*time.Second, func() error {
-			ws, err := f.read(t)
-			if err != nil {
-				return err
-			}
-			if names, _ := held(t, ws); len(names) != 0 {
-				return fmt.Errorf("holds: %v", names)
-			}
-			for _, name := range readers {
-				if r := ws[name].record; r.Result != "complete" {
-					return fmt.Errorf("%s: rollout record %+v, want complete", name, r)
-				}
-			}
-			return expectCounts(ws, want)
-		})
+		f.staysCounted(t, "each reader restarted once, no one else", 4*time.Second, want, readers)
 	})
 }

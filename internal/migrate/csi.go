@@ -1,0 +1,48 @@
+package migrate
+
+// The CSI Secrets Store driver's source kind, as examples/config.yaml shows
+// it (commented out there and in the Reloader preset: its CRD may not be
+// installed, and Reloader watches it only with --enable-csi-integration).
+const csiSource = "secretproviderclasspodstatus"
+
+// csi adds, for --enable-csi-integration, the CSI driver's
+// SecretProviderClassPodStatuses as a source kind of lifecycle updatesOnly,
+// the pod spec's csi volumes as references to it, and Reloader's
+// secretproviderclass annotations: auto, reload (a regex list, as for
+// ConfigMaps) and exclude. reloader.stakater.com/auto covers it already
+// (an opt-in of every kind), as in Reloader.
+func (m *mapping) csi(o Options) {
+	if !o.EnableCSIIntegration {
+		return
+	}
+	for _, list := range []string{"sources", "references"} {
+		from := m.tree[list] // a kind dropped before
+		if from == nil {
+			from = m.defaults[list]
+		}
+		existing, _ := from.([]any)
+		m.tree[list] = append([]any{}, existing...)
+	}
+	m.tree["sources"] = append(m.tree["sources"].([]any), map[string]any{
+		"name": csiSource, "group": "secrets-store.csi.x-k8s.io", "version": "v1", "resource": "secretproviderclasspodstatuses",
+		"lifecycle": "updatesOnly", "nameFrom": "status.secretProviderClassName",
+		"items": map[string]any{"path": "status.objects[*]", "key": "id", "value": "version"},
+	})
+	m.tree["references"] = append(m.tree["references"].([]any), map[string]any{
+		"source": csiSource, "from": []any{"volumes[*].csi"}, "name": "volumeAttributes.secretProviderClass",
+	})
+	// Reloader has no flags renaming these.
+	m.appendEntry("optInAnnotations", map[string]any{"annotation": "secretproviderclass.reloader.stakater.com/auto",
+		"sources": []any{csiSource}, "parseBool": true, "optOut": true, "readFrom": "both"})
+	m.appendEntry("sourceListAnnotations", map[string]any{"annotation": "secretproviderclass.reloader.stakater.com/reload",
+		"source": csiSource, "optIn": true, "readFrom": "both", "match": "regex"})
+	m.appendEntry("excludeAnnotations", map[string]any{"annotation": "secretproviderclasses.exclude.reloader.stakater.com/reload", "source": csiSource})
+	m.differs("--enable-csi-integration", "a SecretProviderClassPodStatus's creation and deletion restart nothing, as in Reloader; "+
+		"an update restarts only when the versions of the pod's objects changed, and the pods of one workload rotating one after the other make one restart; "+
+		"its CRD is watched once it is installed (Reloader skips CSI when the CRD is missing at its start)")
+}
+
+func (m *mapping) appendEntry(list string, e map[string]any) {
+	existing, _ := m.tree[list].([]any)
+	m.tree[list] = append(existing, e)
+}

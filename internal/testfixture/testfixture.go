@@ -1,0 +1,72 @@
+// Package testfixture holds the fixtures the tests of several packages
+// share: the example configuration compiled, one of its workload kinds, and
+// objects written as YAML. Only tests import it.
+package testfixture
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+
+	"github.com/restart-controller/restart-controller/internal/config"
+)
+
+// Deployments is the resource of apps/v1 Deployments.
+var Deployments = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+
+// ExamplePath is examples/config.yaml, found from this file so that a test
+// of any package reads the same file.
+func ExamplePath(t testing.TB) string {
+	t.Helper()
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		t.Fatal("testfixture: cannot locate its own source file")
+	}
+	return filepath.Join(filepath.Dir(file), "..", "..", "examples", "config.yaml")
+}
+
+// ExampleConfig compiles examples/config.yaml.
+func ExampleConfig(t testing.TB) *config.Config {
+	t.Helper()
+	data, err := os.ReadFile(ExamplePath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse(data)
+	if err != nil {
+		t.Fatalf("examples/config.yaml: %v", err)
+	}
+	return cfg
+}
+
+// WorkloadKind returns cfg's workload kind of gvr.
+func WorkloadKind(t testing.TB, cfg *config.Config, gvr schema.GroupVersionResource) config.WorkloadKind {
+	t.Helper()
+	for _, w := range cfg.Workloads {
+		if w.GVR == gvr {
+			return w
+		}
+	}
+	t.Fatalf("the config has no workload kind %s", gvr)
+	return config.WorkloadKind{}
+}
+
+// FromYAML decodes an object the way the API machinery decodes JSON (int64
+// numbers).
+func FromYAML(t testing.TB, s string) *unstructured.Unstructured {
+	t.Helper()
+	j, err := yaml.YAMLToJSON([]byte(s))
+	if err != nil {
+		t.Fatalf("fixture: %v", err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(j); err != nil {
+		t.Fatalf("fixture: %v", err)
+	}
+	return u
+}

@@ -1,0 +1,171 @@
+package watch
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/members"
+	"github.com/restart-controller/restart-controller/internal/metrics"
+)
+
+// membersHandler is a Handler that is told of the events of members of
+// sources of lifecycle updatesOnly that are not changes
+// (restart.Controller).
+type membersHandler interface {
+	// SourceMembersChanged reports that a member of the source was created
+	// or deleted, or rewritten without a change of its data: none of these
+	// is a change of the source (no grace period, no restart for it), but
+	// the source's value may be another (members.Group), so its readers
+	// are decided again.
+	SourceMembersChanged(id catalog.SourceID)
+}
+
+// startMemberInformers watches a source kind of lifecycle updatesOnly
+// (config.Members): a dynamic informer per watched namespace, objects
+// reduced to members.States, indexed by the source they are members
+// of.
+func (w *Watcher) startMemberInformers(ctx context.Context, kind config.SourceKind) error {
+	stores := &members.Stores{}
+	w.catalog.AddSourceGroups(kind.Name, stores)
+	for _, ns := range w.namespaces() {
+		sel := selectors{label: w.cfg.SourceSelector.String(), field: w.cfg.IgnoredNamespacesField()}
+		informer := dynamicSourceInformer(w.client, kind.GVR, ns, sel)
+		if err := informer.AddIndexers(members.Indexers()); err != nil {
+			return fmt.Errorf("indexing %s by source: %w", kind.GVR, err)
+		}
+		handler := memberHandler{kind: kind.Name, handler: w.handler, metrics: w.metrics}
+		// The store joins the catalog before the informer runs, as for
+		// other sources.
+		stores.Add(informer.GetIndexer())
+		if err := w.start(ctx, informer, members.Reduce(kind.Members), handler, Target{RoleSource, kind.GVR, ns}); err != nil {
+			return fmt.Errorf("watching %s: %w", kind.GVR, err)
+		}
+	}
+	return nil
+}
+
+// tryMemberKind starts watching a source kind of lifecycle updatesOnly
+// that was not served at start if it is now, and reports false otherwise:
+// its CRD (the CSI driver's) may be installed later, as a workload kind's
+// may, and until then no workload reads any of its sources (they are
+// unknown, never absent).
+func (w *Watcher) tryMemberKind(ctx context.Context, kind config.SourceKind) (bool, error) {
+	found, err := w.lookUp(kind.GVR)
+	if err != nil {
+		return false, fmt.Errorf("looking up source kind %s: %w", kind.GVR, err)
+	}
+	if found.resource == nil {
+		return false, nil
+	}
+	// Start reviewed the access of the kinds served then; a late one is
+	// reviewed as it appears.
+	w.reviewAccess(ctx, w.targets(RoleSource, kind.GVR))
+	if err := w.startMemberInformers(ctx, kind); err != nil {
+		return false, err
+	}
+	w.log.Info("watching source kind", "resource", kind.GVR.String(), "lifecycle", config.LifecycleUpdatesOnly)
+	return true, nil
+}
+
+// runMissingMemberKinds tries once each source kind of lifecycle
+// updatesOnly not served yet, keeping those still missing.
+func (w *Watcher) runMissingMemberKinds(ctx context.Context) {
+	w.mu.Lock()
+	missing := w.missingMembers
+	w.missingMembers = nil
+	w.mu.Unlock()
+	for _, kind := range missing {
+		started, err := w.tryMemberKind(ctx, kind)
+		if err != nil {
+			w.log.Error("looking up source kind", "resource", kind.GVR.String(), "error", err)
+		}
+		if !started {
+			w.mu.Lock()
+			w.missingMembers = append(w.missingMembers, kind)
+			w.mu.Unlock()
+		}
+	}
+}
+
+// memberHandler turns the events of members into source IDs: the source
+// each is a member of. Only an update that changes a member's data is a
+// change (a grace period, then the readers decided); creations and
+// deletions never are (the CSI driver creates and deletes its status
+// objects with pods, so a restart for one would make more: a loop). They,
+// and rewrites without a change of data (a remount: generation rises, so
+// the member now counts as updated), only have the readers decided again
+// at once, since the source's value may be another.
+type memberHandler struct {
+	kind    string
+	handler Handler
+	metrics *metrics.Metrics
+}
+
+func (h memberHandler) id(m *members.State) catalog.SourceID {
+	return catalog.SourceID{Kind: h.kind, Namespace: m.Namespace, Name: m.Source}
+}
+
+func (h memberHandler) membersChanged(m *members.State) {
+	if m.Source == "" {
+		return
+	}
+	if mh, ok := h.handler.(membersHandler); ok {
+		mh.SourceMembersChanged(h.id(m))
+	}
+}
+
+func (h memberHandler) OnAdd(obj interface{}, isInInitialList bool) {
+	h.metrics.ResourceVersions.Inc()
+	if m, ok := obj.(*members.State); ok && !isInInitialList {
+		h.membersChanged(m)
+	}
+}
+
+func (h memberHandler) OnUpdate(oldObj, newObj interface{}) {
+	h.metrics.ResourceVersions.Inc()
+	old, ok1 := oldObj.(*members.State)
+	m, ok2 := newObj.(*members.State)
+	switch {
+	case !ok1 || !ok2:
+	case old.Source != m.Source:
+		// Another source's member now (never done by the CSI driver).
+		h.membersChanged(old)
+		h.membersChanged(m)
+	case m.Source != "" && !old.SameData(m):
+		h.handler.SourceChanged(h.id(m), m.ChangedKeys(old))
+	case old.Generation != m.Generation:
+		h.membersChanged(m)
+	}
+}
+
+func (h memberHandler) OnDelete(obj interface{}) {
+	h.metrics.ResourceVersions.Inc()
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	if m, ok := obj.(*members.State); ok {
+		h.membersChanged(m)
+	}
+}
+
+// startMemberKind starts watching a source kind of lifecycle updatesOnly
+// that Start looked up, or puts it on the list Run looks for.
+func (w *Watcher) startMemberKind(ctx context.Context, kind config.SourceKind, found lookup) error {
+	if found.resource == nil {
+		w.log.Warn("source kind is not served (CRD not installed?); will watch it once it appears",
+			"resource", kind.GVR.String(), "check_every", w.discoveryInterval)
+		w.mu.Lock()
+		w.missingMembers = append(w.missingMembers, kind)
+		w.mu.Unlock()
+		return nil
+	}
+	if err := w.startMemberInformers(ctx, kind); err != nil {
+		return err
+	}
+	w.log.Info("watching source kind", "resource", kind.GVR.String(), "lifecycle", config.LifecycleUpdatesOnly)
+	return nil
+}
