@@ -41,6 +41,7 @@ func importRules() []rule {
 		{pkg: "internal/strictdecode"},
 		{pkg: "internal/checksum"},
 		{pkg: "internal/sourcecodec"},
+		{pkg: "internal/objmeta"},
 		{pkg: "internal/metrics"},
 		{pkg: "internal/logging"},
 		{pkg: "internal/memlimit"},
@@ -63,9 +64,9 @@ func importRules() []rule {
 		// Notifications to chat and webhook sinks, for the controller.
 		{pkg: "internal/notify", may: []string{"internal/config", "internal/metrics"}},
 		// The caches, and what fills and reads them.
-		{pkg: "internal/catalog", may: append([]string{"internal/checksum", "internal/sourcecodec"}, policy...),
+		{pkg: "internal/catalog", may: append([]string{"internal/checksum", "internal/objmeta", "internal/sourcecodec"}, policy...),
 			tests: []string{"internal/testfixture"}},
-		{pkg: "internal/members", may: []string{"internal/catalog", "internal/checksum", "internal/refs"}},
+		{pkg: "internal/members", may: []string{"internal/catalog", "internal/checksum", "internal/objmeta", "internal/refs"}},
 		{pkg: "internal/templaterv", may: []string{"internal/catalog", "internal/config"}, tests: []string{"internal/testfixture"}},
 		{pkg: "internal/keyread", may: []string{"internal/catalog", "internal/checksum", "internal/config"}},
 		{pkg: "internal/watch", may: []string{"internal/access", "internal/catalog", "internal/checksum", "internal/config", "internal/kube", "internal/members", "internal/metrics", "internal/templaterv"},

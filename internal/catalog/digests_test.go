@@ -2,41 +2,12 @@ package catalog
 
 import (
 	"fmt"
-	"reflect"
 	"runtime"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/restart-controller/restart-controller/internal/checksum"
 )
-
-func TestDigestsBuilderSortsAndKeepsTheLastOfAKey(t *testing.T) {
-	var b digestsBuilder
-	b.set("b", checksum.Digest{1})
-	b.set("a", checksum.Digest{2})
-	b.set("b", checksum.Digest{3}) // the same key in a later field
-	b.set("c", checksum.Digest{4})
-	got := b.done()
-	want := Digests{{"a", checksum.Digest{2}}, {"b", checksum.Digest{3}}, {"c", checksum.Digest{4}}}
-	if !reflect.DeepEqual(got, want) || cap(got) != len(got) {
-		t.Fatalf("done() = %v (cap %d), want %v", got, cap(got), want)
-	}
-	if d, ok := got.Get("b"); !ok || d != (checksum.Digest{3}) {
-		t.Errorf("Get(b) = %v, %v", d, ok)
-	}
-	if _, ok := got.Get("bb"); ok {
-		t.Error("Get of a missing key found one")
-	}
-	var empty digestsBuilder
-	if e := empty.done(); e == nil || len(e) != 0 {
-		t.Errorf("no keys: %#v, want empty and not nil", e)
-	}
-	if !reflect.DeepEqual(DigestsOf(want.Map()), want) || DigestsOf(nil) != nil {
-		t.Error("DigestsOf(Map()) does not round-trip")
-	}
-}
 
 // TestSmallSourceCost pins what the cache keeps of a small source (a
 // cluster may hold 30,000 of them). The digests of its keys cost 32 bytes each; as a map

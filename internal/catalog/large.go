@@ -127,8 +127,11 @@ func (c *SourceState) Covers(keys []string) bool {
 	if c.Whole == nil || keys == nil {
 		return true
 	}
+	if c.covered == nil {
+		return len(keys) == 0
+	}
 	for _, k := range keys {
-		if _, ok := slices.BinarySearch(c.covered, k); !ok {
+		if _, ok := slices.BinarySearch(*c.covered, k); !ok {
 			return false
 		}
 	}
@@ -140,7 +143,7 @@ func (c *SourceState) Covers(keys []string) bool {
 // written. The caller checks that k.Data is c's data (Whole.Data).
 func (c *SourceState) WithKeys(k *KeyDigests) *SourceState {
 	out := *c
-	out.Digests, out.Fields, out.covered = DigestsOf(k.Digests), k.Fields, k.Keys
+	out.Digests, out.Fields, out.covered = DigestsOf(k.Digests), k.Fields, &k.Keys
 	return &out
 }
 

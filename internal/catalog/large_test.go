@@ -177,8 +177,8 @@ func TestLargeSourceChecksumsEqualPerKeyForm(t *testing.T) {
 			if large.Digests != nil || large.Fields != nil || large.Whole.KeyID != testSums.KeyID() || large.Whole.Keys != len(small.Digests) {
 				t.Fatalf("large state keeps per-key data or lacks its key: %+v", large)
 			}
-			if large.Name != "big" || large.Namespace != "shop" || large.ResourceVersion != small.ResourceVersion || large.TypeMeta != small.TypeMeta {
-				t.Fatalf("identity: %+v, want %+v", large.ObjectMeta, small.ObjectMeta)
+			if large.Name != "big" || large.Namespace != "shop" || large.ResourceVersion != small.ResourceVersion || large.GroupVersionKind() != small.GroupVersionKind() {
+				t.Fatalf("identity: %+v, want %+v", large.Meta, small.Meta)
 			}
 			assertSameChecksums(t, small, large, keyedReads)
 			if !large.SameData(small) || !small.SameData(large) {

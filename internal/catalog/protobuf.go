@@ -111,13 +111,13 @@ func (r SourceReducer) reduceEncoded(e *sourcecodec.Source) *SourceState {
 		state.Whole, _, _ = encodedWholeSums(e, fields, r.Sums, nil)
 		return state
 	}
-	var b digestsBuilder
+	var b checksum.DigestsBuilder
 	for _, f := range fields {
 		e.Entries(f, func(key, value []byte) {
 			state.set(&b, string(key), f.Name, encodedDigest(f, value))
 		})
 	}
-	state.Digests = b.done()
+	state.Digests = b.Done()
 	return state
 }
 

@@ -32,9 +32,11 @@ import (
 // every workload of the cluster.
 type readerIndex struct {
 	mu sync.RWMutex
-	// first holds one reader of each source read; more the others of the
-	// few sources read by several workloads.
-	first     map[SourceID]reader
+	// first holds one reader of each source read, by source kind (a
+	// handful): a key without the kind is 32 bytes instead of 48, a map
+	// slot 56 instead of 72. more holds the other readers of the few
+	// sources read by several workloads.
+	first     map[string]map[sourceName]reader
 	more      map[SourceID][]reader
 	elsewhere map[SourceID][]WorkloadKey // readers in other namespaces
 	patterns  map[patternPlace][]patternReader
@@ -47,6 +49,9 @@ type reader struct {
 	resource uint16
 }
 
+// sourceName is a source's place within its kind.
+type sourceName struct{ namespace, name string }
+
 // patternPlace is where a regex source list looks: its workload's
 // namespace and its source kind.
 type patternPlace struct{ namespace, kind string }
@@ -58,7 +63,7 @@ type patternReader struct {
 }
 
 func newReaderIndex() *readerIndex {
-	return &readerIndex{first: map[SourceID]reader{}, more: map[SourceID][]reader{}, elsewhere: map[SourceID][]WorkloadKey{},
+	return &readerIndex{first: map[string]map[sourceName]reader{}, more: map[SourceID][]reader{}, elsewhere: map[SourceID][]WorkloadKey{},
 		patterns: map[patternPlace][]patternReader{}, position: map[schema.GroupVersionResource]uint16{}}
 }
 
@@ -161,9 +166,14 @@ func (x *readerIndex) removeElsewhereLocked(id SourceID, key WorkloadKey) {
 }
 
 func (x *readerIndex) addLocked(id SourceID, r reader) {
-	first, ok := x.first[id]
+	names := x.first[id.Kind]
+	if names == nil {
+		names = map[sourceName]reader{}
+		x.first[id.Kind] = names
+	}
+	first, ok := names[sourceName{id.Namespace, id.Name}]
 	if !ok {
-		x.first[id] = r
+		names[sourceName{id.Namespace, id.Name}] = r
 		return
 	}
 	if first == r || slices.Contains(x.more[id], r) {
@@ -173,17 +183,22 @@ func (x *readerIndex) addLocked(id SourceID, r reader) {
 }
 
 func (x *readerIndex) removeLocked(id SourceID, r reader) {
-	first, ok := x.first[id]
+	names := x.first[id.Kind]
+	name := sourceName{id.Namespace, id.Name}
+	first, ok := names[name]
 	if !ok {
 		return
 	}
 	more := x.more[id]
 	if first == r {
 		if len(more) == 0 {
-			delete(x.first, id)
+			delete(names, name)
+			if len(names) == 0 {
+				delete(x.first, id.Kind)
+			}
 			return
 		}
-		x.first[id] = more[len(more)-1]
+		names[name] = more[len(more)-1]
 		x.setMore(id, more[:len(more)-1])
 		return
 	}
@@ -213,7 +228,7 @@ func (x *readerIndex) readersOf(id SourceID) []WorkloadKey {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	elsewhere := x.elsewhere[id]
-	first, ok := x.first[id]
+	first, ok := x.first[id.Kind][sourceName{id.Namespace, id.Name}]
 	var named []reader
 	if ok {
 		named = append([]reader{first}, x.more[id]...)

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/restart-controller/restart-controller/internal/checksum"
+	"github.com/restart-controller/restart-controller/internal/objmeta"
 )
 
 // SourceID names a source object the way the applied-checksums annotation does:
@@ -39,8 +40,8 @@ func (id SourceID) String() string { return id.Kind + "/" + id.Namespace + "/" +
 // its keys; the digests of the keys a workload reads of it are then read on
 // demand (WithKeys) into a copy that holds only those.
 type SourceState struct {
-	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata"`
+	objmeta.Type
+	objmeta.Meta `json:"metadata"`
 	// Digests digest each key's value alone (the value's text, as JSON
 	// carries it). For a large source (Whole set), only the keys of covered
 	// that exist, or nil.
@@ -55,8 +56,9 @@ type SourceState struct {
 	Whole *checksum.WholeSums `json:"whole,omitempty"`
 	// covered lists, sorted, the keys whose digests a large source's state
 	// holds (present in Digests, or absent from the data): those a keyed
-	// read may ask for (Covers).
-	covered []string
+	// read may ask for (Covers). Only a state made for a read has them
+	// (WithKeys): a pointer, 8 bytes where a slice is 24 in every state.
+	covered *[]string
 	// Baseline marks the state of a source of lifecycle updatesOnly none
 	// of whose members was updated since its creation (members.Group): decisions
 	// only fill a missing record with it.
@@ -66,8 +68,8 @@ type SourceState struct {
 // DeepCopyObject is required of cached objects; digests are never mutated in
 // place, but the mutation detector of client-go may compare copies.
 func (c *SourceState) DeepCopyObject() runtime.Object {
-	out := &SourceState{TypeMeta: c.TypeMeta, Baseline: c.Baseline}
-	c.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	out := &SourceState{Type: c.Type, Baseline: c.Baseline}
+	c.Meta.DeepCopyInto(&out.Meta)
 	// nil stays nil: the mutation detector compares with reflect.DeepEqual.
 	if c.Digests != nil {
 		out.Digests = slices.Clone(c.Digests)
@@ -83,7 +85,8 @@ func (c *SourceState) DeepCopyObject() runtime.Object {
 		out.Whole = &whole
 	}
 	if c.covered != nil {
-		out.covered = append([]string{}, c.covered...)
+		covered := append([]string{}, *c.covered...)
+		out.covered = &covered
 	}
 	return out
 }
@@ -251,20 +254,20 @@ func (r SourceReducer) Transform() cache.TransformFunc {
 			state := newSourceState(meta)
 			state.Annotations = keptAnnotations(meta.GetAnnotations(), nil, r.Keep)
 			if u, ok := meta.(*unstructured.Unstructured); ok {
-				state.TypeMeta = metav1.TypeMeta{APIVersion: u.GetAPIVersion(), Kind: u.GetKind()}
+				state.Type = objmeta.TypeOf(u.GetAPIVersion(), u.GetKind())
 			}
 			if r.Bounded && tooManyKeys(fields) {
 				state.Whole, _, _ = wholeSums(fields, r.Sums, nil)
 				return state, nil
 			}
-			var b digestsBuilder
+			var b checksum.DigestsBuilder
 			for _, f := range fields {
 				for key := range f.keys {
 					d, _ := f.digest(key)
 					state.set(&b, key, f.name, d)
 				}
 			}
-			state.Digests = b.done()
+			state.Digests = b.Done()
 			return state, nil
 		default:
 			return obj, nil
@@ -339,14 +342,14 @@ func mapField[V any](name string, values map[string]V, digest func(V) checksum.D
 }
 
 func newSourceState(o metav1.Object) *SourceState {
-	return &SourceState{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            o.GetName(),
-			Namespace:       o.GetNamespace(),
-			UID:             o.GetUID(),
-			ResourceVersion: o.GetResourceVersion(),
-		},
-	}
+	// No UID: nothing decides by a source's (a source deleted and made
+	// again with the same data is the same data), and it is 48 bytes a
+	// source.
+	return &SourceState{Meta: objmeta.Meta{
+		Name:            o.GetName(),
+		Namespace:       objmeta.Intern(o.GetNamespace()),
+		ResourceVersion: o.GetResourceVersion(),
+	}}
 }
 
 // keptAnnotations adds to kept those of annotations that keep names; nil
@@ -376,8 +379,8 @@ func (c *SourceState) Change(h checksum.Hasher) string {
 // set records a key's digest and the field holding it. A key in two fields
 // (which the API server refuses for ConfigMaps) keeps the later field's,
 // in the order of dataFields, whichever way the object was fetched.
-func (c *SourceState) set(b *digestsBuilder, key, field string, d checksum.Digest) {
-	b.set(key, d)
+func (c *SourceState) set(b *checksum.DigestsBuilder, key, field string, d checksum.Digest) {
+	b.Set(key, d)
 	if field == defaultField {
 		delete(c.Fields, key)
 		return

@@ -70,7 +70,7 @@ func TestTypedAndUnstructuredDigestsAgree(t *testing.T) {
 				}
 			}
 			if a.Name != "app" || a.Namespace != "shop" || a.ResourceVersion != "7" {
-				t.Fatalf("identity lost: %+v", a.ObjectMeta)
+				t.Fatalf("identity lost: %+v", a.Meta)
 			}
 			if a.Checksum(testSums, nil) != b.Checksum(testSums, nil) {
 				t.Fatal("checksums differ")

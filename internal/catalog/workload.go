@@ -9,13 +9,13 @@ import (
 	"sort"
 	"strings"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/objmeta"
 	"github.com/restart-controller/restart-controller/internal/pacing"
 	"github.com/restart-controller/restart-controller/internal/refs"
 	"github.com/restart-controller/restart-controller/internal/rollout"
@@ -55,14 +55,18 @@ type Reference struct {
 // WorkloadState is what the cache keeps of a workload: the annotations that
 // decisions read and the references found in its pod template.
 type WorkloadState struct {
-	metav1.TypeMeta   `json:",inline"`
-	metav1.ObjectMeta `json:"metadata"`
+	objmeta.Type
+	objmeta.Meta `json:"metadata"`
 
 	OptedIn bool `json:"optedIn"`
-	// Applied is the raw applied-checksums annotation; HasApplied tells an empty
-	// value from a missing one.
+	// HasApplied tells an empty applied-checksums annotation from a missing
+	// one; InFlight says LastRestart names a restart whose rollout has no
+	// result yet that the cap counts (CountedInFlight). (The three flags
+	// sit together: apart, each took 8 bytes.)
+	HasApplied bool `json:"hasApplied"`
+	InFlight   bool `json:"inFlight,omitempty"`
+	// Applied is the raw applied-checksums annotation.
 	Applied             string `json:"applied,omitempty"`
-	HasApplied          bool   `json:"hasApplied"`
 	AppliedTemplateHash string `json:"appliedTemplateHash,omitempty"`
 	// TemplateHash digests the pod template without the restart timestamp, so a
 	// restart of our own does not look like a template change.
@@ -84,11 +88,9 @@ type WorkloadState struct {
 	// decisions need.
 	Rollout rollout.Status `json:"rollout"`
 	// LastRestart and Hold are the raw rollout and hold annotations
-	// (package pacing); InFlight says LastRestart names a restart whose
-	// rollout has no result yet that the cap counts (CountedInFlight).
+	// (package pacing).
 	LastRestart string `json:"lastRestart,omitempty"`
 	Hold        string `json:"hold,omitempty"`
-	InFlight    bool   `json:"inFlight,omitempty"`
 	// IgnoreSources are the entries of the ignore-sources annotation:
 	// "KIND/NAME" or "NAME".
 	IgnoreSources []string `json:"ignoreSources,omitempty"`
@@ -142,7 +144,7 @@ func (w *WorkloadState) ExcludedBy(id SourceID) string {
 // DeepCopyObject is required of cached objects.
 func (w *WorkloadState) DeepCopyObject() runtime.Object {
 	out := *w
-	w.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	w.Meta.DeepCopyInto(&out.Meta)
 	// nil stays nil: client-go's mutation detector compares copies with
 	// reflect.DeepEqual, which tells nil from empty.
 	if w.IgnoreSources != nil {
@@ -212,13 +214,12 @@ func reduceWorkload(u *unstructured.Unstructured, kind config.WorkloadKind, cfg 
 	annotations := u.GetAnnotations()
 	applied, hasApplied := annotations[cfg.Annotations.AppliedChecksums]
 	state := &WorkloadState{
-		TypeMeta: metav1.TypeMeta{APIVersion: u.GetAPIVersion(), Kind: u.GetKind()},
-		ObjectMeta: metav1.ObjectMeta{
+		Type: objmeta.TypeOf(u.GetAPIVersion(), u.GetKind()),
+		Meta: objmeta.Meta{
 			Name:            u.GetName(),
-			Namespace:       u.GetNamespace(),
+			Namespace:       objmeta.Intern(u.GetNamespace()),
 			UID:             u.GetUID(),
 			ResourceVersion: u.GetResourceVersion(),
-			Generation:      u.GetGeneration(),
 		},
 		Applied:             applied,
 		HasApplied:          hasApplied,
@@ -246,7 +247,7 @@ func reduceWorkload(u *unstructured.Unstructured, kind config.WorkloadKind, cfg 
 	// them apart), so a restart changes no workload's opt-in.
 	optIns := cfg.WorkloadAnnotationsOf(kind, u.Object, annotations)
 	coverage := cfg.Coverage(optIns)
-	listed, listOptsIn := cfg.ListedSourcesOf(optIns, u.GetNamespace(), coverage.OptedIn)
+	listed, listOptsIn := cfg.ListedSourcesOf(optIns, state.Namespace, coverage.OptedIn)
 	patterns, problems, patternsOptIn := cfg.ListPatternsOf(optIns, coverage.OptedIn)
 	listOptsIn = listOptsIn || patternsOptIn
 	state.Patterns, state.ListProblems = patterns, problems
@@ -262,7 +263,7 @@ func reduceWorkload(u *unstructured.Unstructured, kind config.WorkloadKind, cfg 
 		state.Problem = fmt.Sprintf("no pod spec at %s.spec", kind.PodTemplatePath)
 		return state
 	}
-	state.References = workloadReferences(u.GetNamespace(), podSpec, cfg.Extractors, coverage, listed, listOptsIn)
+	state.References = workloadReferences(state.Namespace, podSpec, cfg.Extractors, coverage, listed, listOptsIn)
 	return state
 }
 

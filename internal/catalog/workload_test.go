@@ -6,9 +6,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/restart-controller/restart-controller/internal/checksum"
@@ -131,12 +133,12 @@ func TestReduceWorkloadEveryReferenceForm(t *testing.T) {
 	if !reflect.DeepEqual(u, before) {
 		t.Error("ReduceWorkload modified the informer's object")
 	}
-	if w.Name != "web" || w.Namespace != "shop" || w.ResourceVersion != "42" || w.Generation != 3 ||
-		w.UID != "5d6f0000-0000-4000-8000-000000000002" || w.Kind != "Deployment" || w.APIVersion != "apps/v1" {
-		t.Errorf("identity not kept: %+v %+v", w.TypeMeta, w.ObjectMeta)
+	if w.Name != "web" || w.Namespace != "shop" || w.ResourceVersion != "42" ||
+		w.UID != "5d6f0000-0000-4000-8000-000000000002" || w.GroupVersionKind() != (schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}) {
+		t.Errorf("identity not kept: %+v %+v", w.GroupVersionKind(), w.Meta)
 	}
-	if len(w.Annotations) != 0 || len(w.Labels) != 0 {
-		t.Errorf("annotations/labels kept in the cache: %v %v", w.Annotations, w.Labels)
+	if len(w.Annotations) != 0 || len(w.GetLabels()) != 0 {
+		t.Errorf("annotations/labels kept in the cache: %v %v", w.Annotations, w.GetLabels())
 	}
 	if !w.OptedIn {
 		t.Error("not opted in")
@@ -568,9 +570,8 @@ func TestWorkloadStateDeepCopyAndSameDecisionInputs(t *testing.T) {
 	}
 	status := w.DeepCopyObject().(*WorkloadState)
 	status.ResourceVersion = "43"
-	status.Generation = 4
 	if !w.SameDecisionInputs(status) {
-		t.Error("resourceVersion/generation change counted as a decision input")
+		t.Error("resourceVersion change counted as a decision input")
 	}
 	ordered := w.DeepCopyObject().(*WorkloadState)
 	ordered.TemplateRV = "41"
@@ -624,5 +625,34 @@ func TestDeepCopyEqualsOriginal(t *testing.T) {
 		if c := obj.DeepCopyObject(); !reflect.DeepEqual(obj, c) {
 			t.Errorf("%s: DeepCopyObject differs from the original:\n%#v\n%#v", name, obj, c)
 		}
+	}
+}
+
+// Workloads and sources of one namespace share one copy of its name, and of
+// their type names, however many copies decoding made: thousands of objects
+// would otherwise keep one each.
+func TestReducedObjectsShareNamespaceAndTypeNames(t *testing.T) {
+	cfg := exampleConfig(t)
+	a, b := reduceWorkloadOf(t, cfg, fromYAML(t, everyForm)), reduceWorkloadOf(t, cfg, fromYAML(t, everyForm))
+	cm := &unstructured.Unstructured{}
+	if err := cm.UnmarshalJSON([]byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x","namespace":"shop"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	out, err := ReduceSource([]string{"data"})(cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := out.(*SourceState)
+	same := func(what, x, y string) {
+		t.Helper()
+		if x != y || unsafe.StringData(x) != unsafe.StringData(y) {
+			t.Errorf("%s: %q and %q are two copies", what, x, y)
+		}
+	}
+	same("namespace", a.Namespace, b.Namespace)
+	same("a source's namespace", a.Namespace, s.Namespace)
+	same("a reference's namespace", a.Namespace, a.References[0].ID.Namespace)
+	if a.Type != b.Type {
+		t.Error("two workloads of a kind hold two copies of its type names")
 	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/checksum"
+	"github.com/restart-controller/restart-controller/internal/objmeta"
 	"github.com/restart-controller/restart-controller/internal/refs"
 )
 
@@ -194,9 +195,9 @@ func Group(id catalog.SourceID, members []*State) (*catalog.SourceState, bool) {
 		return nil, false
 	}
 	return &catalog.SourceState{
-		ObjectMeta: metav1.ObjectMeta{Name: id.Name, Namespace: id.Namespace, ResourceVersion: chosen.ResourceVersion},
-		Digests:    chosen.Digests,
-		Baseline:   !updated,
+		Meta:     objmeta.Meta{Name: id.Name, Namespace: id.Namespace, ResourceVersion: chosen.ResourceVersion},
+		Digests:  chosen.Digests,
+		Baseline: !updated,
 	}, true
 }
 

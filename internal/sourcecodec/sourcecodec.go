@@ -148,9 +148,11 @@ func mapEntry(b []byte) (key, value []byte, err error) {
 
 // parseEnvelope reads the runtime.Unknown envelope of a protobuf-encoded
 // object; ok is false for anything else (not protobuf, or encoded further).
-func parseEnvelope(data []byte) (apiVersion, kind string, raw []byte, ok bool) {
+// apiVersion and kind are views of data: callers compare them with the
+// names they know, so that no string is made per object.
+func parseEnvelope(data []byte) (apiVersion, kind []byte, raw []byte, ok bool) {
 	if !bytes.HasPrefix(data, protobufPrefix) {
-		return "", "", nil, false
+		return nil, nil, nil, false
 	}
 	var encoded bool
 	err := forEachField(data[len(protobufPrefix):], func(num protowire.Number, typ protowire.Type, v []byte) error {
@@ -162,9 +164,9 @@ func parseEnvelope(data []byte) (apiVersion, kind string, raw []byte, ok bool) {
 			return forEachField(v, func(num protowire.Number, typ protowire.Type, v []byte) error {
 				switch {
 				case num == 1 && typ == protowire.BytesType:
-					apiVersion = string(v)
+					apiVersion = v
 				case num == 2 && typ == protowire.BytesType:
-					kind = string(v)
+					kind = v
 				}
 				return nil
 			})
@@ -485,16 +487,20 @@ func (d sourceDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, in
 	if into != nil {
 		return d.Serializer.Decode(data, defaults, into)
 	}
-	if apiVersion, kind, raw, ok := parseEnvelope(data); ok && apiVersion == "v1" {
-		gvk := schema.GroupVersionKind{Version: "v1", Kind: kind}
-		switch kind {
+	if apiVersion, kind, raw, ok := parseEnvelope(data); ok && string(apiVersion) == "v1" {
+		// The kind's own name, not a copy of the object's: the decoded
+		// object keeps it (its TypeMeta).
+		gvk := schema.GroupVersionKind{Version: "v1"}
+		switch string(kind) {
 		case d.n.kind.kind:
+			gvk.Kind = d.n.kind.kind
 			e, err := decodeSource(raw, d.n.kind, d.n.keep)
 			if err != nil {
 				return nil, &gvk, err
 			}
 			return d.n.r.Encoded(e), &gvk, nil
 		case d.n.kind.list:
+			gvk.Kind = d.n.kind.list
 			var items []runtime.Object
 			meta, err := decodeList(raw, d.n.kind, d.n.keep, func(e *Source) {
 				items = append(items, d.n.r.Encoded(e))
@@ -556,11 +562,11 @@ func (d watchEventDecoder) Decode(data []byte, defaults *schema.GroupVersionKind
 // when data is not such a list.
 func DecodeList(data []byte) (items []runtime.Object, ok bool, err error) {
 	apiVersion, kind, raw, ok := parseEnvelope(data)
-	if !ok || apiVersion != "v1" {
+	if !ok || string(apiVersion) != "v1" {
 		return nil, false, nil
 	}
 	for _, k := range protoKinds {
-		if k.list == kind {
+		if k.list == string(kind) {
 			_, err := decodeList(raw, k, nil, func(e *Source) { items = append(items, e) })
 			return items, true, err
 		}

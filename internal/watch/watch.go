@@ -50,8 +50,11 @@ type Watcher struct {
 	cfg *config.Config
 	// rest configures the protobuf clients of source kinds; nil keeps every
 	// kind on the dynamic client.
-	rest      *rest.Config
-	client    dynamic.Interface
+	rest   *rest.Config
+	client dynamic.Interface
+	// workloads lists and watches workload kinds: with rest, a dynamic
+	// client that decodes no managedFields (managedfields.go).
+	workloads dynamic.Interface
 	discovery Discovery
 	// meta lists and watches Namespaces for a namespaceSelector
 	// (ReadNamespacesWith).
@@ -90,10 +93,21 @@ type Discovery interface {
 // New returns a watcher; Start begins watching.
 func New(cfg *config.Config, rc *rest.Config, client dynamic.Interface, disc Discovery, cat *catalog.Catalog,
 	handler Handler, m *metrics.Metrics, log hclog.Logger, discoveryInterval time.Duration) *Watcher {
-	return &Watcher{
-		cfg: cfg, rest: rc, client: client, discovery: disc, catalog: cat, handler: handler, metrics: m, log: log,
+	w := &Watcher{
+		cfg: cfg, rest: rc, client: client, workloads: client, discovery: disc, catalog: cat, handler: handler, metrics: m, log: log,
 		discoveryInterval: discoveryInterval,
 	}
+	if rc != nil {
+		// It cannot fail where client was made from rc; if it does, the
+		// workloads are decoded whole, which costs only memory and time.
+		lean, err := leanDynamicClient(rc)
+		if err != nil {
+			log.Warn("workloads are decoded with their managedFields", "error", err)
+		} else {
+			w.workloads = lean
+		}
+	}
+	return w
 }
 
 // BeforeWatching sets what Start does once the configuration has passed its
@@ -350,7 +364,7 @@ func (w *Watcher) startWorkloadInformers(ctx context.Context, kind config.Worklo
 			transform = tracker.Reduce(kind, w.cfg)
 		}
 		sel := selectors{label: w.cfg.WorkloadSelector.String(), field: w.cfg.IgnoredNamespacesField()}
-		informer := workloadInformer(w.client, kind.GVR, ns, sel, tracker)
+		informer := workloadInformer(w.workloads, kind.GVR, ns, sel, tracker)
 		if w.cfg.NamespaceSelector != nil {
 			if err := informer.AddIndexers(catalog.NamespaceIndexers()); err != nil {
 				return fmt.Errorf("indexing %s by namespace: %w", kind.GVR, err)
