@@ -42,8 +42,7 @@ type RolloutReport struct {
 	Result  string    `json:"result"`
 	Reason  string    `json:"reason,omitempty"`
 	Sources []string  `json:"sources,omitempty"`
-	// Job names the Job a runNow restart started, whose end is the
-	// rollout's, in the workload's namespace.
+	// Job is the Job a runNow restart started, in the workload's namespace.
 	Job string `json:"job,omitempty"`
 	// Note says what the controller does next with it.
 	Note string `json:"note"`
@@ -97,9 +96,6 @@ func (c *Config) rolloutReport(w *catalog.WorkloadState, deadline time.Duration)
 			rec.At.Add(deadline).UTC().Format(time.RFC3339), deadline)
 	case rec.Result == rollout.ResultFailed:
 		r.Note = "the restarts of the same changes not made yet are held; still followed, and recorded complete if it completes after all"
-		if rec.Job != "" {
-			r.Note = "the restarts of the same changes not made yet are held; a Job past its deadline is read until it ends, and recorded complete if it completes"
-		}
 	default:
 		r.Note = "ended"
 	}

@@ -20,13 +20,6 @@ import (
 // takes it as unknown, never as absent.
 var ErrNoMembers = errors.New("no object of its kind names it now (no pod mounts it)")
 
-// The statuses of a source of lifecycle updatesOnly: without members, and
-// with members none of which was updated since its creation.
-const (
-	StatusNoMembers = "no-members"
-	StatusBaseline  = "baseline"
-)
-
 // fetchMembers reads a source of lifecycle updatesOnly as the controller's
 // caches hold it: the objects of its kind in the namespace (a CRD not
 // installed has none), reduced and grouped (members.Group).

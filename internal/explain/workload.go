@@ -29,6 +29,8 @@ const (
 	StatusUnreadable  = "unreadable"   // could not be read with the caller's credentials
 	StatusUnknown     = "unknown"      // keyed with a checksum key the caller cannot read
 	StatusUnselected  = "unselected"   // its labels do not match the config's sourceSelector
+	StatusNoMembers   = "no-members"   // lifecycle updatesOnly: no object of its kind names it now
+	StatusBaseline    = "baseline"     // lifecycle updatesOnly: none of its members was updated since created
 )
 
 // Actions: what the controller would do with a workload now.
