@@ -367,9 +367,13 @@ func (w *fleetWatch) observe(old, d *appsv1.Deployment, now time.Time) {
 		s.completeAt = now
 	}
 	var rec struct {
-		Result string `json:"result"`
+		Result  string `json:"result"`
+		Unpaced bool   `json:"unpaced"`
 	}
-	if len(s.restarts) > 0 && json.Unmarshal([]byte(d.Annotations[rolloutAnno]), &rec) == nil && rec.Result == "complete" && s.recordedAt.IsZero() {
+	// An unpaced restart's end is not written: the controller's view of
+	// it is the workload's status, so it is "recorded" when complete.
+	if len(s.restarts) > 0 && json.Unmarshal([]byte(d.Annotations[rolloutAnno]), &rec) == nil && s.recordedAt.IsZero() &&
+		(rec.Result == "complete" || rec.Unpaced && !s.completeAt.IsZero()) {
 		s.recordedAt = now
 	}
 	w.deps[d.Name] = s
@@ -485,7 +489,7 @@ func renderFleet(o options, r *fleetResult) string {
 	row("Update → first restart seen", sec(p.first), sec(u.first))
 	row("Update → last restart seen", sec(p.last), sec(u.last))
 	row("Update → every rollout complete (Deployment status)", sec(p.complete), sec(u.complete))
-	row("Update → every rollout recorded complete by the controller", sec(p.recorded), sec(u.recorded))
+	row("Update → every rollout recorded complete by the controller (unpaced: not written, complete by its status)", sec(p.recorded), sec(u.recorded))
 	row("Last restart seen of each wave in name order ("+waveSizes(r.n)+")", waveTimes(p), waveTimes(u))
 	row("Controller CPU seconds, update → done", fmt.Sprintf("%.2f s", p.cpu), fmt.Sprintf("%.2f s", u.cpu))
 	row("Rollouts followed / restarts held at the end", fmt.Sprintf("%.0f / %.0f", p.rollouts, p.held), fmt.Sprintf("%.0f / %.0f", u.rollouts, u.held))
