@@ -81,8 +81,10 @@ func importRules() []rule {
 		{pkg: "internal/strategy", may: []string{"internal/catalog", "internal/decision", "internal/config", "internal/pacing", "internal/refs", "internal/rollout"}},
 		{pkg: "internal/restart", may: append([]string{"internal/catalog", "internal/checksum", "internal/sourcecodec", "internal/metrics", "internal/decision", "internal/fleet", "internal/keyread", "internal/notify", "internal/strategy"}, policy...),
 			tests: []string{"internal/decision/decisiontest", "internal/explain", "internal/testfixture"}},
-		{pkg: "internal/explain", may: append([]string{"internal/decision", "internal/catalog", "internal/checksum", "internal/checksumkey", "internal/explain/explaintest", "internal/members"}, policy...)},
-		{pkg: "internal/check", may: []string{"internal/access", "internal/cli", "internal/config", "internal/explain", "internal/explain/explaintest"}},
+		{pkg: "internal/explain", may: append([]string{"internal/decision", "internal/catalog", "internal/checksum", "internal/checksumkey", "internal/explain/explaintest", "internal/members"}, policy...),
+			tests: []string{"internal/testfixture"}},
+		{pkg: "internal/check", may: []string{"internal/access", "internal/cli", "internal/config", "internal/explain", "internal/explain/explaintest"},
+			tests: []string{"internal/testfixture"}},
 		{pkg: "internal/migrate", may: []string{"internal/config", "examples"}},
 		// Binaries, tools and whole-system tests put the rooms together.
 		{pkg: "cmd/...", may: []string{"internal/..."}, tests: []string{"test/budgets"}},

@@ -15,6 +15,7 @@ import (
 
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/explain/explaintest"
+	"github.com/restart-controller/restart-controller/internal/testfixture"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -67,7 +68,7 @@ references: [{source: configmap, from: ["volumes[*].configMap"], name: name}]
 			// The CSI driver's status objects: read (list, watch) like
 			// any source kind.
 			name: "a source kind of lifecycle updatesOnly",
-			file: csiFile,
+			file: csiFile(t),
 			want: []string{
 				"configmaps list,watch @all", "secretproviderclasspodstatuses.secrets-store.csi.x-k8s.io list,watch @all",
 				"deployments.apps list,watch,patch @all",
@@ -107,27 +108,19 @@ references: [{source: configmap, from: ["volumes[*].configMap"], name: name}]
 	}
 }
 
-const csiFile = `
-sources:
-- {name: configmap, version: v1, resource: configmaps, dataFields: [data]}
-- name: secretproviderclasspodstatus
-  group: secrets-store.csi.x-k8s.io
-  version: v1
-  resource: secretproviderclasspodstatuses
-  lifecycle: updatesOnly
-  nameFrom: status.secretProviderClassName
-  items: {path: "status.objects[*]", key: id, value: version}
-workloads: [{group: apps, version: v1, resource: deployments, podTemplatePath: spec.template}]
-references:
-- {source: configmap, from: ["volumes[*].configMap"], name: name}
-- {source: secretproviderclasspodstatus, from: ["volumes[*].csi"], name: volumeAttributes.secretProviderClass}
-`
+// csiFile configures the CSI source kind as examples/config.yaml shows it.
+func csiFile(t testing.TB) string {
+	source, reference := testfixture.CSIKind(t)
+	return "sources:\n- {name: configmap, version: v1, resource: configmaps, dataFields: [data]}\n" + source +
+		"workloads: [{group: apps, version: v1, resource: deployments, podTemplatePath: spec.template}]\n" +
+		"references:\n- {source: configmap, from: [\"volumes[*].configMap\"], name: name}\n" + reference
+}
 
 // A source kind of lifecycle updatesOnly that is not served is a warning,
 // not an error: the controller starts, and watches it once its CRD is
 // installed. Describe names how its objects make sources.
 func TestServedCSI(t *testing.T) {
-	cfg := parse(t, csiFile)
+	cfg := parse(t, csiFile(t))
 	disc := &discoveryfake.FakeDiscovery{Fake: &clienttesting.Fake{Resources: []*metav1.APIResourceList{
 		{GroupVersion: "v1", APIResources: []metav1.APIResource{{Name: "configmaps", Kind: "ConfigMap", Namespaced: true}}},
 		{GroupVersion: "apps/v1", APIResources: []metav1.APIResource{{Name: "deployments", Kind: "Deployment", Namespaced: true}}},

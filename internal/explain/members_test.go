@@ -11,21 +11,16 @@ import (
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/members"
+	"github.com/restart-controller/restart-controller/internal/testfixture"
 )
 
-const csiExplainConfig = `
-sources:
-- {name: configmap, version: v1, resource: configmaps, dataFields: [data]}
-- name: secretproviderclasspodstatus
-  group: secrets-store.csi.x-k8s.io
-  version: v1
-  resource: secretproviderclasspodstatuses
-  lifecycle: updatesOnly
-  nameFrom: status.secretProviderClassName
-  items: {path: "status.objects[*]", key: id, value: version}
-references:
-- {source: secretproviderclasspodstatus, from: ["volumes[*].csi"], name: volumeAttributes.secretProviderClass}
-`
+// csiExplainConfig configures the CSI source kind as examples/config.yaml
+// shows it.
+func csiExplainConfig(t testing.TB) string {
+	source, reference := testfixture.CSIKind(t)
+	return "sources:\n- {name: configmap, version: v1, resource: configmaps, dataFields: [data]}\n" + source +
+		"references:\n" + reference
+}
 
 const csiWorkload = `
 apiVersion: apps/v1
@@ -46,7 +41,7 @@ spec:
 // the controller decides it: without members unknown (not absent, not
 // unreadable), a baseline kept, an updated member's version a change.
 func TestExplainMembers(t *testing.T) {
-	cfg := defaultConfig(t, csiExplainConfig)
+	cfg := defaultConfig(t, csiExplainConfig(t))
 	kind := cfg.Workloads[0]
 	var obj unstructured.Unstructured
 	if err := yaml.Unmarshal([]byte(csiWorkload), &obj.Object); err != nil {

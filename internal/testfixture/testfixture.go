@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -69,4 +70,36 @@ func FromYAML(t testing.TB, s string) *unstructured.Unstructured {
 		t.Fatalf("fixture: %v", err)
 	}
 	return u
+}
+
+// CSIKind returns the CSI source kind that examples/config.yaml shows in a
+// comment, uncommented: source is its entry of sources[] and reference its
+// entry of references[], each a YAML list item ending in a newline. Tests
+// that configure the kind use these, so the documented example stays one
+// that works.
+func CSIKind(t testing.TB) (source, reference string) {
+	t.Helper()
+	data, err := os.ReadFile(ExamplePath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const first, ref = "#   - name: secretproviderclasspodstatus", "#   - {source: secretproviderclasspodstatus,"
+	var in bool
+	for _, line := range strings.Split(string(data), "\n") {
+		switch {
+		case line == first:
+			in = true
+		case strings.HasPrefix(line, ref):
+			reference = strings.TrimPrefix(line, "#   ") + "\n"
+		case in && !strings.HasPrefix(line, "#     "):
+			in = false
+		}
+		if in {
+			source += strings.TrimPrefix(line, "#   ") + "\n"
+		}
+	}
+	if source == "" || reference == "" {
+		t.Fatal("examples/config.yaml no longer shows the CSI source kind and its reference in a comment")
+	}
+	return source, reference
 }

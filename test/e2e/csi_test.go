@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/restart-controller/restart-controller/internal/explain"
+	"github.com/restart-controller/restart-controller/internal/testfixture"
 )
 
 var spcpsGVR = schema.GroupVersionResource{Group: "secrets-store.csi.x-k8s.io", Version: "v1", Resource: "secretproviderclasspodstatuses"}
@@ -25,22 +26,13 @@ var spcpsGVR = schema.GroupVersionResource{Group: "secrets-store.csi.x-k8s.io", 
 const csiOptIn = "e2e.restart-controller.test/csi"
 
 // csiConfig is examples/config.yaml's CSI source kind and reference (there
-// commented out), with ConfigMaps for the witness.
-const csiConfig = `annotations: {optIn: ` + csiOptIn + `}
-namespaces: [%s]
-sources:
-- {name: configmap, version: v1, resource: configmaps, dataFields: [data, binaryData]}
-- name: secretproviderclasspodstatus
-  group: secrets-store.csi.x-k8s.io
-  version: v1
-  resource: secretproviderclasspodstatuses
-  lifecycle: updatesOnly
-  nameFrom: status.secretProviderClassName
-  items: {path: "status.objects[*]", key: id, value: version}
-references:
-- {source: configmap, from: ["volumes[*].configMap"], name: name}
-- {source: secretproviderclasspodstatus, from: ["volumes[*].csi"], name: volumeAttributes.secretProviderClass}
-`
+// commented out), with ConfigMaps for the witness, in namespace ns.
+func csiConfig(t *testing.T, ns string) string {
+	source, reference := testfixture.CSIKind(t)
+	return "annotations: {optIn: " + csiOptIn + "}\nnamespaces: [" + ns + "]\n" +
+		"sources:\n- {name: configmap, version: v1, resource: configmaps, dataFields: [data, binaryData]}\n" + source +
+		"references:\n- {source: configmap, from: [\"volumes[*].configMap\"], name: name}\n" + reference
+}
 
 // installSPCPSCRD installs the CSI driver's SecretProviderClassPodStatus CRD
 // (testdata/csi) and waits until its resource is served.
@@ -185,7 +177,7 @@ func TestCSI(t *testing.T) {
 	installSPCPSCRD(t)
 	ns := newNamespace(t)
 	file := filepath.Join(t.TempDir(), "config.yaml")
-	if err := os.WriteFile(file, []byte(fmt.Sprintf(csiConfig, ns)), 0o644); err != nil {
+	if err := os.WriteFile(file, []byte(csiConfig(t, ns)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	p, err := env.startController(ctxFor(t), "csi-"+ns, file, "--restart-grace-period", graceForTests, "--restart-check-period", "100")
