@@ -39,11 +39,13 @@ type LastRestart struct {
 	// namespace: its conditions, not the workload's status, end the rollout.
 	Job string `json:"job,omitempty"`
 	// Unpaced: every change the restart delivered reached few enough
-	// workloads to restart them all at once (Waves.UnpacedUpTo). No wave
-	// waits on its rollout and maxInFlight does not count it, so its
-	// completion is not written, saving a write per restart: the
-	// workload's status tells it (Outcome). A failure is written all the
-	// same: it is reported, followed until it recovers, and shown.
+	// workloads to restart them all at once (Waves.UnpacedUpTo), when it
+	// was decided. maxInFlight does not count it, and its completion is not
+	// written, saving a write per restart: the workload's status tells it
+	// (Outcome). A change it delivered that became paced later counts it in
+	// flight until that status says complete, and the process following it
+	// wakes that change's waiting readers then. A failure is written all
+	// the same: it is reported, followed until it recovers, and shown.
 	Unpaced bool `json:"unpaced,omitempty"`
 }
 

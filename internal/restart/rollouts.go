@@ -20,9 +20,9 @@ import (
 // the write (the update enqueues the workload again).
 //
 // The completion of an unpaced restart is not written
-// (pacing.LastRestart.EndUnwritten): nothing waits on it, and the
-// workload's status shows it to every later decision. With replicas 0 a
-// rollout ends at once, and that write was a second PATCH per restart.
+// (pacing.LastRestart.EndUnwritten): the workload's status shows it to
+// every later decision. With replicas 0 a rollout ends at once, and that
+// write was a second PATCH per restart.
 func (c *Controller) follow(ctx context.Context, key catalog.WorkloadKey, w *catalog.WorkloadState, now time.Time) (bool, error) {
 	rec, err := pacing.ParseLastRestart(w.LastRestart)
 	if err != nil {
@@ -61,10 +61,13 @@ func (c *Controller) follow(ctx context.Context, key catalog.WorkloadKey, w *cat
 		return false, nil
 	}
 	if unwritten && verdict.Result != rollout.ResultFailed {
-		// Its status says so to every later decision; no wave and no
-		// cap waits on it, so there is no one to wake either.
+		// Its status says so to every later decision. A change it delivered
+		// may have become paced since (more of its readers became due), and
+		// counts it in flight: the readers waiting for that wave are woken
+		// as by a written end, or they would wait for their recheck.
 		c.followed.end(key)
 		c.reportEnd(w, key, rec, verdict, now)
+		c.wake(rec.Sources, now)
 		return false, nil
 	}
 	done := rec.WithResult(verdict, now)

@@ -2,6 +2,7 @@ package restart
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -172,5 +173,65 @@ func TestNewProcessFindsUnpacedRollout(t *testing.T) {
 				t.Fatalf("events %v, want %v", got, tc.reported)
 			}
 		})
+	}
+}
+
+// An unpaced restart can be counted in flight by a change that became paced
+// after it (more readers became due for the change its restart delivered).
+// Its end is not written, but the readers waiting for that change's wave
+// wait on it all the same: when its rollout is seen complete they are woken,
+// as by a written end, instead of waiting for their wave's recheck (30 s).
+func TestUnpacedRolloutEndWakesWaitingReaders(t *testing.T) {
+	base := newHarness(t, nil, nil, nil)
+	change := sourceState(t, cmApp, dataV2).Change(testSums)
+	var objs []*unstructured.Unstructured
+	for i := 0; i < 4; i++ {
+		u := fromYAML(t, webDeployment)
+		u.SetName(fmt.Sprintf("w%02d", i))
+		if i > 0 {
+			objs = append(objs, settle(base, u, dataV1)) // pending for the change
+			continue
+		}
+		// w00 was restarted for the change while it reached at most
+		// unpacedUpTo readers; it is rolling out.
+		rec := &pacing.LastRestart{At: reconcileNow.Add(-10 * time.Second), Unpaced: true,
+			Sources: map[string]string{cmApp.String(): change}, Restarts: []time.Time{reconcileNow.Add(-10 * time.Second)}}
+		u = withAnnotations(settle(base, u, dataV2), map[string]string{rolloutKey: pacing.Encode(rec)})
+		if err := unstructured.SetNestedMap(u.Object, rollingOut, "status"); err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, u)
+	}
+	h := newHarness(t, objs, objs, dataV2)
+	keys := make([]catalog.WorkloadKey, len(objs))
+	for i, u := range objs {
+		keys[i] = keyOf(deploymentsGVR, u)
+	}
+	// Four readers, more than unpacedUpTo: the change is paced, and its first
+	// wave (one) is w00's, still in flight. w00's own decision adopts its
+	// rollout (a new process would too); the others wait.
+	for i := len(keys) - 1; i >= 0; i-- {
+		reconcileAt(t, h, keys[i], reconcileNow)
+	}
+	if n := len(h.patches()); n != 0 {
+		t.Fatalf("%d patches while the first wave rolls out, want none", n)
+	}
+	drain := func() map[string]bool {
+		seen := map[string]bool{}
+		for h.c.queue.Len() > 0 {
+			key, _ := h.c.queue.Get()
+			seen[key.Name] = true
+			h.c.queue.Done(key)
+		}
+		return seen
+	}
+	setStatus(t, h, keys[0], rolledOut)
+	drain() // what caching enqueued: w00 itself
+	reconcileAt(t, h, keys[0], reconcileNow.Add(time.Second))
+	if n := len(h.patches()); n != 0 {
+		t.Fatalf("%d patches, want none: an unpaced restart's end is not written", n)
+	}
+	if woken := drain(); !woken["w01"] {
+		t.Fatalf("w01, first of the next wave, not woken when w00's rollout was seen complete (woken: %v)", woken)
 	}
 }
