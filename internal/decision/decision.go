@@ -125,6 +125,9 @@ type Verdict struct {
 	Unhold bool
 	// Capped, for Queue: it waits for the cap, not for its wave.
 	Capped bool
+	// WaitsFor, for Queue: the source whose change's wave it waits for
+	// (zero when it waits for the cap).
+	WaitsFor catalog.SourceID
 	// LastRestart is the record a restart writes, for the fleet to
 	// reserve.
 	LastRestart *pacing.LastRestart
@@ -294,7 +297,7 @@ func (r Rules) places(s Snapshot, v *Verdict, hold *pacing.Hold, now time.Time) 
 				change, sid, state.Cause, sid))
 			return nil, 0, false, true
 		default:
-			v.Action, v.Recheck = Queue, queueRecheck
+			v.Action, v.Recheck, v.WaitsFor = Queue, queueRecheck, ref.ID
 			// A wave hold for this change that no longer halts it (the
 			// failed rollout recovered) goes: the workload now only waits.
 			v.Unhold = hold.HoldsChange(sid, change) || r.staleHold(s, hold) || unreadableHold(s, hold)

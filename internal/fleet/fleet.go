@@ -10,6 +10,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
@@ -61,6 +62,15 @@ type Fleet struct {
 	// rollouts in flight has not: each rollout that ends wakes them. (Those
 	// waiting for their wave are woken by the rollouts of their source.)
 	capped map[catalog.WorkloadKey]bool
+	// waiting are workloads queued for a place in the wave of a source's
+	// change, and how many wait on each source. Written ends wake them
+	// through Movable; an unpaced restart's end, which is not written,
+	// wakes them only when some wait (AnyWaiting): such a restart counts in
+	// flight in a change that became paced after it, and a fan-out of
+	// unpaced changes has none waiting.
+	waiting   map[catalog.WorkloadKey]catalog.SourceID
+	waitingOn map[catalog.SourceID]int
+	nWaiting  atomic.Int64 // len(waiting), read without the lock
 	// waves memoizes each source's wave evaluation, and readerOf names the
 	// memos each workload is a reader in (wavememo.go).
 	waves    map[catalog.SourceID]*waveMemo
@@ -75,6 +85,7 @@ func (f *Fleet) Forget(key catalog.WorkloadKey) {
 	defer f.mu.Unlock()
 	delete(f.held, key)
 	delete(f.capped, key)
+	f.setWaiting(key, catalog.SourceID{})
 	delete(f.reserved, key)
 	f.touch(key, nil)
 }
@@ -100,6 +111,8 @@ func New(now time.Time, cat Catalog, rules func() decision.Rules) *Fleet {
 		reserved:   map[catalog.WorkloadKey]reservation{},
 		held:       map[catalog.WorkloadKey]pacing.HoldKind{},
 		capped:     map[catalog.WorkloadKey]bool{},
+		waiting:    map[catalog.WorkloadKey]catalog.SourceID{},
+		waitingOn:  map[catalog.SourceID]int{},
 		waves:      map[catalog.SourceID]*waveMemo{},
 		readerOf:   map[catalog.WorkloadKey][]catalog.SourceID{},
 	}
@@ -163,6 +176,42 @@ func (f *Fleet) SetWaitingForCap(key catalog.WorkloadKey, capped bool) {
 	} else {
 		delete(f.capped, key)
 	}
+}
+
+// setWaiting notes the source whose change's wave the workload waits for,
+// or, given the zero SourceID, that it waits for none (View.SetWaiting).
+// Called with f.mu held.
+func (f *Fleet) setWaiting(key catalog.WorkloadKey, on catalog.SourceID) {
+	if old, ok := f.waiting[key]; ok {
+		if old == on {
+			return
+		}
+		if f.waitingOn[old]--; f.waitingOn[old] <= 0 {
+			delete(f.waitingOn, old)
+		}
+		delete(f.waiting, key)
+	}
+	if on != (catalog.SourceID{}) {
+		f.waiting[key] = on
+		f.waitingOn[on]++
+	}
+	f.nWaiting.Store(int64(len(f.waiting)))
+}
+
+// AnyWaiting reports whether a workload waits for the wave of a change of
+// one of the sources (rollout records' "kind/namespace/name" IDs).
+func (f *Fleet) AnyWaiting(sources map[string]string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.waitingOn) == 0 {
+		return false
+	}
+	for raw := range sources {
+		if id, ok := decision.ParseSourceID(raw); ok && f.waitingOn[id] > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func (f *Fleet) cappedKeys() []catalog.WorkloadKey {

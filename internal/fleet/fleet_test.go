@@ -60,3 +60,40 @@ func TestInFlightCountsPacedRollouts(t *testing.T) {
 		t.Fatalf("%d in flight, want 3 (w00 cached, w01 and w04 reserved)", n)
 	}
 }
+
+// The workloads waiting for a wave are counted per source: a decision that
+// waits notes its source, a later one that does not clears it, and so does
+// Forget. AnyWaiting reads rollout records' source IDs.
+func TestWaitingForAWave(t *testing.T) {
+	f := New(t0, nil, nil)
+	w := func(i int) catalog.WorkloadKey {
+		return catalog.WorkloadKey{Resource: deploymentsGVR, Namespace: "shop", Name: fmt.Sprintf("w%02d", i)}
+	}
+	cmOther := catalog.SourceID{Kind: "configmap", Namespace: "shop", Name: "other"}
+	decide := func(key catalog.WorkloadKey, on catalog.SourceID) {
+		v := f.View(func() time.Time { return t0 }, key)
+		v.SetWaiting(on)
+		v.Unlock()
+	}
+	app, other := map[string]string{cmApp.String(): "c1"}, map[string]string{cmOther.String(): "c1"}
+	if f.AnyWaiting(app) {
+		t.Fatal("waiting before any decision")
+	}
+	decide(w(0), cmApp)
+	decide(w(1), cmApp)
+	if !f.AnyWaiting(app) || f.AnyWaiting(other) {
+		t.Fatalf("after two wait for app: app %v, other %v", f.AnyWaiting(app), f.AnyWaiting(other))
+	}
+	decide(w(0), catalog.SourceID{}) // restarted, say
+	if !f.AnyWaiting(app) {
+		t.Fatal("w01 still waits for app")
+	}
+	decide(w(1), cmOther) // now waits for the other source
+	if f.AnyWaiting(app) || !f.AnyWaiting(other) {
+		t.Fatalf("after w01 moved: app %v, other %v", f.AnyWaiting(app), f.AnyWaiting(other))
+	}
+	f.Forget(w(1))
+	if f.AnyWaiting(other) || len(f.waiting) != 0 || len(f.waitingOn) != 0 || f.nWaiting.Load() != 0 {
+		t.Fatalf("after Forget: %v %v %d", f.waiting, f.waitingOn, f.nWaiting.Load())
+	}
+}

@@ -49,6 +49,19 @@ func (v *View) Reserve(rec *pacing.LastRestart, at time.Time) {
 
 func (v *View) Now() time.Time { v.lock(); return v.now }
 
+// SetWaiting is Fleet.SetWaiting under the decision's lock: a rollout that
+// ends while the decision is made then finds it waiting (AnyWaiting).
+func (v *View) SetWaiting(on catalog.SourceID) {
+	if on == (catalog.SourceID{}) && !v.locked && v.f.nWaiting.Load() == 0 {
+		// Nothing to clear (one decision per workload at a time: its own
+		// entry cannot appear meanwhile), and most decisions of a fan-out
+		// never take the lock.
+		return
+	}
+	v.lock()
+	v.f.setWaiting(v.key, on)
+}
+
 func (v *View) LastChange(refs []catalog.Reference) (time.Time, bool) {
 	v.lock()
 	return v.f.lastChanged(refs), true

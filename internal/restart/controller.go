@@ -407,6 +407,7 @@ func (c *Controller) load(ctx context.Context, key catalog.WorkloadKey, w *catal
 func (c *Controller) decide(key catalog.WorkloadKey, snap decision.Snapshot) decision.Verdict {
 	v := c.rules().Decide(snap)
 	if view, ok := snap.Fleet.(*fleet.View); ok {
+		view.SetWaiting(v.WaitsFor)
 		if v.Action == decision.Restart {
 			view.Reserve(v.LastRestart, v.At)
 			if v.LastRestart.EndUnwritten() {

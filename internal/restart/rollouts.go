@@ -64,10 +64,14 @@ func (c *Controller) follow(ctx context.Context, key catalog.WorkloadKey, w *cat
 		// Its status says so to every later decision. A change it delivered
 		// may have become paced since (more of its readers became due), and
 		// counts it in flight: the readers waiting for that wave are woken
-		// as by a written end, or they would wait for their recheck.
+		// as by a written end, or they would wait for their recheck. Only
+		// then: at a fan-out of unpaced changes none waits, and evaluating
+		// waves for every end there slowed it.
 		c.followed.end(key)
 		c.reportEnd(w, key, rec, verdict, now)
-		c.wake(rec.Sources, now)
+		if c.fleet.AnyWaiting(rec.Sources) {
+			c.wake(rec.Sources, now)
+		}
 		return false, nil
 	}
 	done := rec.WithResult(verdict, now)
