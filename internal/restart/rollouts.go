@@ -65,8 +65,8 @@ func (c *Controller) follow(ctx context.Context, key catalog.WorkloadKey, w *cat
 		// may have become paced since (more of its readers became due), and
 		// counts it in flight: the readers waiting for that wave are woken
 		// as by a written end, or they would wait for their recheck. Only
-		// then: at a fan-out of unpaced changes none waits, and evaluating
-		// waves for every end there slowed it.
+		// when one waits: a fan-out of unpaced changes has nobody to wake,
+		// and would evaluate the waves of every source at every end.
 		c.followed.end(key)
 		c.reportEnd(w, key, rec, verdict, now)
 		if c.fleet.AnyWaiting(rec.Sources) {
