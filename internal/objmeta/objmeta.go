@@ -72,7 +72,10 @@ func (m *Meta) SetManagedFields([]metav1.ManagedFieldsEntry)  {}
 // Intern returns the one copy of a string that many reduced objects
 // share, for namespaces and type names: thousands of objects of a namespace
 // would otherwise each keep the copy that decoding made. A string no object
-// holds any longer is freed (package unique).
+// holds any longer is freed (package unique). So is the canonical entry once
+// no Handle holds it, even while objects hold the string: after a
+// collection the next object starts a new shared copy, so a namespace has
+// at most one copy per collection cycle rather than one per object.
 func Intern(s string) string { return unique.Make(s).Value() }
 
 // Type is the apiVersion and kind of a reduced object, when it was given
