@@ -18,10 +18,12 @@ import (
 	"github.com/restart-controller/restart-controller/internal/checksum"
 	"github.com/restart-controller/restart-controller/internal/checksumkey"
 	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/decision"
 	"github.com/restart-controller/restart-controller/internal/events"
 	"github.com/restart-controller/restart-controller/internal/keyread"
 	"github.com/restart-controller/restart-controller/internal/kube"
 	"github.com/restart-controller/restart-controller/internal/metrics"
+	"github.com/restart-controller/restart-controller/internal/pacing"
 	"github.com/restart-controller/restart-controller/internal/restart"
 	"github.com/restart-controller/restart-controller/internal/watch"
 )
@@ -62,6 +64,12 @@ func restConfig(s config.Settings) (*rest.Config, error) {
 // it (a reload runs it again with a new config), so it publishes what they
 // read through live. lookupEnv reads POD_NAME, POD_NAMESPACE and POD_UID,
 // which name the Pod that Events about degraded kinds are recorded on.
+//
+// Everything is built once, in order: the kinds are looked up first (a
+// configuration error the cluster reveals exits 2 before anything is
+// written), then the checksum key is loaded (created on first start), and
+// only then the caches, the decision's rules, the controller and the
+// watcher that feeds it, each given everything it uses.
 func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m *metrics.Metrics, live *live,
 	lookupEnv func(string) (string, bool), onSynced func()) error {
 	started := time.Now()
@@ -73,21 +81,18 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 	m.Leader.Set(0)
 	m.WatchedWorkloads.Reset() // a reload may have removed kinds
 	m.DryRun.Set(0)
-	hostname, _ := os.Hostname() // the reporting instance, as client-go's tools/events names it
-	eventLog := events.New(cl.kube, kube.Scheme, "restart-controller", "restart-controller-"+hostname, events.QueueSize,
-		m.EventsDropped, log.Named("events"))
-	recorder := restart.NewLimitedRecorder(eventLog, eventsPerSecond, eventBurst, m.EventsDropped)
 	if cfg.Settings.DryRun {
 		m.DryRun.Set(1)
 		log.Warn("dry run: decisions are logged and reported as Events, nothing is patched")
 	}
-	cat := catalog.New()
-	ctrl, watcher, err := assemble(cfg, cl, cat, m, recorder, log, lookupEnv)
+	kinds, err := watch.Resolve(cfg, cl.kube)
+	if err != nil {
+		return fmt.Errorf("looking up the configured kinds: %w", err) // a *watch.ConfigError is a configuration error: exit 2
+	}
+	sums, err := loadChecksumKey(ctx, cfg.Settings, cl, log)
 	if err != nil {
 		return err
 	}
-	live.set(cat, watcher)
-	defer startNotifier(ctx, cfg, cl.kube, m, log.Named("notify"), ctrl)() // stops after the controller (defers run last first)
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	var wg sync.WaitGroup
@@ -97,13 +102,45 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 		cancel(nil)
 		wg.Wait()
 	}()
+	hostname, err := os.Hostname() // the reporting instance, as client-go's tools/events names it
+	if err != nil {
+		hostname = cfg.Settings.LeaderIdentity
+	}
+	eventLog := events.New(cl.kube, kube.Scheme, "restart-controller", "restart-controller-"+hostname, events.QueueSize,
+		m.EventsDropped, log.Named("events"))
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		eventLog.Run(ctx)
 	}()
-	if err := watcher.Start(ctx); err != nil {
-		return fmt.Errorf("starting watches: %w", err) // a *watch.ConfigError is a configuration error: exit 2
+	recorder := restart.NewLimitedRecorder(eventLog, eventsPerSecond, eventBurst, m.EventsDropped)
+	notifier, stopNotifier := startNotifier(ctx, cfg, cl.kube, m, log.Named("notify"))
+	defer stopNotifier() // after the controller has stopped (defers run last first)
+	lease := newLeaseLock(cfg.Settings, cl.kube)
+
+	cat := catalog.New(catalog.BoundSources(sums))
+	rules := decision.NewRules(cfg, sums)
+	ctrl, err := restart.New(restart.Deps{
+		Config: cfg, Rules: rules, Catalog: cat,
+		Pacing: pacing.New(pacing.Deps{Catalog: cat, Rules: rules, Started: time.Now()}),
+		Client: cl.dynamic, Patch: restart.MetadataPatch(cl.meta), Fresh: lease.fresh,
+		Exists: restart.APIExists(cl.meta, cfg.Sources, cfg.SourceSelector.String()),
+		Keys:   keyread.New(cfg.Sources, restart.APIFetch(cl.kube.ProtobufCore(), cl.dynamic), keyread.Capacity),
+		Events: recorder, Notify: notifier, Metrics: m, Log: log.Named("restart"), Clock: time.Now,
+	})
+	if err != nil {
+		return err
+	}
+	watcher := watch.New(watch.Deps{
+		Config: cfg, Rest: cl.rest, Dynamic: cl.dynamic, Meta: cl.meta, Discovery: cl.kube, Catalog: cat, Handler: ctrl,
+		Metrics: m, Log: log.Named("watch"), Access: accessReviewer(cl.kube),
+		Health:            healthEvents(recorder, selfReference(cfg.Settings, lookupEnv), log.Named("watch")),
+		DiscoveryInterval: discoveryInterval,
+	})
+	live.set(cat, watcher)
+
+	if err := watcher.Start(ctx, kinds); err != nil {
+		return fmt.Errorf("starting watches: %w", err)
 	}
 	wg.Add(2)
 	go func() {
@@ -126,8 +163,7 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 	if !cfg.Settings.LeaderElect {
 		m.Leader.Set(1)
 		ctrl.Run(ctx, context.WithoutCancel(ctx), cfg.Settings.Workers, drainTimeout)
-	} else if err := runAsLeader(ctx, cfg.Settings, cl.kube, log.Named("leader"), m, func(runCtx, writeCtx context.Context, fresh func() bool) {
-		ctrl.WriteOnlyWhile(fresh)
+	} else if err := runAsLeader(ctx, cfg.Settings, lease, log.Named("leader"), m, func(runCtx, writeCtx context.Context) {
 		ctrl.Run(runCtx, writeCtx, cfg.Settings.Workers, drainTimeout)
 	}); err != nil {
 		return err
@@ -136,6 +172,22 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 		return cause
 	}
 	return nil
+}
+
+// loadChecksumKey loads the checksum key from its Secret, creating it on
+// first start. It comes before any informer: a source with too many keys
+// to cache a digest each keeps its whole-data checksums, keyed.
+func loadChecksumKey(ctx context.Context, s config.Settings, cl *clients, log hclog.Logger) (checksum.Hasher, error) {
+	key, err := checksumkey.Ensure(ctx, cl.kube.Secrets(s.LeaseNamespace), s.LeaseNamespace, s.ChecksumKeySecret)
+	if err != nil {
+		return checksum.Hasher{}, fmt.Errorf("loading the checksum key: %w", err)
+	}
+	sums, err := checksum.NewHasher(key)
+	if err != nil {
+		return checksum.Hasher{}, fmt.Errorf("loading the checksum key: %w", err)
+	}
+	log.Info("checksum key loaded", "secret", s.LeaseNamespace+"/"+s.ChecksumKeySecret, "key_id", sums.KeyID())
+	return sums, nil
 }
 
 // clients are the API clients of one run of the controller.
@@ -165,37 +217,4 @@ func newClients(s config.Settings) (*clients, error) {
 		return nil, fmt.Errorf("creating metadata client: %w", err)
 	}
 	return c, nil
-}
-
-// assemble builds the controller and the watcher that feeds it. The key
-// Secret may be created only once the configuration has been checked
-// against the cluster, and must be loaded before any informer starts: a
-// source with too many keys to cache a digest each keeps its whole-data
-// checksums, keyed.
-func assemble(cfg *config.Config, cl *clients, cat *catalog.Catalog, m *metrics.Metrics, recorder restart.EventRecorder,
-	log hclog.Logger, lookupEnv func(string) (string, bool)) (*restart.Controller, *watch.Watcher, error) {
-	ctrl, err := restart.New(cfg, cat, cl.dynamic, restart.APIExists(cl.meta, cfg.Sources, cfg.SourceSelector.String()), m, recorder, log.Named("restart"))
-	if err != nil {
-		return nil, nil, err
-	}
-	ctrl.PatchWith(cl.meta)
-	ctrl.ReadKeysWith(keyread.New(cfg.Sources, restart.APIFetch(cl.kube.ProtobufCore(), cl.dynamic), keyread.Capacity))
-	watcher := watch.New(cfg, cl.rest, cl.dynamic, cl.kube, cat, ctrl, m, log.Named("watch"), discoveryInterval)
-	watcher.ReadNamespacesWith(cl.meta)
-	watcher.ReportHealth(accessReviewer(cl.kube), healthEvents(recorder, selfReference(cfg.Settings, lookupEnv), log.Named("watch")))
-	watcher.BeforeWatching(func(ctx context.Context) error {
-		key, err := checksumkey.Ensure(ctx, cl.kube.Secrets(cfg.Settings.LeaseNamespace), cfg.Settings.LeaseNamespace, cfg.Settings.ChecksumKeySecret)
-		if err != nil {
-			return fmt.Errorf("loading the checksum key: %w", err)
-		}
-		sums, err := checksum.NewHasher(key)
-		if err != nil {
-			return fmt.Errorf("loading the checksum key: %w", err)
-		}
-		cat.UseChecksums(sums)
-		ctrl.UseChecksums(sums)
-		log.Info("checksum key loaded", "secret", cfg.Settings.LeaseNamespace+"/"+cfg.Settings.ChecksumKeySecret, "key_id", sums.KeyID())
-		return nil
-	})
-	return ctrl, watcher, nil
 }

@@ -27,15 +27,13 @@ var errLostLease = errors.New("lost the leader lease")
 // it, so the next leader never writes while this one still does. On a lost
 // lease, writeCtx is cancelled at once and every write stops.
 //
-// work's fresh reports whether the lease is certainly still this
+// The lock's fresh reports whether the lease is certainly still this
 // replica's: its last renewal began less than the renew deadline ago. A
 // replica frozen past its lease (SIGSTOP, a paused VM) wakes with writeCtx
 // still open until its elector notices, one API call later; its workers
 // ask fresh before every write and stop at once.
-func runAsLeader(ctx context.Context, s config.Settings, client election.LeaseClient, log hclog.Logger, m *metrics.Metrics,
-	work func(runCtx, writeCtx context.Context, fresh func() bool)) error {
-	lock := &renewClock{Lock: &election.LeaseLock{Client: client, Namespace: s.LeaseNamespace, Name: s.LeaseName, ID: s.LeaderIdentity}}
-	fresh := func() bool { return lock.renewedWithin(s.LeaseRenewDeadline) }
+func runAsLeader(ctx context.Context, s config.Settings, lock *leaseLock, log hclog.Logger, m *metrics.Metrics,
+	work func(runCtx, writeCtx context.Context)) error {
 	// The election runs on a context that SIGTERM does not cancel: it is
 	// cancelled only after work has drained, which then releases the lease.
 	electionCtx, stopElection := context.WithCancel(context.WithoutCancel(ctx))
@@ -46,7 +44,7 @@ func runAsLeader(ctx context.Context, s config.Settings, client election.LeaseCl
 		workDone = make(chan struct{})
 	)
 	elector, err := election.New(election.Config{
-		Lock:            lock,
+		Lock:            lock.renewClock,
 		LeaseDuration:   s.LeaseDuration,
 		RenewDeadline:   s.LeaseRenewDeadline,
 		RetryPeriod:     s.LeaseRetryPeriod,
@@ -63,7 +61,7 @@ func runAsLeader(ctx context.Context, s config.Settings, client election.LeaseCl
 					<-leaseCtx.Done()
 					stopRun()
 				}()
-				work(runCtx, leaseCtx, fresh)
+				work(runCtx, leaseCtx)
 				stopRun()
 				if ctx.Err() != nil {
 					stopElection()
@@ -103,6 +101,22 @@ func runAsLeader(ctx context.Context, s config.Settings, client election.LeaseCl
 	}
 	log.Info("released lease")
 	return nil
+}
+
+// leaseLock is the leader election's lock and the write fence over it:
+// fresh reports whether the lease is certainly this replica's. Without
+// leader election every write may go.
+type leaseLock struct {
+	renewClock *renewClock
+	fresh      func() bool
+}
+
+func newLeaseLock(s config.Settings, client election.LeaseClient) *leaseLock {
+	if !s.LeaderElect {
+		return &leaseLock{fresh: func() bool { return true }}
+	}
+	lock := &renewClock{Lock: &election.LeaseLock{Client: client, Namespace: s.LeaseNamespace, Name: s.LeaseName, ID: s.LeaderIdentity}}
+	return &leaseLock{renewClock: lock, fresh: func() bool { return lock.renewedWithin(s.LeaseRenewDeadline) }}
 }
 
 // renewClock is a resource lock that remembers when its last successful

@@ -117,6 +117,8 @@ func TestLeaderCutOffStopsWriting(t *testing.T) {
 	s := config.Settings{LeaseNamespace: "ns", LeaseName: "lease", LeaderIdentity: "me",
 		LeaseDuration: 3 * time.Second, LeaseRenewDeadline: 2 * time.Second, LeaseRetryPeriod: 200 * time.Millisecond}
 	api := &leases{}
+	s.LeaderElect = true
+	lock := newLeaseLock(s, api)
 	type observed struct {
 		writeCtx context.Context
 		fresh    func() bool
@@ -124,9 +126,9 @@ func TestLeaderCutOffStopsWriting(t *testing.T) {
 	started := make(chan observed, 1)
 	result := make(chan error, 1)
 	go func() {
-		result <- runAsLeader(context.Background(), s, api, hclog.NewNullLogger(), metrics.New(func() (int, int) { return 0, 0 }),
-			func(_, writeCtx context.Context, fresh func() bool) {
-				started <- observed{writeCtx, fresh}
+		result <- runAsLeader(context.Background(), s, lock, hclog.NewNullLogger(), metrics.New(func() (int, int) { return 0, 0 }),
+			func(_, writeCtx context.Context) {
+				started <- observed{writeCtx, lock.fresh}
 				<-writeCtx.Done()
 			})
 	}()

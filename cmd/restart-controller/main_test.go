@@ -61,7 +61,7 @@ current-context: x
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"--config", "../../examples/config.yaml", "--kubeconfig", kubeconfig,
 		"--metrics-address", "127.0.0.1:0"}, noEnv, &stdout, &stderr, func() {})
-	if code != 1 || !strings.Contains(stderr.String(), "starting watches") || !strings.Contains(stderr.String(), "connection refused") {
+	if code != 1 || !strings.Contains(stderr.String(), "looking up the configured kinds") || !strings.Contains(stderr.String(), "connection refused") {
 		t.Fatalf("exit code %d, stderr:\n%s", code, stderr.String())
 	}
 }

@@ -12,21 +12,17 @@ import (
 	"github.com/restart-controller/restart-controller/internal/kube"
 	"github.com/restart-controller/restart-controller/internal/metrics"
 	"github.com/restart-controller/restart-controller/internal/notify"
-	"github.com/restart-controller/restart-controller/internal/restart"
 )
 
-// startNotifier runs the senders of the configured notification sinks and
-// tells the controller to notify them. The returned stop, deferred by the
-// run before it stops the controller's own goroutines, runs once the
+// startNotifier runs the senders of the configured notification sinks (none
+// configured: a notifier that sends nothing). The returned stop, deferred
+// by the run before it stops the controller's own goroutines, runs once the
 // controller has stopped deciding: the senders then deliver what is queued
 // for a bounded time (notify.Options.Drain) and end.
 func startNotifier(ctx context.Context, cfg *config.Config, core *kube.Client, m *metrics.Metrics,
-	log hclog.Logger, ctrl *restart.Controller) (stop func()) {
-	if len(cfg.Sinks) == 0 {
-		return func() {}
-	}
+	log hclog.Logger) (n *notify.Notifier, stop func()) {
 	ns := cfg.Settings.LeaseNamespace
-	n := notify.New(cfg.Sinks, notify.Options{
+	n = notify.New(cfg.Sinks, notify.Options{
 		Instance: cfg.Settings.LeaderIdentity,
 		// One get by name: the Role grants nothing more (access.Needs).
 		ReadURL: func(ctx context.Context, secret, key string) (string, error) {
@@ -43,7 +39,9 @@ func startNotifier(ctx context.Context, cfg *config.Config, core *kube.Client, m
 		Counters: m.Notifications,
 		Log:      log,
 	})
-	ctrl.NotifyWith(n)
+	if len(cfg.Sinks) == 0 {
+		return n, func() {}
+	}
 	// Not cancelled with ctx: the controller's last decisions, made while
 	// it drains after ctx ended, are still delivered.
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -53,7 +51,7 @@ func startNotifier(ctx context.Context, cfg *config.Config, core *kube.Client, m
 		n.Run(runCtx)
 	}()
 	log.Info("notification sinks", "sinks", len(cfg.Sinks))
-	return func() {
+	return n, func() {
 		cancel()
 		<-done
 	}

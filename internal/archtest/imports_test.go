@@ -32,7 +32,7 @@ type rule struct {
 // nothing of the module, the caches do not know the controller, and only
 // the binaries (cmd) and test harnesses see everything.
 func importRules() []rule {
-	policy := []string{"internal/config", "internal/pacing", "internal/refs", "internal/rollout"}
+	policy := []string{"internal/config", "internal/record", "internal/refs", "internal/rollout"}
 	return []rule{
 		// Leaves: pure data and computation, no other room.
 		{pkg: "internal/rollout"},
@@ -51,9 +51,9 @@ func importRules() []rule {
 		{pkg: "internal/testcluster"},
 		{pkg: "internal/explain/explaintest"},
 		{pkg: "internal/archtest"},
-		// Configuration and the policies it configures.
-		{pkg: "internal/pacing", may: []string{"internal/rollout"}},
-		{pkg: "internal/config", may: []string{"internal/optin", "internal/pacing", "internal/refs", "internal/rollout", "internal/strictdecode"}},
+		// Configuration, and the records the controller writes on workloads.
+		{pkg: "internal/record", may: []string{"internal/rollout"}},
+		{pkg: "internal/config", may: []string{"internal/optin", "internal/refs", "internal/rollout", "internal/strictdecode"}},
 		{pkg: "internal/cli", may: []string{"internal/config"}},
 		{pkg: "internal/access", may: []string{"internal/config"}},
 		{pkg: "internal/checksumkey", may: []string{"internal/checksum"}},
@@ -72,14 +72,14 @@ func importRules() []rule {
 		{pkg: "internal/watch", may: []string{"internal/access", "internal/catalog", "internal/checksum", "internal/config", "internal/kube", "internal/members", "internal/metrics", "internal/templaterv"},
 			tests: []string{"internal/testfixture"}},
 		// The one decision, pure, for the controller and explain alike.
-		{pkg: "internal/decision", may: []string{"internal/catalog", "internal/checksum", "internal/config", "internal/pacing", "internal/rollout"},
+		{pkg: "internal/decision", may: []string{"internal/catalog", "internal/checksum", "internal/config", "internal/record", "internal/rollout"},
 			tests: []string{"internal/decision/decisiontest", "internal/members", "internal/refs"}},
 		{pkg: "internal/decision/decisiontest", may: []string{"internal/catalog", "internal/checksum"}},
-		// The fleet's state in memory, which decisions see through a view.
-		{pkg: "internal/fleet", may: []string{"internal/catalog", "internal/decision", "internal/pacing"},
-			tests: []string{"internal/config", "internal/rollout", "internal/decision/decisiontest"}},
-		{pkg: "internal/strategy", may: []string{"internal/catalog", "internal/decision", "internal/config", "internal/pacing", "internal/refs", "internal/rollout"}},
-		{pkg: "internal/restart", may: append([]string{"internal/catalog", "internal/checksum", "internal/sourcecodec", "internal/metrics", "internal/decision", "internal/fleet", "internal/keyread", "internal/notify", "internal/strategy"}, policy...),
+		// The pacing state in memory: the facts a due restart is paced by.
+		{pkg: "internal/pacing", may: []string{"internal/catalog", "internal/config", "internal/decision", "internal/record"},
+			tests: []string{"internal/rollout", "internal/decision/decisiontest"}},
+		{pkg: "internal/strategy", may: []string{"internal/catalog", "internal/decision", "internal/config", "internal/record", "internal/refs", "internal/rollout"}},
+		{pkg: "internal/restart", may: append([]string{"internal/catalog", "internal/checksum", "internal/sourcecodec", "internal/metrics", "internal/decision", "internal/pacing", "internal/keyread", "internal/notify", "internal/strategy"}, policy...),
 			tests: []string{"internal/decision/decisiontest", "internal/explain", "internal/testfixture"}},
 		{pkg: "internal/explain", may: append([]string{"internal/decision", "internal/catalog", "internal/checksum", "internal/checksumkey", "internal/explain/explaintest", "internal/members"}, policy...),
 			tests: []string{"internal/testfixture"}},

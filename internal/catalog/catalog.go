@@ -58,11 +58,6 @@ func BoundSources(sums checksum.Hasher) Option {
 	return func(c *Catalog) { c.reduce.Bounded, c.reduce.Sums = true, sums }
 }
 
-// UseChecksums is BoundSources for a catalog already made: call it before
-// any source cache's transform is taken (SourceTransform), as the
-// controller does once its checksum key is loaded.
-func (c *Catalog) UseChecksums(sums checksum.Hasher) { BoundSources(sums)(c) }
-
 // New returns an empty catalog.
 func New(opts ...Option) *Catalog {
 	c := &Catalog{

@@ -16,7 +16,7 @@ import (
 
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/objmeta"
-	"github.com/restart-controller/restart-controller/internal/pacing"
+	"github.com/restart-controller/restart-controller/internal/record"
 	"github.com/restart-controller/restart-controller/internal/refs"
 	"github.com/restart-controller/restart-controller/internal/rollout"
 )
@@ -233,7 +233,9 @@ func reduceWorkload(u *unstructured.Unstructured, kind config.WorkloadKind, cfg 
 		Excluded:      cfg.ExcludedSources(annotations),
 	}
 	reduceStrategy(state, kind, cfg, annotations, u.Object)
-	if record, err := pacing.ParseLastRestart(state.LastRestart); err == nil && record.InFlight() && record.CountedInFlight() {
+	// An unreadable record counts nothing in flight: the next restart
+	// replaces it.
+	if rec, err := record.ParseLastRestart(state.LastRestart); err == nil && rec.CountedInFlight() {
 		state.InFlight = true
 	}
 	for _, c := range kind.NotRolledWhen {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/restart-controller/restart-controller/internal/checksum"
 	"github.com/restart-controller/restart-controller/internal/config"
-	"github.com/restart-controller/restart-controller/internal/pacing"
+	"github.com/restart-controller/restart-controller/internal/record"
 	"github.com/restart-controller/restart-controller/internal/refs"
 	"github.com/restart-controller/restart-controller/internal/rollout"
 )
@@ -485,15 +485,15 @@ func TestReduceWorkloadInFlight(t *testing.T) {
 	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	for _, tc := range []struct {
 		name     string
-		record   *pacing.LastRestart
+		record   *record.LastRestart
 		inFlight bool
 	}{
 		{"no record", nil, false},
-		{"paced, rolling out", &pacing.LastRestart{At: at}, true},
-		{"paced, complete", &pacing.LastRestart{At: at, Result: rollout.ResultComplete}, false},
-		{"unpaced, rolling out", &pacing.LastRestart{At: at, Unpaced: true}, false},
-		{"unpaced, failed", &pacing.LastRestart{At: at, Unpaced: true, Result: rollout.ResultFailed}, false},
-		{"unpaced, running a Job", &pacing.LastRestart{At: at, Unpaced: true, Job: "nightly-1"}, true},
+		{"paced, rolling out", &record.LastRestart{At: at}, true},
+		{"paced, complete", &record.LastRestart{At: at, Result: rollout.ResultComplete}, false},
+		{"unpaced, rolling out", &record.LastRestart{At: at, Unpaced: true}, false},
+		{"unpaced, failed", &record.LastRestart{At: at, Unpaced: true, Result: rollout.ResultFailed}, false},
+		{"unpaced, running a Job", &record.LastRestart{At: at, Unpaced: true, Job: "nightly-1"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			u := fromYAML(t, `
@@ -503,7 +503,7 @@ metadata: {name: w, namespace: shop, annotations: {com.xing.deployment-restart: 
 spec: {template: {spec: {containers: [{name: a}]}}}
 `)
 			if tc.record != nil {
-				u.SetAnnotations(map[string]string{"com.xing.deployment-restart": "enabled", cfg.Annotations.Rollout: pacing.Encode(tc.record)})
+				u.SetAnnotations(map[string]string{"com.xing.deployment-restart": "enabled", cfg.Annotations.Rollout: record.Encode(tc.record)})
 			}
 			if w := reduceWorkloadOf(t, cfg, u); w.InFlight != tc.inFlight {
 				t.Fatalf("in flight %v, want %v", w.InFlight, tc.inFlight)

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/restart-controller/restart-controller/internal/pacing"
 	"github.com/restart-controller/restart-controller/internal/refs"
 	"github.com/restart-controller/restart-controller/internal/rollout"
 )
@@ -187,18 +186,18 @@ const (
 	maxQuietPeriod = 24 * time.Hour
 )
 
-func compileWaves(f FileWaves, p *problems) (pacing.Waves, int) {
+func compileWaves(f FileWaves, p *problems) (Waves, int) {
 	checkRange(p, "waves.unpacedUpTo", f.UnpacedUpTo, 0, maxFleetCount)
 	checkRange(p, "waves.firstWave", f.FirstWave, 1, maxFleetCount)
 	if !(f.Growth >= 1 && f.Growth <= maxGrowth) { // also false for NaN
 		p.addf("waves.growth", "must be between 1 and %d, got %v", maxGrowth, f.Growth)
 	}
 	checkRange(p, "waves.maxInFlight", f.MaxInFlight, 1, maxFleetCount)
-	return pacing.Waves{UnpacedUpTo: f.UnpacedUpTo, First: f.FirstWave, Growth: f.Growth}, f.MaxInFlight
+	return Waves{UnpacedUpTo: f.UnpacedUpTo, First: f.FirstWave, Growth: f.Growth}, f.MaxInFlight
 }
 
-func compileBreaker(f FileBreaker, p *problems) pacing.Breaker {
-	b := pacing.Breaker{Budget: f.Budget, Window: time.Duration(f.Window), Quiet: time.Duration(f.Quiet)}
+func compileBreaker(f FileBreaker, p *problems) Breaker {
+	b := Breaker{Budget: f.Budget, Window: time.Duration(f.Window), Quiet: time.Duration(f.Quiet)}
 	checkRange(p, "breaker.budget", b.Budget, 0, maxBudget)
 	checkDuration(p, "breaker.window", b.Window, minWindow, maxWindow)
 	checkDuration(p, "breaker.quiet", b.Quiet, 0, maxQuietPeriod)

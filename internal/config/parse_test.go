@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
-	"github.com/restart-controller/restart-controller/internal/pacing"
 	"github.com/restart-controller/restart-controller/internal/refs"
 	"github.com/restart-controller/restart-controller/internal/rollout"
 )
@@ -136,10 +135,10 @@ func TestExampleIsTheDefault(t *testing.T) {
 	if !defaults.OrderByResourceVersion {
 		t.Error("orderByResourceVersion is off by default")
 	}
-	if want := (pacing.Waves{UnpacedUpTo: 3, First: 1, Growth: 2}); defaults.Waves != want || defaults.MaxInFlight != 50 {
+	if want := (Waves{UnpacedUpTo: 3, First: 1, Growth: 2}); defaults.Waves != want || defaults.MaxInFlight != 50 {
 		t.Errorf("waves %+v, maxInFlight %d", defaults.Waves, defaults.MaxInFlight)
 	}
-	if want := (pacing.Breaker{Budget: 5, Window: 30 * time.Minute, Quiet: 2 * time.Minute}); defaults.Breaker != want {
+	if want := (Breaker{Budget: 5, Window: 30 * time.Minute, Quiet: 2 * time.Minute}); defaults.Breaker != want {
 		t.Errorf("breaker %+v", defaults.Breaker)
 	}
 	var rules []string

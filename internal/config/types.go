@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/restart-controller/restart-controller/internal/pacing"
 	"github.com/restart-controller/restart-controller/internal/refs"
 	"github.com/restart-controller/restart-controller/internal/rollout"
 )
@@ -42,10 +41,10 @@ type Config struct {
 	OrderByResourceVersion bool
 	// Waves pace the restarts of one change of one source; MaxInFlight caps
 	// the paced rollouts under way across the controller.
-	Waves       pacing.Waves
+	Waves       Waves
 	MaxInFlight int
 	// Breaker holds a workload restarted too often.
-	Breaker pacing.Breaker
+	Breaker Breaker
 	// OptIns are the opt-in annotations beside Annotations.OptIn, and
 	// SourceLists the annotations listing sources by name (package optin
 	// reads them: OptInRules).
@@ -132,7 +131,7 @@ type Annotations struct {
 	// against, so a template change (which rolls pods by itself) re-records
 	// checksums instead of restarting a second time.
 	AppliedTemplateHash string
-	// Rollout and Hold are written on workloads (package pacing).
+	// Rollout and Hold are written on workloads (package record).
 	Rollout string
 	Hold    string
 	// IgnoreSources is read on workloads: a comma-separated list of sources
@@ -222,4 +221,24 @@ func (c *Config) IgnoredNamespacesField() string {
 // NamespaceIgnored reports whether the namespace is one of IgnoredNamespaces.
 func (c *Config) NamespaceIgnored(namespace string) bool {
 	return slices.Contains(c.IgnoredNamespaces, namespace)
+}
+
+// Waves are the settings of health-gated waves.
+type Waves struct {
+	// UnpacedUpTo: a change that reaches at most this many workloads restarts
+	// them all at once.
+	UnpacedUpTo int
+	// First is the size of the first wave; each next wave is Growth times
+	// the previous one (rounded up).
+	First  int
+	Growth float64
+}
+
+// Breaker holds a workload restarted more than Budget times within Window
+// until its sources stay still for Quiet; the changes merged meanwhile then
+// restart it once. A Budget of 0 turns it off.
+type Breaker struct {
+	Budget int
+	Window time.Duration
+	Quiet  time.Duration
 }

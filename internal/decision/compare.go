@@ -1,11 +1,8 @@
 package decision
 
 import (
-	"encoding/json"
-	"fmt"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/resourceversion"
@@ -13,19 +10,15 @@ import (
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/checksum"
 	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/record"
 )
 
-// Absent is the applied checksum of a source that did not exist when it was
-// recorded; its later creation is a change only for optional references.
-const Absent = ""
-
-// Pending is recorded for a source whose data may have changed under pods of
-// a new workload or template that were starting: written after the template
-// was set, or, when that order is unknown, updated moments before the
-// template was first seen. The workload restarts once the update's grace
-// period ends.
-// Being on the workload, it survives a crash of the controller.
-const Pending = "pending"
+// Absent and Pending are the applied checksums of a source that did not
+// exist when recorded, and of one whose restart is due (package record).
+const (
+	Absent  = record.Absent
+	Pending = record.Pending
+)
 
 // PatternMark is the applied value of a pattern's entry (PatternKey).
 const PatternMark = "pattern"
@@ -41,17 +34,14 @@ func PatternKey(namespace string, p config.ListPattern) string {
 	return p.Kind + "/" + namespace + "/~" + p.Entry
 }
 
-// SourceLookup finds the current state of a source.
-type SourceLookup interface {
-	Source(id catalog.SourceID) (*catalog.SourceState, bool)
-}
-
-// WindowLookup tells whether a source's change is still inside its grace period.
-type WindowLookup interface {
-	Due(id catalog.SourceID, now time.Time) (time.Time, bool)
-	// Updating reports an open grace period holding an update of data that
-	// existed before (not only the source's creation).
-	Updating(id catalog.SourceID, now time.Time) bool
+// graceOf is the open grace period of a source's change at now: ok is
+// false when none is open, in which case any difference is due at once.
+func graceOf(grace map[catalog.SourceID]Grace, id catalog.SourceID, now time.Time) (Grace, bool) {
+	g, ok := grace[id]
+	if !ok || !now.Before(g.Ends) {
+		return Grace{}, false
+	}
+	return g, true
 }
 
 // Plan is the outcome of comparing a workload with the current sources.
@@ -75,10 +65,6 @@ type Plan struct {
 	Wait time.Duration
 	// Warning describes hostile state found on the workload, for the log.
 	Warning string
-	// Unverified lists sources the plan newly records as absent. The cache of
-	// sources may lag behind the cache of workloads, so the caller confirms
-	// the absence with the API server before writing it.
-	Unverified []catalog.SourceID
 	// RequiredGone lists required sources deleted since the pods started:
 	// never restarted for (new pods could not start), reported instead.
 	RequiredGone []catalog.SourceID
@@ -100,46 +86,6 @@ func (p *Plan) setExtra(key string, value interface{}) {
 	p.Patch = true
 }
 
-// templateRecord is the value of the applied-template-hash annotation: the
-// digest of the pod template the checksums were recorded against and, when
-// known, when that template was set:
-//
-//	"<hash>"              the order of writes is not known (also the format
-//	                      of earlier releases)
-//	"<hash>@<rv>@<uid>"   the template was set by the write at resourceVersion
-//	                      rv (the workload's creation or a template change)
-//	                      of the workload with that UID
-//
-// The UID keeps a record copied to another object (a backup restored into
-// another cluster, whose resourceVersions mean nothing here) from being used.
-type templateRecord struct{ hash, rv, uid string }
-
-// RecordedTemplateHash returns the template hash of an applied-template-hash
-// annotation value, whatever its form; empty when it cannot be read.
-func RecordedTemplateHash(annotation string) string { return parseTemplateRecord(annotation).hash }
-
-func parseTemplateRecord(s string) templateRecord {
-	hash, rest, ordered := strings.Cut(s, "@")
-	if !ordered {
-		return templateRecord{hash: s}
-	}
-	rv, uid, ok := strings.Cut(rest, "@")
-	if !ok || hash == "" || uid == "" || strings.Contains(uid, "@") {
-		return templateRecord{} // unreadable: like no record at all
-	}
-	if _, err := resourceversion.CompareResourceVersion(rv, rv); err != nil {
-		return templateRecord{}
-	}
-	return templateRecord{hash: hash, rv: rv, uid: uid}
-}
-
-func (r templateRecord) String() string {
-	if r.rv == "" {
-		return r.hash
-	}
-	return r.hash + "@" + r.rv + "@" + r.uid
-}
-
 // writtenBefore reports whether resourceVersion a is known to come before b.
 // resourceVersions are etcd revisions, ordered across every resource kept
 // in one etcd; anything unparsable is "not known".
@@ -149,29 +95,28 @@ func writtenBefore(a, b string) bool {
 }
 
 // Compare compares what the workload's pods were started with (the applied
-// checksums) with what its sources hold now. It reads only caches and has no
-// side effects, so the same inputs always give the same plan.
+// checksums) with what its sources hold now, and the grace periods of their
+// changes at now. It reads only its arguments, so the same inputs always
+// give the same plan.
 //
-// With ordered, resourceVersions tell which came first, a source's last write
+// With Ordered, resourceVersions tell which came first, a source's last write
 // or the write that set the workload's pod template: pods of a template are
 // created after it was set, so a source written before that is in them
 // (docs/design.md, "Ordering source updates and template changes").
 //
-// sums computes and compares checksums: the current version is keyed, and a
-// checksum recorded with another key is re-baselined without a restart.
-// life says whether the creation and the deletion of an optional source
-// restart the workload.
-func Compare(w *catalog.WorkloadState, sources SourceLookup, windows WindowLookup, now time.Time, ordered bool, sums checksum.Hasher,
-	life config.SourceLifecycle) Plan {
-	c, plan := newComparison(w, windows, now, ordered)
-	c.life = life
-	plan.Applied = make(map[string]string, len(w.References)+len(w.Patterns))
-	for _, p := range w.Patterns {
-		plan.Applied[PatternKey(w.Namespace, p)] = PatternMark
+// Checksums are keyed with Sums: a checksum recorded with another key is
+// re-baselined without a restart. Lifecycle says whether the creation and
+// the deletion of an optional source restart the workload.
+func (r Rules) Compare(w Workload, sources Sources, grace map[catalog.SourceID]Grace, now time.Time) Plan {
+	c, plan := r.newComparison(w, grace, now)
+	ws := w.State
+	plan.Applied = make(map[string]string, len(ws.References)+len(ws.Patterns))
+	for _, p := range ws.Patterns {
+		plan.Applied[PatternKey(ws.Namespace, p)] = PatternMark
 	}
-	changed, current := c.each(&plan, sources, sums)
+	changed, current := c.each(&plan, sources)
 	c.schedule(&plan, changed, current)
-	plan.Patch = plan.Restart || plan.TemplateRecord != w.AppliedTemplateHash || !w.HasApplied || !sameChecksums(c.applied, plan.Applied) || plan.Warning != ""
+	plan.Patch = plan.Restart || plan.TemplateRecord != ws.AppliedTemplateHash || !ws.HasApplied || !sameChecksums(c.applied, plan.Applied) || plan.Warning != ""
 	return plan
 }
 
@@ -180,9 +125,10 @@ func Compare(w *catalog.WorkloadState, sources SourceLookup, windows WindowLooku
 // was set.
 type comparison struct {
 	w       *catalog.WorkloadState
-	windows WindowLookup
+	grace   map[catalog.SourceID]Grace
 	now     time.Time
 	applied map[string]string
+	sums    checksum.Hasher
 	// recordOnly: the recorded checksums cannot tell what the pods read, or
 	// the template changed since; the current data is recorded.
 	recordOnly bool
@@ -196,36 +142,37 @@ type comparison struct {
 	gone []catalog.SourceID
 }
 
-func newComparison(w *catalog.WorkloadState, windows WindowLookup, now time.Time, ordered bool) (*comparison, Plan) {
+func (r Rules) newComparison(w Workload, grace map[catalog.SourceID]Grace, now time.Time) (*comparison, Plan) {
 	var plan Plan
-	c := &comparison{w: w, windows: windows, now: now, applied: map[string]string{}}
-	recorded := parseTemplateRecord(w.AppliedTemplateHash)
-	trusted := w.HasApplied && recorded.hash != ""
-	if w.HasApplied {
-		if err := json.Unmarshal([]byte(w.Applied), &c.applied); err != nil {
-			plan.Warning = fmt.Sprintf("applied checksums annotation is not a JSON object of strings (%v); recording current checksums without restart", err)
-			c.applied = map[string]string{}
-			trusted = false
-		}
+	ws := w.State
+	c := &comparison{w: ws, grace: grace, now: now, applied: w.Applied, sums: r.Sums, life: r.Lifecycle}
+	recorded := w.Template
+	trusted := ws.HasApplied && recorded.Hash != ""
+	if w.AppliedErr != nil {
+		plan.Warning = w.AppliedErr.Error() + "; recording current checksums without restart"
+		trusted = false
+	}
+	if c.applied == nil {
+		c.applied = map[string]string{}
 	}
 	// A workload seen for the first time (or last written by a controller that
 	// did not record its template) cannot tell us what its pods read; and a
 	// changed template rolls the pods by itself. Either way the current data is
 	// what the pods get, so it is recorded without a restart.
-	c.recordOnly = !trusted || recorded.hash != w.TemplateHash
+	c.recordOnly = !trusted || recorded.Hash != ws.TemplateHash
 
 	// The template record to keep, and setAt: the write that set the
 	// template, when known.
-	record := recorded
+	keep := recorded
 	if c.recordOnly {
-		record = templateRecord{hash: w.TemplateHash}
-		if ordered && w.TemplateRV != "" && w.UID != "" {
-			record.rv, record.uid = w.TemplateRV, string(w.UID)
+		keep = record.Template{Hash: ws.TemplateHash}
+		if r.Ordered && ws.TemplateRV != "" && ws.UID != "" {
+			keep.RV, keep.UID = ws.TemplateRV, string(ws.UID)
 		}
 	}
-	plan.TemplateRecord = record.String()
-	if ordered && record.uid == string(w.UID) {
-		c.setAt = record.rv
+	plan.TemplateRecord = keep.String()
+	if r.Ordered && keep.UID == string(ws.UID) {
+		c.setAt = keep.RV
 	}
 	return c, plan
 }
@@ -240,11 +187,12 @@ func (c *comparison) inPods(s *catalog.SourceState) bool {
 // missed: pods of a template just set may have started before the source's
 // current data was written.
 func (c *comparison) missed(ref catalog.Reference, s *catalog.SourceState) bool {
+	g, open := graceOf(c.grace, ref.ID, c.now)
 	if c.setAt == "" {
 		// Order unknown: only an update inside its grace period can have
 		// slipped under pods that were starting; a source created moments
 		// ago had no older data for them to read.
-		return c.windows.Updating(ref.ID, c.now)
+		return open && g.Updating
 	}
 	if c.inPods(s) {
 		return false
@@ -252,20 +200,19 @@ func (c *comparison) missed(ref catalog.Reference, s *catalog.SourceState) bool 
 	// Written after the template was set. A creation alone kept pods that
 	// need it from starting until it existed; pods of an optional
 	// reference, an update, or a write the watch has not delivered as an
-	// event yet (no window) may have been missed.
-	_, open := c.windows.Due(ref.ID, c.now)
-	return !open || c.windows.Updating(ref.ID, c.now) || (ref.Optional && c.life.RestartOnCreate)
+	// event yet (no grace period) may have been missed.
+	return !open || g.Updating || (ref.Optional && c.life.RestartOnCreate)
 }
 
 // each compares every source the workload reads, filling plan.Applied, and
 // returns the changed sources and the current checksum of each existing one.
-func (c *comparison) each(plan *Plan, sources SourceLookup, sums checksum.Hasher) ([]catalog.SourceID, map[catalog.SourceID]string) {
+func (c *comparison) each(plan *Plan, sources Sources) ([]catalog.SourceID, map[catalog.SourceID]string) {
 	var changed []catalog.SourceID
 	current := make(map[catalog.SourceID]string, len(c.w.References))
 	for _, ref := range c.w.References {
 		id := ref.ID.String()
 		old, known := c.applied[id]
-		state, exists := sources.Source(ref.ID)
+		state, exists := sources[ref.ID]
 		if !exists && c.life.Unknown(ref.ID.Kind) {
 			// Maybe there, unselected, or a source whose members come and
 			// go with pods (lifecycle updatesOnly): what the pods started
@@ -281,44 +228,56 @@ func (c *comparison) each(plan *Plan, sources SourceLookup, sums checksum.Hasher
 			changed = c.absent(plan, ref, old, known, changed)
 			continue
 		}
-		if state.Baseline && old != Pending {
-			c.baseline(plan, ref, state.Checksum(sums, ref.Keys), old, known, sums)
-			continue
+		value, sum, change := c.existing(ref, old, known, state)
+		plan.Applied[id] = value
+		if sum != "" {
+			current[ref.ID] = sum
 		}
-		if !known && ref.Matched && c.patternRecorded(ref.ID) {
-			// Matched by an entry in force when the checksums were
-			// recorded, yet not recorded: it appeared since.
-			old, known = Absent, true
-		}
-		checksum := state.Checksum(sums, ref.Keys)
-		current[ref.ID] = checksum
-		switch {
-		case known && state.Matches(sums, old, ref.Keys):
-			// Same data; an older checksum format is re-recorded silently.
-			plan.Applied[id] = checksum
-		case c.recordOnly && c.missed(ref, state):
-			plan.Applied[id] = Pending
-			changed = append(changed, ref.ID)
-		case known && sums.Rebaseline(old):
-			// Keyed with another key (rotated, or lost): what the pods read
-			// cannot be compared, so the current data becomes the baseline.
-			plan.Applied[id] = checksum
-		case c.recordOnly || !known:
-			plan.Applied[id] = checksum
-		case old == Absent && (!ref.Optional || !c.life.RestartOnCreate):
-			// The pods could not start without it, so they start with it
-			// now; or creations restart nothing by configuration.
-			plan.Applied[id] = checksum
-		case c.inPods(state):
-			// Written before the template its pods run was set: they read it
-			// already. The record was taken from a cache that lagged.
-			plan.Applied[id] = checksum
-		default:
-			plan.Applied[id] = old
+		if change {
 			changed = append(changed, ref.ID)
 		}
 	}
 	return changed, current
+}
+
+// existing compares one source the workload reads that exists: what to
+// record for it, its current checksum (none for a baseline), and whether its
+// data changed under the pods (a restart is due, once its grace period
+// ends). old is the applied checksum, if known. The waves classify the
+// readers of a change by the same comparison (Rules.ReaderOf).
+func (c *comparison) existing(ref catalog.Reference, old string, known bool, state *catalog.SourceState) (value, sum string, changed bool) {
+	sums := c.sums
+	if state.Baseline && old != Pending {
+		return c.baseline(state.Checksum(sums, ref.Keys), old, known), "", false
+	}
+	if !known && ref.Matched && c.patternRecorded(ref.ID) {
+		// Matched by an entry in force when the checksums were
+		// recorded, yet not recorded: it appeared since.
+		old, known = Absent, true
+	}
+	sum = state.Checksum(sums, ref.Keys)
+	switch {
+	case known && state.Matches(sums, old, ref.Keys):
+		// Same data; an older checksum format is re-recorded silently.
+		return sum, sum, false
+	case c.recordOnly && c.missed(ref, state):
+		return Pending, sum, true
+	case known && sums.Rebaseline(old):
+		// Keyed with another key (rotated, or lost): what the pods read
+		// cannot be compared, so the current data becomes the baseline.
+		return sum, sum, false
+	case c.recordOnly || !known:
+		return sum, sum, false
+	case old == Absent && (!ref.Optional || !c.life.RestartOnCreate):
+		// The pods could not start without it, so they start with it
+		// now; or creations restart nothing by configuration.
+		return sum, sum, false
+	case c.inPods(state):
+		// Written before the template its pods run was set: they read it
+		// already. The record was taken from a cache that lagged.
+		return sum, sum, false
+	}
+	return old, sum, true
 }
 
 // baseline compares a source of lifecycle updatesOnly none of whose
@@ -328,12 +287,11 @@ func (c *comparison) each(plan *Plan, sources SourceLookup, sums checksum.Hasher
 // creation is never a change. A record keyed with another key cannot be
 // compared with anything, so it is filled again too. A pending record
 // is not decided here: it says a restart is due.
-func (c *comparison) baseline(plan *Plan, ref catalog.Reference, now, old string, known bool, sums checksum.Hasher) {
-	if known && old != Absent && !sums.Rebaseline(old) {
-		plan.Applied[ref.ID.String()] = old
-		return
+func (c *comparison) baseline(now, old string, known bool) string {
+	if known && old != Absent && !c.sums.Rebaseline(old) {
+		return old
 	}
-	plan.Applied[ref.ID.String()] = now
+	return now
 }
 
 // patternRecorded reports whether an entry of the workload's regex source
@@ -375,9 +333,6 @@ func (c *comparison) absent(plan *Plan, ref catalog.Reference, old string, known
 		plan.Applied[id] = old
 	default:
 		plan.Applied[id] = Absent
-		if !known || old != Absent {
-			plan.Unverified = append(plan.Unverified, ref.ID)
-		}
 	}
 	if ref.Matched {
 		c.gone = append(c.gone, ref.ID)
@@ -392,10 +347,10 @@ func (c *comparison) schedule(plan *Plan, changed []catalog.SourceID, current ma
 	var ready, waiting []catalog.SourceID
 	var earliestDue time.Time
 	for _, id := range changed {
-		if until, open := c.windows.Due(id, c.now); open {
+		if g, open := graceOf(c.grace, id, c.now); open {
 			waiting = append(waiting, id)
-			if earliestDue.IsZero() || until.Before(earliestDue) {
-				earliestDue = until
+			if earliestDue.IsZero() || g.Ends.Before(earliestDue) {
+				earliestDue = g.Ends
 			}
 			continue
 		}
@@ -406,25 +361,17 @@ func (c *comparison) schedule(plan *Plan, changed []catalog.SourceID, current ma
 		plan.Changed = ready
 		plan.NotRolled = c.w.NotRolled
 		for _, id := range append(ready, waiting...) {
-			now, exists := current[id]
-			plan.Applied[id.String()] = now // Absent for a deleted one
-			if !exists {
-				plan.Unverified = append(plan.Unverified, id)
-			}
+			plan.Applied[id.String()] = current[id] // Absent for a deleted one
 		}
 		sort.Slice(plan.Changed, func(i, j int) bool { return plan.Changed[i].String() < plan.Changed[j].String() })
 	} else if len(waiting) > 0 {
 		plan.Wait = earliestDue.Sub(c.now)
 	}
 	// A matched source that is gone leaves the record once nothing waits
-	// for its deletion to restart the workload; its absence is confirmed
-	// first, as that of a source recorded absent.
+	// for its deletion to restart the workload.
 	for _, id := range c.gone {
 		if plan.Restart || !slices.Contains(changed, id) {
 			delete(plan.Applied, id.String())
-			if !slices.Contains(plan.Unverified, id) {
-				plan.Unverified = append(plan.Unverified, id)
-			}
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/record"
 )
 
 var (
@@ -218,7 +219,7 @@ func TestDecide(t *testing.T) {
 			appliedHash: tmplNow,
 			sources:     sourceMap{secDB: dbV1},
 			want: Plan{Applied: map[string]string{"configmap/shop/app": "", "secret/shop/db": db1}, Patch: true, Restart: true,
-				Changed: []catalog.SourceID{cmApp}, Unverified: []catalog.SourceID{cmApp}},
+				Changed: []catalog.SourceID{cmApp}},
 		},
 		{
 			name:        "optional source deleted inside its grace period: wait",
@@ -244,8 +245,7 @@ func TestDecide(t *testing.T) {
 			applied:     ann(map[string]string{"configmap/shop/app": app1}),
 			appliedHash: tmplNow,
 			sources:     sourceMap{},
-			want: Plan{Applied: map[string]string{}, Patch: true, Restart: true, Changed: []catalog.SourceID{cmApp},
-				Unverified: []catalog.SourceID{cmApp}},
+			want:        Plan{Applied: map[string]string{}, Patch: true, Restart: true, Changed: []catalog.SourceID{cmApp}},
 		},
 		{
 			name:        "source a pattern matched deleted, restartOnDelete off: its entry leaves the record",
@@ -254,7 +254,7 @@ func TestDecide(t *testing.T) {
 			appliedHash: tmplNow,
 			sources:     sourceMap{},
 			life:        &config.SourceLifecycle{RestartOnCreate: true},
-			want:        Plan{Applied: map[string]string{}, Patch: true, Unverified: []catalog.SourceID{cmApp}},
+			want:        Plan{Applied: map[string]string{}, Patch: true},
 		},
 		{
 			name:        "source a recorded pattern matches appears: restart",
@@ -310,7 +310,7 @@ func TestDecide(t *testing.T) {
 			appliedHash:  tmplOld,
 			templateHash: tmplNow,
 			sources:      sourceMap{},
-			want:         Plan{Applied: map[string]string{"configmap/shop/app": ""}, Patch: true, Unverified: []catalog.SourceID{cmApp}},
+			want:         Plan{Applied: map[string]string{"configmap/shop/app": ""}, Patch: true},
 		},
 		{
 			name:    "sourceSelector, source not cached, first sight: nothing recorded for it",
@@ -363,7 +363,7 @@ func TestDecide(t *testing.T) {
 			applied:     ann(map[string]string{}),
 			appliedHash: tmplNow,
 			sources:     sourceMap{},
-			want:        Plan{Applied: map[string]string{"configmap/shop/app": ""}, Patch: true, Unverified: []catalog.SourceID{cmApp}},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": ""}, Patch: true},
 		},
 		{
 			name:        "referenced source still absent: nothing",
@@ -778,19 +778,13 @@ func TestDecide(t *testing.T) {
 			if r.applied != nil {
 				w.HasApplied, w.Applied = true, *r.applied
 			}
-			if r.windows == nil {
-				r.windows = dueAt{}
-			}
-			var windows WindowLookup = r.windows
-			if r.createdOnly {
-				windows = createdOnly{DueAt: r.windows}
-			}
+			windows := graceAt(r.windows, !r.createdOnly)
 			life := config.SourceLifecycle{RestartOnCreate: true, RestartOnDelete: true}
 			if r.life != nil {
 				life = *r.life
 			}
 			before := w.DeepCopyObject()
-			plan := Compare(w, r.sources, windows, decideNow, r.ordered, testSums, life)
+			plan := compare(w, r.sources, windows, decideNow, r.ordered, life)
 
 			if (plan.Warning != "") != r.wantWarning {
 				t.Errorf("warning %q, want warning: %v", plan.Warning, r.wantWarning)
@@ -803,7 +797,7 @@ func TestDecide(t *testing.T) {
 				t.Error("Decide changed the workload state")
 			}
 			// Same inputs, same plan.
-			again := Compare(w, r.sources, windows, decideNow, r.ordered, testSums, life)
+			again := compare(w, r.sources, windows, decideNow, r.ordered, life)
 			again.Warning = ""
 			if !reflect.DeepEqual(again, plan) {
 				t.Errorf("second Decide differs: %+v", again)
@@ -820,10 +814,10 @@ func TestDecide(t *testing.T) {
 					w.HasApplied, w.Applied, w.AppliedTemplateHash = true, string(b), p.TemplateRecord
 				}
 				write(plan)
-				next := Compare(w, r.sources, dueAt{}, decideNow.Add(time.Hour), r.ordered, testSums, life)
+				next := compare(w, r.sources, nil, decideNow.Add(time.Hour), r.ordered, life)
 				if plan.Wait > 0 && next.Restart {
 					write(next)
-					next = Compare(w, r.sources, dueAt{}, decideNow.Add(time.Hour), r.ordered, testSums, life)
+					next = compare(w, r.sources, nil, decideNow.Add(time.Hour), r.ordered, life)
 				}
 				if next.Patch || next.Restart || next.Warning != "" {
 					t.Errorf("after writing the plan, Decide still wants %+v", next)
@@ -859,22 +853,22 @@ func FuzzDecideHostileAnnotation(f *testing.F) {
 		w := &catalog.WorkloadState{References: refs, HasApplied: true, Applied: applied,
 			AppliedTemplateHash: appliedHash, TemplateHash: tmplNow}
 		w.UID = webUID
-		plan := Compare(w, sources, dueAt{cmApp: decideNow.Add(time.Second)}, decideNow, true, testSums, bothRestart)
+		plan := compare(w, sources, graceAt(dueAt{cmApp: decideNow.Add(time.Second)}, true), decideNow, true, bothRestart)
 
 		// Whatever was read, the plan writes a record that reads back as
 		// the current template, and reaches a fixed point once written.
-		if got := parseTemplateRecord(plan.TemplateRecord); got.hash != tmplNow {
+		if got := record.ParseTemplate(plan.TemplateRecord); got.Hash != tmplNow {
 			t.Fatalf("template record %q written for template %s", plan.TemplateRecord, tmplNow)
 		}
 		if plan.Patch {
 			written := *w
 			b, _ := json.Marshal(plan.Applied)
 			written.Applied, written.AppliedTemplateHash = string(b), plan.TemplateRecord
-			next := Compare(&written, sources, dueAt{}, decideNow.Add(time.Hour), true, testSums, bothRestart)
+			next := compare(&written, sources, nil, decideNow.Add(time.Hour), true, bothRestart)
 			if next.Restart {
 				b, _ = json.Marshal(next.Applied)
 				written.Applied, written.AppliedTemplateHash = string(b), next.TemplateRecord
-				next = Compare(&written, sources, dueAt{}, decideNow.Add(time.Hour), true, testSums, bothRestart)
+				next = compare(&written, sources, nil, decideNow.Add(time.Hour), true, bothRestart)
 			}
 			if next.Patch {
 				t.Fatalf("no fixed point: %+v after %+v", next, plan)
@@ -908,23 +902,6 @@ func FuzzDecideHostileAnnotation(f *testing.F) {
 		}
 		if plan.Restart && len(plan.Changed) == 0 {
 			t.Fatalf("restart without a changed source: %+v", plan)
-		}
-	})
-}
-
-// FuzzTemplateRecord feeds arbitrary applied-template-hash annotations to
-// their parser: never a panic, and what is read back writes the same.
-func FuzzTemplateRecord(f *testing.F) {
-	for _, seed := range []string{"", tmplNow, tmplNow + "@100@" + webUID, "@@", "a@b", "a@1@", "a@01@u", "a@1@u@v", "a@-1@u", "a@99999999999999999999999@u"} {
-		f.Add(seed)
-	}
-	f.Fuzz(func(t *testing.T, annotation string) {
-		r := parseTemplateRecord(annotation)
-		if again := parseTemplateRecord(r.String()); again != r {
-			t.Fatalf("%q read as %+v, written as %q, read back as %+v", annotation, r, r.String(), again)
-		}
-		if RecordedTemplateHash(annotation) != r.hash {
-			t.Fatal("RecordedTemplateHash disagrees with the parser")
 		}
 	})
 }

@@ -8,34 +8,14 @@ import (
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
-	"github.com/restart-controller/restart-controller/internal/pacing"
+	"github.com/restart-controller/restart-controller/internal/record"
 	"github.com/restart-controller/restart-controller/internal/rollout"
 )
 
-// stubFleet is a FleetView with the wave state of each source given.
-type stubFleet struct {
-	now      time.Time
-	last     time.Time
-	known    bool
-	waves    map[catalog.SourceID]pacing.State
-	inFlight int
-	sources  sourceMap
-}
-
-func (f stubFleet) Now() time.Time { return f.now }
-func (f stubFleet) LastChange([]catalog.Reference) (time.Time, bool) {
-	return f.last, f.known
-}
-func (f stubFleet) Wave(id catalog.SourceID, _ *catalog.SourceState) pacing.State { return f.waves[id] }
-func (f stubFleet) InFlight() int                                                 { return f.inFlight }
-func (f stubFleet) Source(id catalog.SourceID) (*catalog.SourceState, bool) {
-	return f.sources.Source(id)
-}
-
 var testRules = Rules{
 	Annotations: config.Annotations{Rollout: "rollout", Hold: "hold", Release: "release", Ignore: "ignore", IgnoreSources: "ignore-sources"},
-	Breaker:     pacing.Breaker{Budget: 3, Window: time.Hour, Quiet: 2 * time.Minute},
-	Waves:       pacing.Waves{UnpacedUpTo: 3, First: 1, Growth: 2},
+	Breaker:     config.Breaker{Budget: 3, Window: time.Hour, Quiet: 2 * time.Minute},
+	Waves:       config.Waves{UnpacedUpTo: 3, First: 1, Growth: 2},
 	MaxInFlight: 5,
 	Sums:        testSums,
 }
@@ -62,50 +42,49 @@ func TestDecideFleetStates(t *testing.T) {
 		for i := n; i > 0; i-- {
 			at = append(at, now.Add(-time.Duration(i)*time.Minute))
 		}
-		return pacing.Encode(&pacing.LastRestart{At: at[len(at)-1], Result: rollout.ResultComplete, Restarts: at})
+		return record.Encode(&record.LastRestart{At: at[len(at)-1], Result: rollout.ResultComplete, Restarts: at})
 	}
-	breakerHold := pacing.Encode(&pacing.Hold{Kind: pacing.HoldBreaker, Cause: "restarted 3 times", Since: now.Add(-5 * time.Minute)})
-	waveHold := pacing.Encode(&pacing.Hold{Kind: pacing.HoldWave, Source: cmApp.String(), Change: change, Cause: "x/y/z: failed", Since: now})
-	admitted := pacing.State{Paced: true, Wave: 1, Admit: []string{self}}
+	breakerHold := record.Encode(&record.Hold{Kind: record.HoldBreaker, Cause: "restarted 3 times", Since: now.Add(-5 * time.Minute)})
+	waveHold := record.Encode(&record.Hold{Kind: record.HoldWave, Source: cmApp.String(), Change: change, Cause: "x/y/z: failed", Since: now})
+	admitted := WaveState{Paced: true, Wave: 1, Admit: []string{self}}
 	for _, tc := range []struct {
 		name        string
 		annotations map[string]string
-		fleet       stubFleet
+		fleet       Pacing
 		want        Action
-		hold        pacing.HoldKind
+		hold        record.HoldKind
 		unhold      bool
 		recheck     time.Duration
 		reason      string
 	}{
-		{"unpaced: restart", nil, stubFleet{waves: map[catalog.SourceID]pacing.State{cmApp: {}}}, Restart, "", false, 0, ""},
-		{"its place in the wave: restart", nil, stubFleet{waves: map[catalog.SourceID]pacing.State{cmApp: admitted}}, Restart, "", false, 0, ""},
-		{"no place yet: queue", nil, stubFleet{waves: map[catalog.SourceID]pacing.State{cmApp: {Paced: true, Wave: 2, Reach: 9, Admit: []string{"other"}}}},
+		{"unpaced: restart", nil, Pacing{Waves: map[catalog.SourceID]WaveState{cmApp: {}}}, Restart, "", false, 0, ""},
+		{"its place in the wave: restart", nil, Pacing{Waves: map[catalog.SourceID]WaveState{cmApp: admitted}}, Restart, "", false, 0, ""},
+		{"no place yet: queue", nil, Pacing{Waves: map[catalog.SourceID]WaveState{cmApp: {Paced: true, Wave: 2, Reach: 9, Admit: []string{"other"}}}},
 			Queue, "", false, queueRecheck, "waits for its place in wave 2"},
-		{"halted: wave hold", nil, stubFleet{waves: map[catalog.SourceID]pacing.State{cmApp: {Paced: true, Halted: true, Cause: "x/y/z: failed"}}},
-			Hold, pacing.HoldWave, false, 0, "is halted"},
+		{"halted: wave hold", nil, Pacing{Waves: map[catalog.SourceID]WaveState{cmApp: {Paced: true, Halted: true, Cause: "x/y/z: failed"}}},
+			Hold, record.HoldWave, false, 0, "is halted"},
 		{"halt over, still queued: the hold goes", map[string]string{"hold": waveHold},
-			stubFleet{waves: map[catalog.SourceID]pacing.State{cmApp: {Paced: true, Wave: 2, Admit: []string{"other"}}}}, Queue, "", true, queueRecheck, ""},
-		{"cap reached: queue", nil, stubFleet{inFlight: 5, waves: map[catalog.SourceID]pacing.State{cmApp: admitted}}, Queue, "", false, queueRecheck, "cap"},
-		{"budget used: breaker trips", map[string]string{"rollout": recent(3)}, stubFleet{last: now, known: true,
-			waves: map[catalog.SourceID]pacing.State{cmApp: admitted}}, Hold, pacing.HoldBreaker, false, 2 * time.Minute, "held by the breaker"},
+			Pacing{Waves: map[catalog.SourceID]WaveState{cmApp: {Paced: true, Wave: 2, Admit: []string{"other"}}}}, Queue, "", true, queueRecheck, ""},
+		{"cap reached: queue", nil, Pacing{InFlight: 5, Waves: map[catalog.SourceID]WaveState{cmApp: admitted}}, Queue, "", false, queueRecheck, "cap"},
+		{"budget used: breaker trips", map[string]string{"rollout": recent(3)}, Pacing{LastChange: now,
+			Waves: map[catalog.SourceID]WaveState{cmApp: admitted}}, Hold, record.HoldBreaker, false, 2 * time.Minute, "held by the breaker"},
 		{"breaker, sources changing: kept until quiet", map[string]string{"rollout": recent(3), "hold": breakerHold},
-			stubFleet{last: now.Add(-30 * time.Second), known: true}, Hold, pacing.HoldBreaker, false, 90 * time.Second, "still for 2m0s"},
+			Pacing{LastChange: now.Add(-30 * time.Second)}, Hold, record.HoldBreaker, false, 90 * time.Second, "still for 2m0s"},
 		{"breaker, last change unknown (explain): kept", map[string]string{"rollout": recent(3), "hold": breakerHold},
-			stubFleet{}, Hold, pacing.HoldBreaker, false, 2 * time.Minute, "only the controller knows"},
+			Pacing{}, Hold, record.HoldBreaker, false, 2 * time.Minute, "only the controller knows"},
 		{"breaker, quiet: restart in its wave", map[string]string{"rollout": recent(3), "hold": breakerHold},
-			stubFleet{last: now.Add(-3 * time.Minute), known: true, waves: map[catalog.SourceID]pacing.State{cmApp: admitted}}, Restart, "", false, 0, ""},
+			Pacing{LastChange: now.Add(-3 * time.Minute), Waves: map[catalog.SourceID]WaveState{cmApp: admitted}}, Restart, "", false, 0, ""},
 		{"breaker, quiet, no place yet: queue", map[string]string{"rollout": recent(3), "hold": breakerHold},
-			stubFleet{last: now.Add(-3 * time.Minute), known: true, waves: map[catalog.SourceID]pacing.State{cmApp: {Paced: true, Admit: []string{"other"}}}},
+			Pacing{LastChange: now.Add(-3 * time.Minute), Waves: map[catalog.SourceID]WaveState{cmApp: {Paced: true, Admit: []string{"other"}}}},
 			Queue, "", false, queueRecheck, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.fleet.now = now
-			tc.fleet.sources = sourceMap{cmApp: v2}
-			v := testRules.Decide(Snapshot{Key: key, Workload: workload(tc.annotations), Sources: sourceMap{cmApp: v2},
-				Windows: dueAt{}, Fleet: tc.fleet, Now: now})
-			if v.Action != tc.want || v.Unhold != tc.unhold || v.Recheck != tc.recheck {
+			tc.fleet.Now = now
+			v := decideWith(testRules, Snapshot{Key: key, Workload: ReadWorkload(workload(tc.annotations)), Sources: sourceMap{cmApp: v2},
+				Pace: true, Now: now}, tc.fleet)
+			if recheck := v.Until.Sub(now); v.Action != tc.want || v.Unhold != tc.unhold || max(recheck, 0) != tc.recheck {
 				t.Fatalf("verdict %s (unhold %v, recheck %s), want %s (unhold %v, recheck %s); reasons %q",
-					v.Action, v.Unhold, v.Recheck, tc.want, tc.unhold, tc.recheck, v.Reasons)
+					v.Action, v.Unhold, recheck, tc.want, tc.unhold, tc.recheck, v.Reasons)
 			}
 			if tc.hold != "" && (v.Hold == nil || v.Hold.Kind != tc.hold) {
 				t.Fatalf("hold %+v, want kind %s", v.Hold, tc.hold)
@@ -114,12 +93,12 @@ func TestDecideFleetStates(t *testing.T) {
 				t.Fatalf("reasons %q, want one with %q", v.Reasons, tc.reason)
 			}
 			if v.Action == Restart {
-				rec, err := pacing.ParseLastRestart(v.Plan.Extra["rollout"].(string))
+				rec, err := record.ParseLastRestart(v.Plan.Extra["rollout"].(string))
 				if err != nil || !rec.Delivered(cmApp.String(), change) || !rec.At.Equal(now) {
 					t.Fatalf("record %+v (%v)", rec, err)
 				}
 				// Only an unpaced restart leaves its end unwritten.
-				if paced := tc.fleet.waves[cmApp].Paced; rec.Unpaced == paced {
+				if paced := tc.fleet.Waves[cmApp].Paced; rec.Unpaced == paced {
 					t.Fatalf("record %+v of a restart paced %v: unpaced must be %v", rec, paced, !paced)
 				}
 				if _, removes := v.Plan.Extra["hold"]; removes != (tc.annotations["hold"] != "") {
@@ -140,22 +119,22 @@ func TestDecideUnpacedRecordCarryingOver(t *testing.T) {
 	key := catalog.WorkloadKey{Namespace: "shop", Name: "web"}
 	for _, tc := range []struct {
 		name     string
-		previous *pacing.LastRestart
+		previous *record.LastRestart
 		unpaced  bool
 	}{
 		{"no previous record", nil, true},
-		{"previous change over", &pacing.LastRestart{At: decideNow.Add(-time.Minute), Sources: map[string]string{secDB.String(): "old"}}, true},
-		{"carries over a paced change", &pacing.LastRestart{At: decideNow.Add(-time.Minute),
+		{"previous change over", &record.LastRestart{At: decideNow.Add(-time.Minute), Sources: map[string]string{secDB.String(): "old"}}, true},
+		{"carries over a paced change", &record.LastRestart{At: decideNow.Add(-time.Minute),
 			Sources: map[string]string{secDB.String(): db.Change(testSums)}}, false},
-		{"carries over an unpaced change", &pacing.LastRestart{At: decideNow.Add(-time.Minute), Unpaced: true,
+		{"carries over an unpaced change", &record.LastRestart{At: decideNow.Add(-time.Minute), Unpaced: true,
 			Sources: map[string]string{secDB.String(): db.Change(testSums)}}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := &catalog.WorkloadState{OptedIn: true, HasApplied: true, TemplateHash: tmplNow, AppliedTemplateHash: tmplNow,
 				Applied: annotation(t, map[string]string{cmApp.String(): v1.Checksum(testSums, nil)}), References: []catalog.Reference{{ID: cmApp}},
-				LastRestart: pacing.Encode(tc.previous)}
-			fleet := stubFleet{now: decideNow, sources: sourceMap{cmApp: v2, secDB: db}, waves: map[catalog.SourceID]pacing.State{cmApp: {}}}
-			v := testRules.Decide(Snapshot{Key: key, Workload: w, Sources: sourceMap{cmApp: v2}, Windows: dueAt{}, Fleet: fleet, Now: decideNow})
+				LastRestart: record.Encode(tc.previous)}
+			fleet := Pacing{Now: decideNow, Waves: map[catalog.SourceID]WaveState{cmApp: {}}}
+			v := decideWith(testRules, Snapshot{Key: key, Workload: ReadWorkload(w), Sources: sourceMap{cmApp: v2, secDB: db}, Pace: true, Now: decideNow}, fleet)
 			if v.Action != Restart || v.LastRestart == nil {
 				t.Fatalf("verdict %s, reasons %q", v.Action, v.Reasons)
 			}
@@ -170,21 +149,21 @@ func TestDecideUnpacedRecordCarryingOver(t *testing.T) {
 // waits in its grace period, it stays.
 func TestDecideNoRestartDropsHold(t *testing.T) {
 	v1 := sourceState(t, cmApp, map[string]string{"a": "1"})
-	hold := pacing.Encode(&pacing.Hold{Kind: pacing.HoldBreaker, Since: decideNow})
+	hold := record.Encode(&record.Hold{Kind: record.HoldBreaker, Since: decideNow})
 	w := &catalog.WorkloadState{OptedIn: true, HasApplied: true, TemplateHash: tmplNow, AppliedTemplateHash: tmplNow, Hold: hold,
 		Applied: annotation(t, map[string]string{cmApp.String(): v1.Checksum(testSums, nil)}), References: []catalog.Reference{{ID: cmApp}}}
-	fleet := stubFleet{now: decideNow}
-	v := testRules.Decide(Snapshot{Workload: w, Sources: sourceMap{cmApp: v1}, Windows: dueAt{}, Fleet: fleet, Now: decideNow})
+	v := testRules.Decide(Snapshot{Workload: ReadWorkload(w), Sources: sourceMap{cmApp: v1}, Pace: true, Now: decideNow})
 	if _, removes := v.Plan.Extra["hold"]; v.Action != Record || !removes {
 		t.Fatalf("up to date with a hold: %s, extra %v; want the hold removed", v.Action, v.Plan.Extra)
 	}
 	v2 := sourceState(t, cmApp, map[string]string{"a": "2"})
-	v = testRules.Decide(Snapshot{Workload: w, Sources: sourceMap{cmApp: v2}, Windows: dueAt{cmApp: decideNow.Add(time.Second)}, Fleet: fleet, Now: decideNow})
-	if v.Action != Wait || v.Recheck != time.Second || v.Plan.Extra != nil {
-		t.Fatalf("waiting with a hold: %s recheck %s extra %v", v.Action, v.Recheck, v.Plan.Extra)
+	v = testRules.Decide(Snapshot{Workload: ReadWorkload(w), Sources: sourceMap{cmApp: v2}, Grace: graceAt(dueAt{cmApp: decideNow.Add(time.Second)}, true),
+		Pace: true, Now: decideNow})
+	if v.Action != Wait || !v.Until.Equal(decideNow.Add(time.Second)) || v.Plan.Extra != nil {
+		t.Fatalf("waiting with a hold: %s until %s extra %v", v.Action, v.Until, v.Plan.Extra)
 	}
-	// A dry run (no fleet) paces nothing and removes nothing.
-	v = testRules.Decide(Snapshot{Workload: w, Sources: sourceMap{cmApp: v2}, Windows: dueAt{}, Now: decideNow})
+	// A dry run paces nothing and removes nothing.
+	v = testRules.Decide(Snapshot{Workload: ReadWorkload(w), Sources: sourceMap{cmApp: v2}, Now: decideNow})
 	if v.Action != Restart || v.Plan.Extra != nil {
 		t.Fatalf("dry run: %s extra %v", v.Action, v.Plan.Extra)
 	}
@@ -198,9 +177,8 @@ func TestDecideQueuedDropsUnreadableHold(t *testing.T) {
 	key := catalog.WorkloadKey{Namespace: "shop", Name: "web"}
 	w := &catalog.WorkloadState{OptedIn: true, HasApplied: true, TemplateHash: tmplNow, AppliedTemplateHash: tmplNow, Hold: "not a hold",
 		Applied: annotation(t, map[string]string{cmApp.String(): v1.Checksum(testSums, nil)}), References: []catalog.Reference{{ID: cmApp}}}
-	fleet := stubFleet{now: decideNow, sources: sourceMap{cmApp: v2},
-		waves: map[catalog.SourceID]pacing.State{cmApp: {Paced: true, Wave: 1, Admit: []string{"other"}}}}
-	v := testRules.Decide(Snapshot{Key: key, Workload: w, Sources: sourceMap{cmApp: v2}, Windows: dueAt{}, Fleet: fleet, Now: decideNow})
+	fleet := Pacing{Now: decideNow, Waves: map[catalog.SourceID]WaveState{cmApp: {Paced: true, Wave: 1, Admit: []string{"other"}}}}
+	v := decideWith(testRules, Snapshot{Key: key, Workload: ReadWorkload(w), Sources: sourceMap{cmApp: v2}, Pace: true, Now: decideNow}, fleet)
 	if v.Action != Queue || !v.Unhold {
 		t.Fatalf("verdict %s, unhold %v: want queue, removing the unreadable hold", v.Action, v.Unhold)
 	}
@@ -226,8 +204,8 @@ func TestDecideDeletedOptionalSource(t *testing.T) {
 				Applied:    annotation(t, map[string]string{cmApp.String(): v1.Checksum(testSums, nil)}),
 				References: []catalog.Reference{{ID: cmApp, Optional: true}}, IgnoreSources: tc.ignores}
 			w.Namespace, w.Name = "shop", "web"
-			v := rules.Decide(Snapshot{Key: catalog.WorkloadKey{Namespace: "shop", Name: "web"}, Workload: w, Sources: sourceMap{},
-				Windows: dueAt{}, Fleet: stubFleet{now: decideNow, sources: sourceMap{}}, Now: decideNow})
+			v := decideWith(rules, Snapshot{Key: catalog.WorkloadKey{Namespace: "shop", Name: "web"}, Workload: ReadWorkload(w), Sources: sourceMap{},
+				Pace: true, Now: decideNow}, Pacing{Now: decideNow})
 			if v.Action != tc.want || v.Plan.Applied[cmApp.String()] != Absent {
 				t.Fatalf("verdict %s recording %q, want %s recording absent; reasons %q", v.Action, v.Plan.Applied[cmApp.String()], tc.want, v.Reasons)
 			}
@@ -285,7 +263,7 @@ func TestReloaderPresetOptOuts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rules := RulesOf(cfg, testSums)
+	rules := NewRules(cfg, testSums)
 	w := &catalog.WorkloadState{References: []catalog.Reference{{ID: cmApp}},
 		Excluded: cfg.ExcludedSources(map[string]string{"configmaps.exclude.reloader.stakater.com/reload": "app"})}
 	for key, want := range map[string]string{
@@ -306,32 +284,32 @@ func TestReloaderPresetOptOuts(t *testing.T) {
 // A reader restarted for the change by an unpaced restart has no result
 // written: its status gives it. A written record is what counts otherwise,
 // whatever the status says now.
-func TestMemberOutcomeOfUnwrittenEnd(t *testing.T) {
+func TestReaderOutcomeOfUnwrittenEnd(t *testing.T) {
 	v2 := sourceState(t, cmApp, map[string]string{"a": "2"})
 	change := v2.Change(testSums)
 	key := catalog.WorkloadKey{Namespace: "shop", Name: "other"}
 	for _, tc := range []struct {
 		name   string
-		record pacing.LastRestart
+		record record.LastRestart
 		phase  rollout.Phase
 		want   rollout.Result
 	}{
-		{"unpaced, status complete", pacing.LastRestart{Unpaced: true}, rollout.Complete, rollout.ResultComplete},
-		{"unpaced, status not rolling", pacing.LastRestart{Unpaced: true}, rollout.NotRolling, rollout.ResultNotRolling},
-		{"unpaced, still rolling", pacing.LastRestart{Unpaced: true}, rollout.Progressing, rollout.ResultPending},
-		{"unpaced, failed and written", pacing.LastRestart{Unpaced: true, Result: rollout.ResultFailed}, rollout.Complete, rollout.ResultFailed},
-		{"unpaced Job: its end is written", pacing.LastRestart{Unpaced: true, Job: "j"}, rollout.Complete, rollout.ResultPending},
-		{"paced: its end is written", pacing.LastRestart{}, rollout.Complete, rollout.ResultPending},
+		{"unpaced, status complete", record.LastRestart{Unpaced: true}, rollout.Complete, rollout.ResultComplete},
+		{"unpaced, status not rolling", record.LastRestart{Unpaced: true}, rollout.NotRolling, rollout.ResultNotRolling},
+		{"unpaced, still rolling", record.LastRestart{Unpaced: true}, rollout.Progressing, rollout.ResultPending},
+		{"unpaced, failed and written", record.LastRestart{Unpaced: true, Result: rollout.ResultFailed}, rollout.Complete, rollout.ResultFailed},
+		{"unpaced Job: its end is written", record.LastRestart{Unpaced: true, Job: "j"}, rollout.Complete, rollout.ResultPending},
+		{"paced: its end is written", record.LastRestart{}, rollout.Complete, rollout.ResultPending},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := tc.record
 			rec.At, rec.Sources = decideNow, map[string]string{cmApp.String(): change}
 			w := &catalog.WorkloadState{OptedIn: true, HasApplied: true, TemplateHash: tmplNow, AppliedTemplateHash: tmplNow,
 				Applied: annotation(t, map[string]string{cmApp.String(): v2.Checksum(testSums, nil)}), References: []catalog.Reference{{ID: cmApp}},
-				LastRestart: pacing.Encode(&rec), Rollout: rollout.Status{Phase: tc.phase}}
-			m, ok := testRules.Member(Reader{Key: key, State: w, LastRestart: &rec}, cmApp, v2, change)
-			if !ok || !m.Restarted || m.Result != tc.want {
-				t.Fatalf("member %+v (%v), want restarted with result %q", m, ok, tc.want)
+				LastRestart: record.Encode(&rec), Rollout: rollout.Status{Phase: tc.phase}}
+			rd, ok := testRules.ReaderOf(key, ReadWorkload(w), nil, false, cmApp, v2, change)
+			if !ok || !rd.Restarted || rd.Result != tc.want {
+				t.Fatalf("reader %+v (%v), want restarted with result %q", rd, ok, tc.want)
 			}
 		})
 	}

@@ -1,53 +1,48 @@
 package decision
 
 import (
-	"encoding/json"
+	"maps"
 	"strings"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 )
 
-// OptOutView returns the workload as decisions should see it: for each
+// optOutView returns the workload as decisions should see it: for each
 // source whose changes it opts out of (OptedOut), the current checksum as
 // if its pods had read it. The change is recorded, never restarted for.
-func (r Rules) OptOutView(w *catalog.WorkloadState, sources SourceLookup) (*catalog.WorkloadState, []catalog.SourceID) {
-	sums := r.Sums
-	if !w.HasApplied {
+func (r Rules) optOutView(w Workload, sources Sources) (Workload, []catalog.SourceID) {
+	if w.Applied == nil {
 		return w, nil // first sight records every checksum anyway
 	}
-	applied := map[string]string{}
-	if err := json.Unmarshal([]byte(w.Applied), &applied); err != nil {
-		return w, nil
-	}
+	var applied map[string]string // a copy, once something is opted out
 	var ignored []catalog.SourceID
-	for _, ref := range w.References {
-		src, ok := sources.Source(ref.ID)
+	set := func(id catalog.SourceID, value string) {
+		if applied == nil {
+			applied = maps.Clone(w.Applied)
+		}
+		applied[id.String()] = value
+		ignored = append(ignored, id)
+	}
+	for _, ref := range w.State.References {
+		old, known := w.Applied[ref.ID.String()]
+		src, ok := sources[ref.ID]
 		if !ok {
 			// The deletion of a source the workload ignores is recorded
 			// (absent), never restarted for or reported.
-			if old, known := applied[ref.ID.String()]; known && old != Absent && w.Ignores(ref.ID) {
-				applied[ref.ID.String()] = Absent
-				ignored = append(ignored, ref.ID)
+			if known && old != Absent && w.State.Ignores(ref.ID) {
+				set(ref.ID, Absent)
 			}
 			continue
 		}
-		if !r.OptedOut(w, ref.ID, src) {
+		if !known || !r.OptedOut(w.State, ref.ID, src) || src.Matches(r.Sums, old, ref.Keys) {
 			continue
 		}
-		old, known := applied[ref.ID.String()]
-		if !known || src.Matches(sums, old, ref.Keys) {
-			continue
-		}
-		applied[ref.ID.String()] = src.Checksum(sums, ref.Keys)
-		ignored = append(ignored, ref.ID)
+		set(ref.ID, src.Checksum(r.Sums, ref.Keys))
 	}
-	if len(ignored) == 0 {
-		return w, nil
+	if applied != nil {
+		w.Applied = applied
 	}
-	raw, _ := json.Marshal(applied) // a map of strings always encodes
-	view := *w                      // the cached object is shared and never changed
-	view.Applied = string(raw)
-	return &view, ignored
+	return w, ignored
 }
 
 // OptedOut reports whether changes of the source restart the workload not
@@ -61,10 +56,17 @@ func (r Rules) OptedOut(w *catalog.WorkloadState, id catalog.SourceID, src *cata
 // (annotations.ignore, ignoreAnnotations) is "true", the workload's
 // ignore-sources annotation or one of its exclude annotations names it,
 // or the opt-in that covers the reference needs a source annotation the
-// source does not have.
+// source does not have. src is nil for a source that does not exist.
 func (r Rules) WhyOptedOut(w *catalog.WorkloadState, id catalog.SourceID, src *catalog.SourceState) string {
-	for _, key := range append([]string{r.Annotations.Ignore}, r.IgnoreAnnotations...) {
-		if src.Annotations[key] == "true" {
+	var annotations map[string]string
+	if src != nil {
+		annotations = src.Annotations
+	}
+	if annotations[r.Annotations.Ignore] == "true" {
+		return "the source's annotation " + r.Annotations.Ignore + " is \"true\""
+	}
+	for _, key := range r.IgnoreAnnotations {
+		if annotations[key] == "true" {
 			return "the source's annotation " + key + " is \"true\""
 		}
 	}
@@ -76,7 +78,7 @@ func (r Rules) WhyOptedOut(w *catalog.WorkloadState, id catalog.SourceID, src *c
 	}
 	for _, ref := range w.References {
 		if ref.ID == id {
-			if ref.SourceAnnotation != "" && !strings.EqualFold(src.Annotations[ref.SourceAnnotation], "true") {
+			if ref.SourceAnnotation != "" && !strings.EqualFold(annotations[ref.SourceAnnotation], "true") {
 				return "its opt-in needs the source annotation " + ref.SourceAnnotation + ": \"true\", which the source does not have"
 			}
 			return ""

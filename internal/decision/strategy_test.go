@@ -7,7 +7,6 @@ import (
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
-	"github.com/restart-controller/restart-controller/internal/pacing"
 )
 
 // The verdict's plan carries the strategy: the kind's, or the one the
@@ -19,9 +18,9 @@ func TestDecideCarriesTheStrategy(t *testing.T) {
 	restartAt := config.Strategy{Name: config.TimestampAt}
 	runNow := config.Strategy{Name: config.RunNow}
 	rules := testRules
-	rules.Restarts = map[schema.GroupVersionResource]config.Restart{
-		rollouts: {Strategy: config.Strategy{Name: config.TemplateAnnotation}, ByAnnotation: map[string]config.Strategy{"restart": restartAt}},
-		cronjobs: {Strategy: runNow},
+	rules.Kinds = map[schema.GroupVersionResource]Kind{
+		rollouts: {Restart: config.Restart{Strategy: config.Strategy{Name: config.TemplateAnnotation}, ByAnnotation: map[string]config.Strategy{"restart": restartAt}}},
+		cronjobs: {Restart: config.Restart{Strategy: runNow}},
 	}
 	v1 := sourceState(t, cmApp, map[string]string{"a": "1"})
 	v2 := sourceState(t, cmApp, map[string]string{"a": "2"})
@@ -44,8 +43,8 @@ func TestDecideCarriesTheStrategy(t *testing.T) {
 			w := &catalog.WorkloadState{OptedIn: true, HasApplied: true, TemplateHash: tmplNow, AppliedTemplateHash: tmplNow, Strategy: tc.picked,
 				Applied: annotation(t, map[string]string{cmApp.String(): v1.Checksum(testSums, nil)}), References: []catalog.Reference{{ID: cmApp}}}
 			w.Namespace, w.Name = "shop", "w"
-			fleet := stubFleet{now: decideNow, sources: sourceMap{cmApp: tc.data}, waves: map[catalog.SourceID]pacing.State{cmApp: {}}}
-			v := rules.Decide(Snapshot{Key: key, Workload: w, Sources: sourceMap{cmApp: tc.data}, Windows: dueAt{}, Fleet: fleet, Now: decideNow})
+			fleet := Pacing{Now: decideNow, Waves: map[catalog.SourceID]WaveState{cmApp: {}}}
+			v := decideWith(rules, Snapshot{Key: key, Workload: ReadWorkload(w), Sources: sourceMap{cmApp: tc.data}, Pace: true, Now: decideNow}, fleet)
 			if v.Action != tc.want || v.Plan.Strategy.Name != tc.strategy {
 				t.Fatalf("verdict %s by %q, want %s by %q", v.Action, v.Plan.Strategy.Name, tc.want, tc.strategy)
 			}

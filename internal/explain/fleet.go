@@ -5,7 +5,6 @@ import (
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/decision"
-	"github.com/restart-controller/restart-controller/internal/pacing"
 )
 
 // FleetLister lists the workloads of the explained workload's namespace, of
@@ -13,89 +12,63 @@ import (
 // not to list them (then waves see the explained workload alone).
 type FleetLister func() []Workload
 
-// explainFleet is the fleet as explain can see it from the cluster
-// (decision.FleetView): the readers of a source from a listing, their
-// records and holds from their annotations. When sources last changed lives
-// in the controller's memory only.
-type explainFleet struct {
-	c       *Config
-	now     time.Time
-	self    catalog.WorkloadKey
-	state   *catalog.WorkloadState
-	sources decision.SourceLookup
-	fetch   func(id catalog.SourceID) (*catalog.SourceState, bool)
-	list    FleetLister
-	// readers are the opted-in workloads listed, reduced; nil until the
-	// first decision that needs them.
-	readers []decision.Reader
-	listed  bool
-}
-
-func (f *explainFleet) Now() time.Time { return f.now }
-
-func (f *explainFleet) LastChange([]catalog.Reference) (time.Time, bool) { return time.Time{}, false }
-
-func (f *explainFleet) Wave(id catalog.SourceID, src *catalog.SourceState) pacing.State {
-	var of []decision.Reader
-	for _, rd := range f.all() {
-		for _, ref := range rd.State.References {
-			if ref.ID == id {
-				of = append(of, rd)
-				break
-			}
+// pacingFacts are the pacing facts of a due restart as explain can see
+// them from the cluster (decision.Pacing): the readers of each change from
+// a listing, their records and holds from their annotations. When sources
+// last changed lives in the controller's memory only: unknown.
+func (c *Config) pacingFacts(self catalog.WorkloadKey, w decision.Workload, deliver []catalog.SourceID, sources decision.Sources,
+	list FleetLister, now time.Time) decision.Pacing {
+	readers := c.listReaders(self, w, list)
+	p := decision.Pacing{Now: now, Waves: map[catalog.SourceID]decision.WaveState{}}
+	for _, rd := range readers {
+		if rd.LastRestart.CountedInFlight() {
+			p.InFlight++
 		}
 	}
-	return f.c.rules().WaveState(of, id, src)
-}
-
-func (f *explainFleet) InFlight() int {
-	n := 0
-	for _, rd := range f.all() {
-		if rd.LastRestart.InFlight() && rd.LastRestart.CountedInFlight() {
-			n++
-		}
-	}
-	return n
-}
-
-func (f *explainFleet) Source(id catalog.SourceID) (*catalog.SourceState, bool) {
-	if s, ok := f.sources.Source(id); ok {
-		return s, true
-	}
-	return f.fetch(id)
-}
-
-// all lists the readers once: the explained workload as the one deciding,
-// and every other workload listed.
-func (f *explainFleet) all() []decision.Reader {
-	if f.listed {
-		return f.readers
-	}
-	f.listed = true
-	rec, _ := pacing.ParseLastRestart(f.state.LastRestart)
-	f.readers = []decision.Reader{{Key: f.self, State: f.state, LastRestart: rec, Self: true}}
-	if f.list == nil {
-		return f.readers
-	}
-	for _, wl := range f.list() {
-		key := catalog.WorkloadKey{Resource: wl.Kind.GVR, Namespace: wl.Object.GetNamespace(), Name: wl.Object.GetName()}
-		if key == f.self {
-			continue
-		}
-		reduced, err := catalog.ReduceWorkload(wl.Kind, f.c.Config)(wl.Object)
-		if err != nil {
-			continue
-		}
-		w, ok := reduced.(*catalog.WorkloadState)
+	rules := c.rules()
+	for _, id := range deliver {
+		src, ok := sources[id]
 		if !ok {
 			continue
 		}
-		rec, _ := pacing.ParseLastRestart(w.LastRestart)
-		f.readers = append(f.readers, decision.Reader{Key: key, State: w, LastRestart: rec})
+		of := map[catalog.WorkloadKey]decision.Workload{}
+		for key, rd := range readers {
+			for _, ref := range rd.State.References {
+				if ref.ID == id {
+					of[key] = rd
+					break
+				}
+			}
+		}
+		p.Waves[id] = rules.WaveOf(of, self, id, src)
 	}
-	return f.readers
+	return p
+}
+
+// listReaders lists the workloads that may read the sources: the explained
+// one, and every other workload listed, reduced as the controller's cache
+// reduces them.
+func (c *Config) listReaders(self catalog.WorkloadKey, w decision.Workload, list FleetLister) map[catalog.WorkloadKey]decision.Workload {
+	readers := map[catalog.WorkloadKey]decision.Workload{self: w}
+	if list == nil {
+		return readers
+	}
+	for _, wl := range list() {
+		key := catalog.WorkloadKey{Resource: wl.Kind.GVR, Namespace: wl.Object.GetNamespace(), Name: wl.Object.GetName()}
+		if key == self {
+			continue
+		}
+		reduced, err := catalog.ReduceWorkload(wl.Kind, c.Config)(wl.Object)
+		if err != nil {
+			continue // unreadable as the controller's cache would find it: it takes no part
+		}
+		if state, ok := reduced.(*catalog.WorkloadState); ok {
+			readers[key] = decision.ReadWorkload(state)
+		}
+	}
+	return readers
 }
 
 // rules are the controller's decision rules, with the checksums explain can
 // compute.
-func (c *Config) rules() decision.Rules { return decision.RulesOf(c.Config, c.Sums) }
+func (c *Config) rules() decision.Rules { return decision.NewRules(c.Config, c.Sums) }

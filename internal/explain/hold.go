@@ -8,7 +8,7 @@ import (
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/decision"
-	"github.com/restart-controller/restart-controller/internal/pacing"
+	"github.com/restart-controller/restart-controller/internal/record"
 	"github.com/restart-controller/restart-controller/internal/rollout"
 )
 
@@ -50,23 +50,23 @@ type RolloutReport struct {
 
 // holdReport reads the workload's hold annotation. sources are the sources
 // it reads as fetched (nil when absent); a wave hold's source is among them.
-func (c *Config) holdReport(w *catalog.WorkloadState, sources decision.SourceLookup) *HoldReport {
+func (c *Config) holdReport(w *catalog.WorkloadState, sources decision.Sources) *HoldReport {
 	if w.Hold == "" {
 		return nil
 	}
-	h, err := pacing.ParseHold(w.Hold)
+	h, err := record.ParseHold(w.Hold)
 	if err != nil {
 		return &HoldReport{Error: err.Error(), EndsWhen: "the controller removes an unreadable hold at its next decision"}
 	}
 	r := &HoldReport{Kind: string(h.Kind), Since: h.Since, Cause: h.Cause, Source: h.Source, Change: h.Change, InForce: true}
 	switch h.Kind {
-	case pacing.HoldBreaker:
+	case record.HoldBreaker:
 		r.EndsWhen = fmt.Sprintf("the sources it reads have been still for %s (the breaker's quiet time; the controller keeps "+
 			"the time of the last change it saw in memory, and a newly started controller counts from its own start): "+
 			"then it restarts once, in its wave", c.Breaker.Quiet)
-	case pacing.HoldWave:
+	case record.HoldWave:
 		r.EndsWhen = fmt.Sprintf("the failed rollout (%s) completes after all, or %s changes again: then it restarts in its wave",
-			pacing.FailedWorkload(h.Cause), h.Source)
+			record.FailedWorkload(h.Cause), h.Source)
 		if id, ok := decision.ParseSourceID(h.Source); ok {
 			r.Release = fmt.Sprintf("kubectl annotate %s %s -n %s %s=%s --overwrite", id.Kind, id.Name, id.Namespace, c.Annotations.Release, h.Change)
 		}
@@ -79,7 +79,7 @@ func (c *Config) holdReport(w *catalog.WorkloadState, sources decision.SourceLoo
 
 // rolloutReport reads the workload's rollout record.
 func (c *Config) rolloutReport(w *catalog.WorkloadState, deadline time.Duration) *RolloutReport {
-	rec, err := pacing.ParseLastRestart(w.LastRestart)
+	rec, err := record.ParseLastRestart(w.LastRestart)
 	if err != nil || rec == nil {
 		return nil
 	}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
-	"github.com/restart-controller/restart-controller/internal/pacing"
+	"github.com/restart-controller/restart-controller/internal/record"
 	"github.com/restart-controller/restart-controller/internal/rollout"
 )
 
@@ -18,20 +18,20 @@ func TestRolloutReportOfUnwrittenEnd(t *testing.T) {
 	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	for _, tc := range []struct {
 		name   string
-		record pacing.LastRestart
+		record record.LastRestart
 		phase  rollout.Phase
 		result string
 		note   string
 	}{
-		{"unpaced, complete by its status", pacing.LastRestart{Unpaced: true}, rollout.Complete, "complete", "as the workload's status shows"},
-		{"unpaced, still rolling", pacing.LastRestart{Unpaced: true}, rollout.Progressing, "rolling out", "followed until it completes"},
-		{"unpaced, failed", pacing.LastRestart{Unpaced: true, Result: rollout.ResultFailed}, rollout.Complete, "failed", "held"},
-		{"paced, rolling out", pacing.LastRestart{}, rollout.Complete, "rolling out", "followed until it completes"},
+		{"unpaced, complete by its status", record.LastRestart{Unpaced: true}, rollout.Complete, "complete", "as the workload's status shows"},
+		{"unpaced, still rolling", record.LastRestart{Unpaced: true}, rollout.Progressing, "rolling out", "followed until it completes"},
+		{"unpaced, failed", record.LastRestart{Unpaced: true, Result: rollout.ResultFailed}, rollout.Complete, "failed", "held"},
+		{"paced, rolling out", record.LastRestart{}, rollout.Complete, "rolling out", "followed until it completes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := tc.record
 			rec.At = at
-			w := &catalog.WorkloadState{LastRestart: pacing.Encode(&rec), Rollout: rollout.Status{Phase: tc.phase}}
+			w := &catalog.WorkloadState{LastRestart: record.Encode(&rec), Rollout: rollout.Status{Phase: tc.phase}}
 			r := c.rolloutReport(w, 0)
 			if r == nil || r.Result != tc.result || !strings.Contains(r.Note, tc.note) {
 				t.Fatalf("report %+v, want result %q and a note with %q", r, tc.result, tc.note)

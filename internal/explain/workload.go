@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/restart-controller/restart-controller/internal/checksum"
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/decision"
+	"github.com/restart-controller/restart-controller/internal/record"
 )
 
 // Source statuses: what a workload's pods started with, compared with now.
@@ -144,7 +146,7 @@ func (c *Config) ExplainWorkloadIn(kind config.WorkloadKind, obj *unstructured.U
 	// Regex source lists are matched against the sources that exist now, as
 	// the controller matches them against its cache (Catalog.Workload).
 	w, unlisted := c.withMatches(w)
-	recordedHash := decision.RecordedTemplateHash(w.AppliedTemplateHash)
+	recordedHash := record.ParseTemplate(w.AppliedTemplateHash).Hash
 	r := &WorkloadReport{
 		Workload:         workloadName(obj),
 		Namespace:        w.Namespace,
@@ -181,7 +183,7 @@ func (c *Config) ExplainWorkloadIn(kind config.WorkloadKind, obj *unstructured.U
 	case unreadable:
 		r.Decision = Decision{Action: ActionUnknown, Reasons: []string{"a source it reads could not be read with your credentials; see the sources"}}
 	default:
-		r.Decision = c.decision(c.snapshot(kind, w, lookup, fetch, fleet, now), r, appliedErr)
+		r.Decision = c.decision(c.snapshot(kind, w, lookup, fetch, now), r, fleet)
 	}
 	if h := r.Hold; h != nil && h.InForce && (r.Decision.Action == ActionRestart || r.Decision.Action == ActionRecord) {
 		// The decision lets it go (an unpaced change is never held, a
@@ -218,9 +220,9 @@ func (c *Config) withMatches(w *catalog.WorkloadState) (*catalog.WorkloadState, 
 // checksums afresh (it cannot trust what is recorded, or the pod template
 // changed since).
 func (c *Config) readSources(r *WorkloadReport, kind config.WorkloadKind, obj *unstructured.Unstructured, w *catalog.WorkloadState,
-	applied map[string]string, fetch SourceFetcher, recordOnly bool) (sourceLookup, bool) {
+	applied map[string]string, fetch SourceFetcher, recordOnly bool) (decision.Sources, bool) {
 	usesOf := c.usesByID(kind, obj, w)
-	lookup := sourceLookup{}
+	lookup := decision.Sources{}
 	unreadable := false
 	for _, ref := range w.References {
 		ws := WorkloadSource{
@@ -288,42 +290,63 @@ func patternRecorded(w *catalog.WorkloadState, applied map[string]string, id cat
 }
 
 // snapshot is what the decision reads, as explain sees it: the sources
-// read, no grace period known, and the fleet from the namespace's listing.
-func (c *Config) snapshot(kind config.WorkloadKind, w *catalog.WorkloadState, lookup sourceLookup, fetch SourceFetcher,
-	fleet FleetLister, now time.Time) decision.Snapshot {
+// read (and those its last restart and hold name), no grace period known,
+// its rollout as its status shows it.
+func (c *Config) snapshot(kind config.WorkloadKind, w *catalog.WorkloadState, lookup decision.Sources, fetch SourceFetcher, now time.Time) decision.Snapshot {
 	key := catalog.WorkloadKey{Resource: kind.GVR, Namespace: w.Namespace, Name: w.Name}
-	fetchID := func(id catalog.SourceID) (*catalog.SourceState, bool) {
-		sk, ok := c.sourceKind(id.Kind)
-		if !ok {
-			return nil, false
-		}
-		state, err := fetch(sk, id.Namespace, id.Name)
-		return state, err == nil && state != nil
+	wl := decision.ReadWorkload(w)
+	sources := maps.Clone(lookup)
+	var named []string
+	if wl.LastRestart != nil {
+		named = slices.Collect(maps.Keys(wl.LastRestart.Sources))
 	}
-	f := &explainFleet{c: c, now: now, self: key, state: w, sources: lookup, fetch: fetchID, list: fleet}
-	return decision.Snapshot{Key: key, Workload: w, Sources: lookup, Windows: noWindows{}, Fleet: f, Now: now}
+	if wl.Hold != nil && wl.Hold.Source != "" {
+		named = append(named, wl.Hold.Source)
+	}
+	for _, sid := range named {
+		id, ok := decision.ParseSourceID(sid)
+		if _, read := sources[id]; !ok || read {
+			continue
+		}
+		if sk, ok := c.sourceKind(id.Kind); ok {
+			if state, err := fetch(sk, id.Namespace, id.Name); err == nil && state != nil {
+				sources[id] = state
+			}
+		}
+	}
+	return decision.Snapshot{Key: key, Now: now, Workload: wl, Sources: sources, Pace: true}
 }
 
 // decision runs the controller's decision (package decision) on the
-// snapshot and says why it came out as it did.
-func (c *Config) decision(snap decision.Snapshot, r *WorkloadReport, appliedErr error) Decision {
-	w, lookup := snap.Workload, snap.Sources
-	v := c.rules().Decide(snap)
-	plan, optedOut := v.Plan, v.OptedOut
-	recordedHash := decision.RecordedTemplateHash(w.AppliedTemplateHash)
+// snapshot, with the pacing facts from the namespace's listing when a
+// restart is due, and says why it came out as it did.
+func (c *Config) decision(snap decision.Snapshot, r *WorkloadReport, list FleetLister) Decision {
+	rules := c.rules()
+	v := rules.Decide(snap)
+	if v.NeedsPacing {
+		facts := c.pacingFacts(snap.Key, snap.Workload, v.Deliver, snap.Sources, list, snap.Now)
+		snap.Pacing = &facts
+		v = rules.Pace(snap, v)
+	}
+	w, plan := snap.Workload.State, v.Plan
+	recordedHash := snap.Workload.Template.Hash
 	d := Decision{}
 	if plan.Warning != "" {
 		d.Reasons = append(d.Reasons, plan.Warning)
 	}
-	for _, id := range optedOut {
-		d.Reasons = append(d.Reasons, fmt.Sprintf("%s changed, but its changes restart this workload not (%s): recorded without a restart",
-			shortID(id.Kind, id.Name), c.whyOptedOut(w, id, lookup)))
+	if v.Action != decision.Hold && v.Action != decision.Queue {
+		d.Reasons = append(d.Reasons, v.Reasons...) // the opt-outs; a hold's and a wait's reasons come below
 	}
 	for _, id := range plan.RequiredGone {
 		d.Reasons = append(d.Reasons, fmt.Sprintf("%s was deleted, and its pods need it: nothing restarts for it (new pods could not start); "+
 			"the controller reports it in a RequiredSourceDeleted Warning Event", shortID(id.Kind, id.Name)))
 	}
 	switch {
+	case v.Action == decision.EndRollout:
+		d.Action = ActionRecord
+		d.Reasons = append(d.Reasons, fmt.Sprintf("the rollout of its last restart ended (%s): the controller records that first, then decides again",
+			v.Ended.Verdict.Result))
+		return d
 	case v.Action == decision.Hold || v.Action == decision.Queue:
 		d.Action = string(v.Action)
 		d.Reasons = append(d.Reasons, v.Reasons...)
@@ -349,13 +372,13 @@ func (c *Config) decision(snap decision.Snapshot, r *WorkloadReport, appliedErr 
 		switch {
 		case !w.HasApplied:
 			d.Reasons = append(d.Reasons, "no applied checksums yet (first sight): the current checksums are recorded without a restart")
-		case appliedErr != nil:
+		case snap.Workload.AppliedErr != nil:
 			// plan.Warning said it.
 		case recordedHash == "":
 			d.Reasons = append(d.Reasons, "no template digest recorded (new, or last handled by xing's controller): the current checksums are recorded without a restart")
 		case recordedHash != w.TemplateHash:
 			d.Reasons = append(d.Reasons, "the pod template changed since the checksums were recorded: that change rolls the pods, which read the current data, so the checksums are recorded without a restart")
-		case len(optedOut) > 0:
+		case len(v.OptedOut) > 0:
 			// Said above.
 		default:
 			d.Reasons = append(d.Reasons, "the recorded checksums differ from the current ones in a way that needs no restart (a required source appeared, a source is no longer read, or a new one is read): they are recorded")
@@ -366,8 +389,12 @@ func (c *Config) decision(snap decision.Snapshot, r *WorkloadReport, appliedErr 
 		if _, unhold := plan.Extra[c.Annotations.Hold]; unhold {
 			d.Reasons = append(d.Reasons, "its hold annotation holds nothing any more: it is removed")
 		}
-		for _, id := range plan.Unverified {
-			d.Reasons = append(d.Reasons, id.String()+" is recorded as absent once the controller has confirmed with the API server that it does not exist")
+		for _, ref := range w.References {
+			if _, exists := snap.Sources[ref.ID]; !exists && plan.Applied[ref.ID.String()] == decision.Absent {
+				if old, known := snap.Workload.Applied[ref.ID.String()]; !known || old != decision.Absent {
+					d.Reasons = append(d.Reasons, ref.ID.String()+" is recorded as absent once the controller has confirmed with the API server that it does not exist")
+				}
+			}
 		}
 	default:
 		d.Action = ActionNothing
@@ -381,16 +408,6 @@ func (c *Config) decision(snap decision.Snapshot, r *WorkloadReport, appliedErr 
 		d.Record = plan.Applied
 	}
 	return d
-}
-
-// whyOptedOut names the opt-out that holds for the source, as the decision
-// applies it.
-func (c *Config) whyOptedOut(w *catalog.WorkloadState, id catalog.SourceID, sources decision.SourceLookup) string {
-	src, _ := sources.Source(id)
-	if why := c.rules().WhyOptedOut(w, id, src); why != "" {
-		return why
-	}
-	return "opted out"
 }
 
 // compare tells whether a recorded checksum matches the data now, in
@@ -550,19 +567,3 @@ func resourceString(kind config.WorkloadKind) string {
 }
 
 func shortID(kind, name string) string { return kind + "/" + name }
-
-// sourceLookup serves the decision the sources explain read.
-type sourceLookup map[catalog.SourceID]*catalog.SourceState
-
-func (l sourceLookup) Source(id catalog.SourceID) (*catalog.SourceState, bool) {
-	s, ok := l[id]
-	return s, ok
-}
-
-// noWindows is what explain knows of grace periods: nothing. The decision then
-// treats every difference as due, which explain words as "once its grace
-// period ends".
-type noWindows struct{}
-
-func (noWindows) Due(catalog.SourceID, time.Time) (time.Time, bool) { return time.Time{}, false }
-func (noWindows) Updating(catalog.SourceID, time.Time) bool         { return false }

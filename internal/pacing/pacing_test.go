@@ -2,305 +2,100 @@ package pacing
 
 import (
 	"fmt"
-	"reflect"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/decision"
+	"github.com/restart-controller/restart-controller/internal/record"
 	"github.com/restart-controller/restart-controller/internal/rollout"
 )
 
-var waves = Waves{UnpacedUpTo: 3, First: 1, Growth: 2}
-
-// fleet returns n members named w00..., all pending for the change.
-func fleet(n int) []Member {
-	ms := make([]Member, n)
-	for i := range ms {
-		ms[i] = Member{Key: fmt.Sprintf("w%02d", i), Pending: true}
+// The breaker's record of when each source last changed drops entries older
+// than the quiet time once it has grown: a fleet of sources that each
+// changed once must not stay in memory.
+func TestLastChangeIsPruned(t *testing.T) {
+	f := New(Deps{Started: t0, Rules: decision.Rules{Breaker: config.Breaker{Quiet: 2 * time.Minute}}})
+	quiet := 2 * time.Minute
+	id := func(i int) catalog.SourceID {
+		return catalog.SourceID{Kind: "configmap", Namespace: "shop", Name: fmt.Sprint(i)}
 	}
-	return ms
-}
-
-// restart marks the first k pending members (in order) restarted with result.
-func restart(ms []Member, k int, result rollout.Result) {
-	for i := range ms {
-		if k == 0 {
-			return
-		}
-		if ms[i].Pending {
-			ms[i].Pending, ms[i].Restarted, ms[i].Result = false, true, result
-			if result == rollout.ResultFailed {
-				ms[i].Failure = "DeadlineExceeded"
-			}
-			k--
-		}
+	for i := range 1025 {
+		f.SourceChanged(id(i), t0)
 	}
-}
-
-func TestWaveBoundaries(t *testing.T) {
-	for _, tc := range []struct {
-		w       Waves
-		settled int
-		number  int
-		end     int
-	}{
-		{Waves{First: 1, Growth: 2}, 0, 1, 1},
-		{Waves{First: 1, Growth: 2}, 1, 2, 3},
-		{Waves{First: 1, Growth: 2}, 2, 2, 3},
-		{Waves{First: 1, Growth: 2}, 3, 3, 7},
-		{Waves{First: 1, Growth: 2}, 31, 6, 63},
-		{Waves{First: 2, Growth: 1.5}, 2, 2, 5},   // 2, 3, 5, 8
-		{Waves{First: 2, Growth: 1.5}, 10, 4, 18}, // 2+3+5+8
-		{Waves{First: 5, Growth: 1}, 12, 3, 15},
-		{Waves{First: 0, Growth: 0}, 0, 1, 1}, // out-of-bounds settings cannot loop forever
-	} {
-		n, end := tc.w.wave(tc.settled)
-		if n != tc.number || end != tc.end {
-			t.Errorf("%+v settled %d: wave %d ending at %d, want %d ending at %d", tc.w, tc.settled, n, end, tc.number, tc.end)
-		}
+	t1 := t0.Add(quiet + time.Second)
+	for i := 1025; i < 3075; i++ {
+		f.SourceChanged(id(i), t1)
+	}
+	if n := len(f.lastChange); n != 2050 {
+		t.Fatalf("%d sources kept, want the 2050 changed within the quiet time", n)
+	}
+	// What the breaker reads is unchanged: an old change is as quiet as
+	// the process's start.
+	if got := f.lastChanged([]catalog.Reference{{ID: id(0)}}); !got.Equal(t0) {
+		t.Errorf("last change of a pruned source %v, want the start %v", got, t0)
+	}
+	if got := f.lastChanged([]catalog.Reference{{ID: id(0)}, {ID: id(3000)}}); !got.Equal(t1) {
+		t.Errorf("last change %v, want %v", got, t1)
 	}
 }
 
-// A healthy change of a source read by 60 workloads goes out in waves of
-// 1, 2, 4, 8, 16 and the remaining 29, each opened by the previous one's
-// completion.
-func TestWavesGrowOnHealth(t *testing.T) {
-	ms := fleet(60)
-	var sizes []int
-	for round := 0; round < 20; round++ {
-		s := waves.Evaluate(ms, false)
-		if !s.Paced || s.Halted {
-			t.Fatalf("round %d: %+v", round, s)
-		}
-		if len(s.Admit) == 0 {
-			break
-		}
-		sizes = append(sizes, len(s.Admit))
-		// They start; while in flight nothing more is admitted.
-		restart(ms, len(s.Admit), rollout.ResultPending)
-		if s := waves.Evaluate(ms, false); len(s.Admit) != 0 {
-			t.Fatalf("round %d: admitted %v while the wave is in flight", round, s.Admit)
-		}
-		for i := range ms {
-			if ms[i].Restarted {
-				ms[i].Result = rollout.ResultComplete
-			}
-		}
+// The cap on rollouts in flight counts paced rollouts: records in flight in
+// the cache, and reservations it does not show yet that are in flight and
+// paced. Not a reservation of an unpaced restart (its end goes unwritten),
+// nor one of a result, nor one counted already from the cache.
+func TestInFlightCountsPacedRollouts(t *testing.T) {
+	h := newHarness(t, 6)
+	h.restarted(0) // in the cache, in flight
+	at := func(i int, rec *record.LastRestart) {
+		h.f.Reserve(h.keys[i], rec, h.now)
 	}
-	if want := []int{1, 2, 4, 8, 16, 29}; !reflect.DeepEqual(sizes, want) {
-		t.Fatalf("wave sizes %v, want %v", sizes, want)
+	at(0, &record.LastRestart{At: h.now})
+	at(1, &record.LastRestart{At: h.now})
+	at(2, &record.LastRestart{At: h.now, Unpaced: true})
+	at(3, &record.LastRestart{At: h.now, Result: rollout.ResultComplete})
+	at(4, &record.LastRestart{At: h.now, Unpaced: true, Job: "j"})
+	h.f.mu.Lock()
+	defer h.f.mu.Unlock()
+	if n := h.f.inFlight(h.now); n != 3 {
+		t.Fatalf("%d in flight, want 3 (w00 cached, w01 and w04 reserved)", n)
 	}
 }
 
-// Membership is by key order, whatever order the members come in.
-func TestWaveMembershipDeterministic(t *testing.T) {
-	ms := fleet(10)
-	rev := append([]Member(nil), ms...)
-	for i, j := 0, len(rev)-1; i < j; i, j = i+1, j-1 {
-		rev[i], rev[j] = rev[j], rev[i]
+// The workloads waiting for a wave are counted per source: a decision that
+// waits notes its source, a later one that does not clears it, and so does
+// Forget. AnyWaiting reads rollout records' source IDs.
+func TestWaitingForAWave(t *testing.T) {
+	f := New(Deps{Started: t0, Rules: decision.Rules{Breaker: config.Breaker{Quiet: 2 * time.Minute}}})
+	w := func(i int) catalog.WorkloadKey {
+		return catalog.WorkloadKey{Resource: deploymentsGVR, Namespace: "shop", Name: fmt.Sprintf("w%02d", i)}
 	}
-	a, b := waves.Evaluate(ms, false), waves.Evaluate(rev, false)
-	if !reflect.DeepEqual(a, b) || !reflect.DeepEqual(a.Admit, []string{"w00"}) {
-		t.Fatalf("%v vs %v", a.Admit, b.Admit)
+	cmOther := catalog.SourceID{Kind: "configmap", Namespace: "shop", Name: "other"}
+	decide := func(key catalog.WorkloadKey, on catalog.SourceID) {
+		l := f.Lock()
+		defer l.Unlock()
+		l.Note(key, decision.Verdict{Action: decision.Queue, WaitsFor: on})
 	}
-}
-
-// A wave partly started (the controller's cap held some back) keeps its
-// place: the rest of it may start while the first are in flight.
-func TestWaveFillsWhileInFlight(t *testing.T) {
-	ms := fleet(20)
-	restart(ms, 3, rollout.ResultComplete) // waves 1 and 2 done
-	restart(ms, 2, rollout.ResultPending)  // 2 of wave 3 (4 wide) in flight
-	s := waves.Evaluate(ms, false)
-	if s.Wave != 3 || s.Limit != 7 || !reflect.DeepEqual(s.Admit, []string{"w05", "w06"}) {
-		t.Fatalf("%+v", s)
+	app, other := map[string]string{cmApp.String(): "c1"}, map[string]string{cmOther.String(): "c1"}
+	if f.AnyWaiting(app) {
+		t.Fatal("waiting before any decision")
 	}
-}
-
-func TestFewReadersUnpaced(t *testing.T) {
-	ms := fleet(3)
-	s := waves.Evaluate(ms, false)
-	if s.Paced || len(s.Admit) != 3 {
-		t.Fatalf("%+v", s)
+	decide(w(0), cmApp)
+	decide(w(1), cmApp)
+	if !f.AnyWaiting(app) || f.AnyWaiting(other) {
+		t.Fatalf("after two wait for app: app %v, other %v", f.AnyWaiting(app), f.AnyWaiting(other))
 	}
-	// Readers of the source the change does not concern are not counted.
-	ms = append(ms, Member{Key: "other-keys"}, Member{Key: "other-keys-2"})
-	if s := waves.Evaluate(ms, false); s.Paced || s.Reach != 3 {
-		t.Fatalf("%+v", s)
+	decide(w(0), catalog.SourceID{}) // restarted, say
+	if !f.AnyWaiting(app) {
+		t.Fatal("w01 still waits for app")
 	}
-}
-
-// A failed rollout halts the change: nothing more starts, every pending
-// member is held, with the failure as the cause.
-func TestFailureHalts(t *testing.T) {
-	ms := fleet(60)
-	restart(ms, 1, rollout.ResultFailed)
-	s := waves.Evaluate(ms, false)
-	if !s.Halted || len(s.Admit) != 0 || len(s.Held) != 59 || s.Cause != "w00: DeadlineExceeded" {
-		t.Fatalf("%+v", s)
+	decide(w(1), cmOther) // now waits for the other source
+	if f.AnyWaiting(app) || !f.AnyWaiting(other) {
+		t.Fatalf("after w01 moved: app %v, other %v", f.AnyWaiting(app), f.AnyWaiting(other))
 	}
-	// One failure in a later wave halts too, even with others still rolling.
-	ms = fleet(60)
-	restart(ms, 3, rollout.ResultComplete)
-	restart(ms, 2, rollout.ResultPending)
-	restart(ms, 1, rollout.ResultFailed)
-	s = waves.Evaluate(ms, false)
-	if !s.Halted || len(s.Admit) != 0 || s.Cause != "w05: DeadlineExceeded" || s.InFlight != 2 {
-		t.Fatalf("%+v", s)
-	}
-}
-
-// Holds outlive the failure record: the failed workload restarted since (its
-// record names another change) or is gone, and the change stays halted.
-func TestHoldsOutliveFailure(t *testing.T) {
-	ms := fleet(10)
-	ms[0].Pending = true // w00 pending again after another restart
-	for i := 1; i < 10; i++ {
-		ms[i].HeldHere, ms[i].Cause = true, "w00: ProgressDeadlineExceeded"
-	}
-	s := waves.Evaluate(ms, false)
-	if !s.Halted || len(s.Held) != 10 || s.Cause != "w00: ProgressDeadlineExceeded" {
-		t.Fatalf("%+v", s)
-	}
-}
-
-// A release lets the change go on: the failure counts as settled, the held
-// members take their places in the waves.
-func TestReleaseResumes(t *testing.T) {
-	ms := fleet(10)
-	restart(ms, 1, rollout.ResultFailed)
-	for i := 1; i < 10; i++ {
-		ms[i].HeldHere, ms[i].Cause = true, "w00: DeadlineExceeded"
-	}
-	s := waves.Evaluate(ms, true)
-	if s.Halted || s.Wave != 2 || !reflect.DeepEqual(s.Admit, []string{"w01", "w02"}) {
-		t.Fatalf("%+v", s)
-	}
-}
-
-// Members held for another reason keep no place: the next in order takes it.
-func TestHeldElsewhereSkipped(t *testing.T) {
-	ms := fleet(10)
-	ms[0].HeldElsewhere = true
-	s := waves.Evaluate(ms, false)
-	if !reflect.DeepEqual(s.Admit, []string{"w01"}) || s.Reach != 10 {
-		t.Fatalf("%+v", s)
-	}
-}
-
-// Not rolling (paused, OnDelete) settles without proving health or failing.
-func TestNotRollingSettles(t *testing.T) {
-	ms := fleet(10)
-	restart(ms, 1, rollout.ResultNotRolling)
-	if s := waves.Evaluate(ms, false); s.Halted || s.Settled != 1 || len(s.Admit) != 2 {
-		t.Fatalf("%+v", s)
-	}
-}
-
-func TestBreaker(t *testing.T) {
-	b := Breaker{Budget: 3, Window: 20 * time.Second, Quiet: 5 * time.Second}
-	now := time.Date(2026, 1, 1, 0, 1, 0, 0, time.UTC)
-	ago := func(s ...int) []time.Time {
-		var out []time.Time
-		for _, n := range s {
-			out = append(out, now.Add(-time.Duration(n)*time.Second))
-		}
-		return out
-	}
-	for _, tc := range []struct {
-		name     string
-		restarts []time.Time
-		held     bool
-		changed  time.Time
-		want     BreakerVerdict
-		wait     time.Duration
-	}{
-		{"under budget", ago(15, 10), false, now, Allow, 0},
-		{"budget used within the window", ago(15, 10, 5), false, now, Trip, 0},
-		{"older restarts left the window", ago(40, 30, 10, 5), false, now, Allow, 0},
-		{"held, sources still changing", ago(15, 10, 5), true, now.Add(-2 * time.Second), Keep, 3 * time.Second},
-		{"held, sources still for the quiet time", ago(15, 10, 5), true, now.Add(-5 * time.Second), Release, 0},
-		{"held survives the window passing", ago(60, 50, 40), true, now.Add(-time.Second), Keep, 4 * time.Second},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			v, wait := b.Check(tc.restarts, tc.held, tc.changed, now)
-			if v != tc.want || wait != tc.wait {
-				t.Fatalf("got %v wait %s", v, wait)
-			}
-		})
-	}
-	if v, _ := (Breaker{}).Check(ago(1, 1, 1, 1, 1, 1), false, now, now); v != Allow {
-		t.Fatal("budget 0 must turn the breaker off")
-	}
-}
-
-func TestRecordHistory(t *testing.T) {
-	now := time.Date(2026, 1, 1, 0, 1, 0, 0, time.UTC)
-	prev := &LastRestart{At: now.Add(-time.Minute), Restarts: []time.Time{now.Add(-2 * time.Hour), now.Add(-time.Minute)}}
-	r := NewLastRestart(prev, map[string]string{"configmap/ns/a": "c1"}, now, time.Hour)
-	if len(r.Restarts) != 2 || !r.Restarts[1].Equal(now) || !r.InFlight() || !r.Delivered("configmap/ns/a", "c1") || r.Delivered("configmap/ns/a", "c2") {
-		t.Fatalf("%+v", r)
-	}
-	var long *LastRestart
-	for i := 0; i < 3*maxHistory; i++ {
-		long = NewLastRestart(long, nil, now.Add(time.Duration(i)*time.Millisecond), time.Hour)
-	}
-	if len(long.Restarts) != maxHistory {
-		t.Fatalf("history of %d", len(long.Restarts))
-	}
-	done := r.WithResult(rollout.Verdict{Result: rollout.ResultComplete}, now.Add(time.Second))
-	if done.InFlight() || !r.InFlight() {
-		t.Fatal("WithResult must copy")
-	}
-	back, err := ParseLastRestart(Encode(done))
-	if err != nil || back.Result != rollout.ResultComplete || !back.At.Equal(now) || back.Sources["configmap/ns/a"] != "c1" {
-		t.Fatalf("round trip: %+v %v", back, err)
-	}
-}
-
-func TestParseHostile(t *testing.T) {
-	for _, raw := range []string{"x", "[]", `{"at":"2026-01-01T00:00:00Z","result":"maybe"}`, `{"sources":{}}`} {
-		if _, err := ParseLastRestart(raw); err == nil {
-			t.Errorf("record %q accepted", raw)
-		}
-	}
-	for _, raw := range []string{"x", `{"kind":"other"}`, `{"kind":"wave"}`} {
-		if _, err := ParseHold(raw); err == nil {
-			t.Errorf("hold %q accepted", raw)
-		}
-	}
-	if r, err := ParseLastRestart(""); r != nil || err != nil {
-		t.Fatal("absent record")
-	}
-	h := &Hold{Kind: HoldWave, Source: "configmap/ns/a", Change: "c1", Cause: "x", Since: time.Unix(0, 0).UTC()}
-	back, err := ParseHold(Encode(h))
-	if err != nil || !back.HoldsChange("configmap/ns/a", "c1") || back.HoldsChange("configmap/ns/a", "c2") {
-		t.Fatalf("%+v %v", back, err)
-	}
-	if Encode((*Hold)(nil)) != "" || !strings.Contains(Encode(h), `"kind":"wave"`) {
-		t.Fatal("encode")
-	}
-}
-
-// A hold's halt ends once the rollout it names as failed has completed
-// after all; a hold naming a workload that is still failed, or gone, halts.
-func TestRecoveredFailureEndsHolds(t *testing.T) {
-	ms := fleet(10)
-	ms[0].Pending, ms[0].Restarted, ms[0].Result = false, true, rollout.ResultComplete
-	for i := 1; i < 10; i++ {
-		ms[i].HeldHere, ms[i].Cause = true, "w00: DeadlineExceeded"
-	}
-	if s := waves.Evaluate(ms, false); s.Halted || !reflect.DeepEqual(s.Admit, []string{"w01", "w02"}) {
-		t.Fatalf("recovered: %+v", s)
-	}
-	ms[0].Result = rollout.ResultFailed
-	if s := waves.Evaluate(ms, false); !s.Halted {
-		t.Fatalf("still failed: %+v", s)
-	}
-	if s := waves.Evaluate(ms[1:], false); !s.Halted {
-		t.Fatalf("failed workload gone: %+v", s)
-	}
-	if got := FailedWorkload("deployments.apps/shop/w00: DeadlineExceeded: not complete"); got != "deployments.apps/shop/w00" {
-		t.Fatalf("FailedWorkload %q", got)
+	f.Forget(w(1))
+	if f.AnyWaiting(other) || len(f.waiting) != 0 || len(f.waitingOn) != 0 || f.nWaiting.Load() != 0 {
+		t.Fatalf("after Forget: %v %v %d", f.waiting, f.waitingOn, f.nWaiting.Load())
 	}
 }

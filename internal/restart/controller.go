@@ -1,3 +1,6 @@
+// Package restart is the controller: a queue of workload keys, and one
+// reconcile per key that reads downward: load the snapshot, decide (package
+// decision), act on the verdict, report it.
 package restart
 
 import (
@@ -17,81 +20,104 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
-	"github.com/restart-controller/restart-controller/internal/checksum"
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/decision"
-	"github.com/restart-controller/restart-controller/internal/fleet"
 	"github.com/restart-controller/restart-controller/internal/metrics"
-	"github.com/restart-controller/restart-controller/internal/rollout"
+	"github.com/restart-controller/restart-controller/internal/notify"
+	"github.com/restart-controller/restart-controller/internal/pacing"
 )
 
-// Catalog is what the controller reads: cached workloads and sources.
-type Catalog = fleet.Catalog
+// Catalog is what the controller reads: cached workloads and sources, and
+// the indexes of readers and rollouts in flight.
+type Catalog = pacing.Catalog
 
-// EventRecorder reports persistent failures on the workload they concern, where
-// `kubectl describe` shows them to the workload's owners.
+// EventRecorder reports on the objects they concern, where `kubectl
+// describe` shows them (client-go's events.EventRecorder).
 type EventRecorder interface {
 	Eventf(regarding runtime.Object, related runtime.Object, eventtype, reason, action, note string, args ...interface{})
 }
 
+// Notifier takes notifications for sinks. Notify must never block: a slow
+// sink must not delay a restart (notify.Notifier queues, or drops).
+type Notifier interface{ Notify(notify.Message) }
+
 // ExistsFunc asks the API server whether a source exists.
 type ExistsFunc func(ctx context.Context, id catalog.SourceID) (bool, error)
 
+// PatchFunc sends a merge patch to a workload: every write of the
+// controller to a workload goes through it (MetadataPatch).
+type PatchFunc func(ctx context.Context, key catalog.WorkloadKey, body []byte) error
+
+// KeyReader gives a large source's cached state, which keeps only the
+// checksums of its whole data, the digests of the keys a workload reads
+// (keyread.Reader reads them from the API server).
+type KeyReader interface {
+	Read(ctx context.Context, id catalog.SourceID, state *catalog.SourceState, keys []string) (*catalog.SourceState, error)
+}
+
+// Deps are everything the controller uses, built once, in order: the
+// rules and the caches need the checksum key, loaded first.
+type Deps struct {
+	Config  *config.Config
+	Rules   decision.Rules
+	Catalog Catalog
+	Pacing  *pacing.State
+	// Client reads Jobs and writes what a runNow or recreate restart
+	// writes beside the patch; Patch sends every merge patch.
+	Client dynamic.Interface
+	Patch  PatchFunc
+	// Fresh reports whether this replica may still write: its leader lease
+	// is certainly its own. It fences every write.
+	Fresh  func() bool
+	Exists ExistsFunc
+	Keys   KeyReader
+	Events EventRecorder
+	Notify Notifier
+	// Metrics carries the queue's metrics provider too.
+	Metrics *metrics.Metrics
+	Log     hclog.Logger
+	Clock   func() time.Time
+}
+
 // errCacheBehind makes the queue retry a workload soon: a source the cache
-// does not hold yet exists, and deciding now would record it as absent.
-var errCacheBehind = errors.New("a referenced source exists but is not in the cache yet")
+// does not hold yet exists, or holds older data than the API server.
+var errCacheBehind = errors.New("the source cache is behind the API server")
+
+// errLeaseStale refuses a write while the leader lease may have passed to
+// another replica (Deps.Fresh); the queue retries, and the elector soon
+// stops this replica's work altogether.
+var errLeaseStale = errors.New("the leader lease may have expired: not writing")
 
 // Controller reconciles one workload key at a time: the queue holds keys and
-// the decision reads caches. A reconcile calls the API only to patch what
-// changed, to confirm with a metadata-only LIST that a source about to be
-// recorded as absent really is, and to report Events. Retries live in the
-// queue.
+// the decision reads a snapshot. A reconcile calls the API only to read
+// what the caches do not hold (the keys of a large source, an absence
+// confirmed, a runNow restart's Job), to write what the verdict asks, and
+// to report Events. Retries live in the queue.
 type Controller struct {
-	cfg     *config.Config
-	catalog Catalog
-	client  dynamic.Interface
-	windows *Windows
-	metrics *metrics.Metrics
-	events  EventRecorder
-	exists  ExistsFunc
-	keys    KeyReader // keyed reads of large sources (keys.go)
-	sums    checksum.Hasher
-	log     hclog.Logger
-	now     func() time.Time
-
+	Deps
+	grace *gracePeriods
+	queue workqueue.TypedRateLimitingInterface[catalog.WorkloadKey]
+	// templateFields lead to each kind's pod template.
 	templateFields map[schema.GroupVersionResource][]string
-	// rolloutRules read each kind's rollout status after a restart.
-	rolloutRules map[schema.GroupVersionResource]rollout.Rule
-	fleet        *fleet.Fleet
-	queue        workqueue.TypedRateLimitingInterface[catalog.WorkloadKey]
-	dryRun       simulatedPatches
-	// meta, when set, sends the decisions' patches (PatchWith).
-	meta metadata.Interface
 	// backlog holds the start-up list until the queue has room (startup.go).
 	backlog backlog
-	// fresh, when set, says whether this replica may still write: its
-	// leader lease is certainly its own (WriteOnlyWhile).
-	fresh func() bool
+	// dryRun holds the patches a dry run simulates (dryrun.go).
+	dryRun simulatedPatches
 	// warned are the Warning Events about workloads' own state recorded
 	// (warnings.go).
 	warned warnings
-	// notifier, when set, is told of restarts, holds and rollout outcomes (notify.go).
-	notifier Notifier
-	// followed are the unwritten rollouts this process follows (rollouts.go).
+	// followed are the unwritten rollouts this process follows (followed.go).
 	followed followed
 }
 
 // New builds a controller. The queue exists from the start so that events
 // arriving while caches sync are kept until workers run.
-func New(cfg *config.Config, cat Catalog, client dynamic.Interface, exists ExistsFunc, m *metrics.Metrics, events EventRecorder, log hclog.Logger) (*Controller, error) {
+func New(d Deps) (*Controller, error) {
 	fields := map[schema.GroupVersionResource][]string{}
-	rules := map[schema.GroupVersionResource]rollout.Rule{}
-	for i, w := range cfg.Workloads {
-		rules[w.GVR] = w.Rollout
+	for i, w := range d.Config.Workloads {
 		f, ok := w.PodTemplatePath.Fields()
 		if !ok {
 			return nil, fmt.Errorf("workloads[%d].podTemplatePath: %s fans out; a patch needs one place", i, w.PodTemplatePath)
@@ -104,32 +130,17 @@ func New(cfg *config.Config, cat Catalog, client dynamic.Interface, exists Exist
 		// so an API outage is not met with a retry storm.
 		&workqueue.TypedBucketRateLimiter[catalog.WorkloadKey]{Limiter: rate.NewLimiter(rate.Limit(50), 300)},
 	)
-	c := &Controller{
-		cfg:            cfg,
-		catalog:        cat,
-		client:         client,
-		windows:        NewWindows(cfg.Settings.GracePeriod),
-		metrics:        m,
-		events:         events,
-		exists:         exists,
-		log:            log,
-		now:            time.Now,
+	return &Controller{
+		Deps:           d,
+		grace:          newGracePeriods(d.Config.Settings.GracePeriod),
 		templateFields: fields,
-		rolloutRules:   rules,
 		backlog:        newBacklog(),
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[catalog.WorkloadKey]{
 			Name:            "workloads",
-			MetricsProvider: m.QueueMetrics(),
+			MetricsProvider: d.Metrics.QueueMetrics(),
 		}),
-	}
-	c.fleet = fleet.New(time.Now(), cat, c.rules)
-	return c, nil
+	}, nil
 }
-
-// UseChecksums sets how checksums are computed: the key is loaded only once
-// the configuration has been checked against the cluster (so a wrong one
-// creates nothing), after New and before Run.
-func (c *Controller) UseChecksums(sums checksum.Hasher) { c.sums = sums }
 
 // SourceChanged is called by the watcher when a source's data changed.
 // changedKeys are the keys whose data changed; nil when unknown.
@@ -149,42 +160,39 @@ func (c *Controller) SourceDeleted(id catalog.SourceID) { c.sourceEvent(id, true
 // sourceEvent opens or joins the source's grace period and schedules every
 // workload that reads it for when that ends.
 func (c *Controller) sourceEvent(id catalog.SourceID, created bool, changedKeys []string) {
-	now := c.now()
-	due, merged := c.windows.Observe(id, now, created, changedKeys)
-	c.fleet.SourceChanged(id, now, c.cfg.Breaker.Quiet)
-	c.metrics.ChangesProcessed.Inc()
+	now := c.Clock()
+	due, merged := c.grace.Observe(id, now, created, changedKeys)
+	c.Pacing.SourceChanged(id, now)
+	c.Metrics.ChangesProcessed.Inc()
 	if merged {
-		c.metrics.ChangesMerged.Inc()
+		c.Metrics.ChangesMerged.Inc()
 	}
-	for _, key := range c.catalog.WorkloadsReading(id) {
+	for _, key := range c.Catalog.WorkloadsReading(id) {
 		c.queue.AddAfter(key, due.Sub(now))
 	}
 }
 
 // WorkloadChanged is called by the watcher when a workload appeared or changed
-// in a way that matters to decisions.
-// It comes after the informer stored the change: wave memos read the
-// workload again from the cache.
+// in a way that matters to decisions, after the informer stored the change:
+// wave memos read the workload again from the cache.
 func (c *Controller) WorkloadChanged(key catalog.WorkloadKey) {
-	c.fleet.WorkloadCached(key)
+	c.Pacing.WorkloadCached(key)
 	c.queue.Add(key)
 }
 
 // SourceAnnotated is called by the watcher when a source's release or ignore
-// annotation changed: its readers are decided again at once.
-func (c *Controller) SourceAnnotated(id catalog.SourceID) {
-	for _, key := range c.catalog.WorkloadsReading(id) {
-		c.queue.Add(key)
-	}
-}
+// annotation changed, and SourceMembersChanged when a member of a source of
+// lifecycle updatesOnly was created, deleted, or rewritten without a change
+// of its data (not a change: no grace period opens, but the source's value
+// may be another; a baseline only fills records not there yet): the readers
+// are decided again at once.
+func (c *Controller) SourceAnnotated(id catalog.SourceID) { c.decideReaders(id) }
 
-// SourceMembersChanged is called by the watcher when a member of a source
-// of lifecycle updatesOnly was created, deleted, or rewritten without a
-// change of its data: not a change (no grace period opens), but the
-// source's value may be another, so its readers are decided again at
-// once; a baseline only fills records they do not have yet.
-func (c *Controller) SourceMembersChanged(id catalog.SourceID) {
-	for _, key := range c.catalog.WorkloadsReading(id) {
+// SourceMembersChanged: see SourceAnnotated.
+func (c *Controller) SourceMembersChanged(id catalog.SourceID) { c.decideReaders(id) }
+
+func (c *Controller) decideReaders(id catalog.SourceID) {
+	for _, key := range c.Catalog.WorkloadsReading(id) {
 		c.queue.Add(key)
 	}
 }
@@ -193,7 +201,7 @@ func (c *Controller) SourceMembersChanged(id catalog.SourceID) {
 // Then it stops taking items at once, even those already queued (the next
 // leader, or this process at its next start, compares every workload anyway),
 // and waits for the reconciles under way, giving them at most drainTimeout.
-// Patches use writeCtx: cancelling it (the leader lease was lost) stops every
+// Writes use writeCtx: cancelling it (the leader lease was lost) stops every
 // write at once, while cancelling ctx alone (SIGTERM) lets writes under way
 // finish, so a restart and its checksums land together.
 func (c *Controller) Run(ctx, writeCtx context.Context, workers int, drainTimeout time.Duration) {
@@ -219,7 +227,7 @@ func (c *Controller) Run(ctx, writeCtx context.Context, workers int, drainTimeou
 	case <-ctx.Done():
 	case <-writeCtx.Done():
 	}
-	c.log.Info("stopping: finishing reconciles under way; queued work is left to the next start")
+	c.Log.Info("stopping: finishing reconciles under way; queued work is left to the next start")
 	// ShutDown wakes workers blocked in Get; items still queued are not
 	// processed because every worker checks the contexts after Get.
 	c.queue.ShutDown()
@@ -231,21 +239,22 @@ func (c *Controller) Run(ctx, writeCtx context.Context, workers int, drainTimeou
 	select {
 	case <-drained:
 	case <-time.After(drainTimeout):
-		c.log.Warn("drain timed out; cancelling writes under way", "timeout", drainTimeout)
+		c.Log.Warn("drain timed out; cancelling writes under way", "timeout", drainTimeout)
 		cancelWrites()
 		<-drained
 	}
 }
 
 // Sweep publishes how many changes wait and forgets ended grace periods and
-// the followed rollouts past their deadline until ctx ends. Every replica runs it, leader or not: a standby observes changes
-// too, and its windows would otherwise grow for as long as it stands by.
+// the followed rollouts past their deadline until ctx ends. Every replica
+// runs it, leader or not: a standby observes changes too, and its grace
+// periods would otherwise grow for as long as it stands by.
 func (c *Controller) Sweep(ctx context.Context) {
 	wait.UntilWithContext(ctx, func(context.Context) {
-		now := c.now()
-		c.metrics.SetChangesWaiting(c.windows.Sweep(now))
+		now := c.Clock()
+		c.Metrics.SetChangesWaiting(c.grace.Sweep(now))
 		c.followed.sweep(now)
-	}, c.cfg.Settings.CheckPeriod)
+	}, c.Config.Settings.CheckPeriod)
 }
 
 // processNext reconciles one key, writing with writeCtx. It returns false
@@ -260,30 +269,29 @@ func (c *Controller) processNext(runCtx, writeCtx context.Context) bool {
 	if runCtx.Err() != nil || writeCtx.Err() != nil {
 		return false
 	}
-	ctx := writeCtx
 
-	c.metrics.Reconciling.Inc()
-	err := c.Reconcile(ctx, key)
-	c.metrics.Reconciling.Dec()
+	c.Metrics.Reconciling.Inc()
+	err := c.Reconcile(writeCtx, key)
+	c.Metrics.Reconciling.Dec()
 	switch {
 	case err == nil:
 		c.queue.Forget(key)
 	case errors.Is(err, errLeaseStale):
-		c.log.Warn("not writing: the leader lease may have passed to another replica", "workload", key.String())
+		c.Log.Warn("not writing: the leader lease may have passed to another replica", "workload", key.String())
 		c.queue.AddRateLimited(key)
 	case errors.Is(err, errCacheBehind):
-		c.log.Debug("source cache behind; deciding again shortly", "workload", key.String())
+		c.Log.Debug("source cache behind; deciding again shortly", "workload", key.String(), "error", err)
 		c.queue.AddRateLimited(key)
 	case apierrors.IsConflict(err):
 		// The cache is behind the API server; decide again once it catches up.
-		c.metrics.ReconcileErrors.WithLabelValues("conflict").Inc()
-		c.log.Debug("conflict; retrying on fresh state", "workload", key.String())
+		c.Metrics.ReconcileErrors.WithLabelValues("conflict").Inc()
+		c.Log.Debug("conflict; retrying on fresh state", "workload", key.String())
 		c.queue.AddRateLimited(key)
 	case c.ignored(err):
 		// Only after conflicts and a lagging cache are classified: those are
 		// routine, and a pattern must never turn one into a dropped restart.
-		c.metrics.IgnoredErrors.Inc()
-		c.log.Warn("ignoring error by configuration", "workload", key.String(), "error", err)
+		c.Metrics.IgnoredErrors.Inc()
+		c.Log.Warn("ignoring error by configuration", "workload", key.String(), "error", err)
 		c.queue.Forget(key)
 	default:
 		retries := c.queue.NumRequeues(key)
@@ -292,8 +300,8 @@ func (c *Controller) processNext(runCtx, writeCtx context.Context) bool {
 			reason = "persistent"
 			c.reportPersistent(key, retries, err)
 		}
-		c.metrics.ReconcileErrors.WithLabelValues(reason).Inc()
-		c.log.Error("reconcile failed; will retry", "workload", key.String(), "reason", reason,
+		c.Metrics.ReconcileErrors.WithLabelValues(reason).Inc()
+		c.Log.Error("reconcile failed; will retry", "workload", key.String(), "reason", reason,
 			"retries", retries, "error", err)
 		// Work is never dropped: the backoff caps at a minute, and the item
 		// stays until it succeeds or the workload is gone.
@@ -306,18 +314,18 @@ func (c *Controller) processNext(runCtx, writeCtx context.Context) bool {
 // every tenth retry after it, so a lasting problem (RBAC, an admission webhook
 // refusing the patch) is visible without flooding the API with events.
 func (c *Controller) reportPersistent(key catalog.WorkloadKey, retries int, err error) {
-	if c.events == nil || retries%10 != 0 {
+	if retries%10 != 0 {
 		return
 	}
-	if w, ok := c.catalog.Workload(key); ok {
-		c.events.Eventf(w, nil, corev1.EventTypeWarning, "RestartControllerFailed", "Patch",
+	if w, ok := c.Catalog.Workload(key); ok {
+		c.Events.Eventf(w, nil, corev1.EventTypeWarning, "RestartControllerFailed", "Patch",
 			"restart-controller cannot update this workload (retrying with backoff): %v", err)
 	}
 }
 
 func (c *Controller) ignored(err error) bool {
 	msg := err.Error()
-	for _, pattern := range c.cfg.Settings.IgnoredErrors {
+	for _, pattern := range c.Config.Settings.IgnoredErrors {
 		if strings.Contains(msg, pattern) {
 			return true
 		}
@@ -331,106 +339,56 @@ func isTransient(err error) bool {
 		apierrors.ReasonForError(err) == metav1.StatusReasonUnknown
 }
 
-// Reconcile brings one workload's applied checksums in line with its sources,
-// restarting it when data its pods read has changed and its grace period is
-// over. It reads downward, in phases: load what the decision reads, follow
-// the last restart's rollout, decide (package decision), act on the verdict,
-// report it. The only requeue is the verdict's, in requeue.
+// Reconcile brings one workload's applied checksums in line with its
+// sources, restarting it when data its pods read has changed and every gate
+// lets it go. It reads downward: load the snapshot, decide, act on the
+// verdict, report what was done. The verdict says when to decide again.
 func (c *Controller) Reconcile(ctx context.Context, key catalog.WorkloadKey) error {
-	w, ok := c.catalog.Workload(key)
-	if ok {
-		// Before the opt-in: a list whose every entry is bad opts nothing in.
-		c.warnOnce(key, w, "InvalidSourceList", "Read", w.ListProblems)
-	} else {
-		c.warned.forget(key)
-	}
-	if !ok || !w.OptedIn {
-		c.dryRun.forget(key)
-		c.fleet.Forget(key)
-		c.followed.forget(key)
-		c.metrics.SetHeld(c.fleet.SetHeld(key, ""))
-		return nil
-	}
-	if w.Problem != "" {
-		c.log.Warn("cannot read references; skipping", "workload", key.String(), "problem", w.Problem)
-		return nil
-	}
-	snap, err := c.load(ctx, key, w)
-	if err != nil || snap == nil {
+	snap, err := c.load(ctx, key)
+	if err != nil {
 		return err
 	}
-	if snap.Fleet != nil {
-		// The rollout of the last restart first: its outcome may hold or
-		// release the restarts of others, and of this one.
-		if wrote, err := c.follow(ctx, key, w, snap.Now); wrote || err != nil {
-			return err
-		}
-	}
-	v := c.decide(key, *snap)
-	c.warnOnce(key, w, "RequiredSourceDeleted", "Restart", requiredGoneNotes(v.Plan.RequiredGone))
-	c.requeue(key, v.Recheck)
-	if err := c.act(ctx, key, snap.Workload, v); err != nil {
+	v := c.decide(snap)
+	c.requeue(key, v.Until)
+	done, err := c.act(ctx, snap, v)
+	if err != nil {
 		return err
 	}
+	c.report(snap, v, done)
 	return nil
 }
 
-// load reads what the decision reads: the sources the workload reads (an
-// API read for the keys of large ones), and the fleet's view, or nil when
-// there is nothing to decide yet.
-func (c *Controller) load(ctx context.Context, key catalog.WorkloadKey, w *catalog.WorkloadState) (*decision.Snapshot, error) {
-	dryRun := c.cfg.Settings.DryRun
-	if dryRun {
-		w = c.dryRun.overlay(key, w)
-	}
-	sources, err := c.sourcesFor(ctx, w)
-	if err != nil {
-		return nil, err
-	}
-	snap := &decision.Snapshot{Key: key, Workload: w, Sources: sources, Windows: c.windows, Now: c.now()}
-	if dryRun {
-		return snap, nil // a dry run does not pace
-	}
-	if behind, expires := c.fleet.Behind(key, w, snap.Now); behind {
-		// Our last write is not in the cache yet; its update event brings
-		// the workload back, or the reservation's expiry does.
-		c.requeue(key, expires+10*time.Millisecond)
-		return nil, nil
-	}
-	snap.Fleet = c.fleet.View(c.now, key)
-	return snap, nil
-}
-
-// decide runs the decision. The fleet's view holds the fleet's lock from its
-// first use until the restart's record is reserved, so two decisions never
-// both take the last place of a wave.
-func (c *Controller) decide(key catalog.WorkloadKey, snap decision.Snapshot) decision.Verdict {
-	v := c.rules().Decide(snap)
-	if view, ok := snap.Fleet.(*fleet.View); ok {
-		view.SetWaiting(v.WaitsFor)
-		if v.Action == decision.Restart {
-			view.Reserve(v.LastRestart, v.At)
-			if v.LastRestart.EndUnwritten() {
-				c.followed.start(key, v.LastRestart.At, v.LastRestart.At.Add(deadlineOf(c.rolloutRules[key.Resource])))
-			}
+// decide runs the decision on the snapshot. A due restart's first verdict
+// asks for the pacing facts of the changes it delivers: the controller then
+// takes the pacing lock, gathers them, finishes the decision (Pace) and
+// notes what the verdict reserves, under that one lock, so that two
+// decisions never both take the last place of a wave. Every other
+// decision never takes it.
+func (c *Controller) decide(snap decision.Snapshot) decision.Verdict {
+	v := c.Rules.Decide(snap)
+	if !v.NeedsPacing {
+		if snap.Pace {
+			c.Pacing.Decided(snap.Key)
 		}
-		view.Unlock()
-		c.fleet.SetWaitingForCap(key, v.Capped)
+		return v
 	}
+	locked := c.Pacing.Lock()
+	defer locked.Unlock()
+	facts := locked.Facts(snap.Key, snap.Workload.State.References, v.Deliver, snap.Sources, c.Clock())
+	snap.Pacing = &facts
+	v = c.Rules.Pace(snap, v)
+	locked.Note(snap.Key, v)
 	return v
 }
 
-// rules are the decision's rules, with the checksum key loaded (UseChecksums).
-func (c *Controller) rules() decision.Rules { return decision.RulesOf(c.cfg, c.sums) }
-
 // requeue is the one place a reconcile schedules the next decision of the
-// workload without an event, after: the verdict's recheck (the end of a
-// grace period, of the breaker's quiet time, a wave's recheck), a
-// rollout's deadline, a reservation's expiry. (Errors are retried by the
-// queue's rate limiter, in processNext; source events schedule readers for
-// the end of the change's grace period, in sourceEvent.)
-func (c *Controller) requeue(key catalog.WorkloadKey, after time.Duration) {
-	if after > 0 {
-		c.queue.AddAfter(key, after)
+// workload without an event: when the verdict says (the end of a grace
+// period, a window, an interval, the breaker's quiet time, a wave's
+// recheck, a rollout's deadline, a reservation's expiry). Errors are
+// retried by the queue's rate limiter (processNext); source events schedule
+// readers for the end of the change's grace period (sourceEvent).
+func (c *Controller) requeue(key catalog.WorkloadKey, at time.Time) {
+	if !at.IsZero() {
+		c.queue.AddAfter(key, max(at.Sub(c.Clock()), time.Millisecond))
 	}
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/hashicorp/go-hclog"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -31,7 +30,7 @@ import (
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/decision"
 	"github.com/restart-controller/restart-controller/internal/metrics"
-	"github.com/restart-controller/restart-controller/internal/pacing"
+	"github.com/restart-controller/restart-controller/internal/record"
 	"github.com/restart-controller/restart-controller/internal/refs"
 	"github.com/restart-controller/restart-controller/internal/rollout"
 )
@@ -100,7 +99,7 @@ type harness struct {
 
 func (h *harness) exists(_ context.Context, id catalog.SourceID) (bool, error) {
 	h.existsCalls++
-	if _, cached := h.c.catalog.Source(id); cached {
+	if _, cached := h.c.Catalog.Source(id); cached {
 		return true, nil
 	}
 	return h.inAPIOnly[id], nil
@@ -143,14 +142,7 @@ func newHarness(t testing.TB, inAPI []*unstructured.Unstructured, cached []*unst
 		h.cache(u)
 	}
 
-	c, err := New(cfg, cat, h.client, h.exists, metrics.New(func() (int, int) { return 0, 0 }), nil, hclog.NewNullLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.now = func() time.Time { return reconcileNow }
-	c.UseChecksums(testSums)
-	t.Cleanup(c.queue.ShutDown)
-	h.c = c
+	h.c = newController(t, cfg, cat, h.client, h.exists)
 	return h
 }
 
@@ -451,8 +443,8 @@ func TestReconcileRestartSettles(t *testing.T) {
 		}
 		h.cache(patched)
 		events := &fakeRecorder{}
-		h.c.events = events
-		h.c.now = func() time.Time { return reconcileNow.Add(time.Minute) }
+		h.c.Events = events
+		h.c.Clock = func() time.Time { return reconcileNow.Add(time.Minute) }
 		if err := h.c.Reconcile(context.Background(), key); err != nil {
 			t.Fatal(err)
 		}
@@ -463,7 +455,7 @@ func TestReconcileRestartSettles(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec, err := pacing.ParseLastRestart(done.GetAnnotations()[rolloutKey])
+		rec, err := record.ParseLastRestart(done.GetAnnotations()[rolloutKey])
 		if err != nil || rec == nil || !rec.Unpaced || !rec.InFlight() {
 			t.Fatalf("%s: rollout record %+v (%v), want unpaced without a result", u.GetKind(), rec, err)
 		}
@@ -474,14 +466,14 @@ func TestReconcileRestartSettles(t *testing.T) {
 			if len(events.events) != 1 || events.events[0].reason != "RolloutComplete" {
 				t.Errorf("%s: events %+v, want one RolloutComplete", u.GetKind(), events.events)
 			}
-			if n := testutil.ToFloat64(h.c.metrics.Rollouts.WithLabelValues("complete")); n != 1 {
+			if n := testutil.ToFloat64(h.c.Metrics.Rollouts.WithLabelValues("complete")); n != 1 {
 				t.Errorf("%s: rollouts complete %v, want 1", u.GetKind(), n)
 			}
 		}
 
 		// Nothing more to do, even much later.
 		h.cache(done)
-		h.c.now = func() time.Time { return reconcileNow.Add(time.Hour) }
+		h.c.Clock = func() time.Time { return reconcileNow.Add(time.Hour) }
 		actions := len(h.client.Actions())
 		if err := h.c.Reconcile(context.Background(), key); err != nil {
 			t.Fatal(err)
@@ -502,7 +494,7 @@ func TestReconcileGracePeriod(t *testing.T) {
 	h := newHarness(t, []*unstructured.Unstructured{u}, []*unstructured.Unstructured{u}, dataV1)
 	key := keyOf(deploymentsGVR, u)
 	now := reconcileNow
-	h.c.now = func() time.Time { return now }
+	h.c.Clock = func() time.Time { return now }
 	reconcile := func() {
 		t.Helper()
 		if err := h.c.Reconcile(context.Background(), key); err != nil {
@@ -520,8 +512,8 @@ func TestReconcileGracePeriod(t *testing.T) {
 	if n := len(h.client.Actions()); n != 0 {
 		t.Fatalf("%d API actions inside the grace period", n)
 	}
-	if due, open := h.c.windows.Due(cmApp, now); !open || !due.Equal(reconcileNow.Add(10*time.Second)) {
-		t.Fatalf("window due %v (open %v), want +10s", due, open)
+	if g, open := h.c.grace.Of([]catalog.Reference{{ID: cmApp}}, now)[cmApp]; !open || !g.Ends.Equal(reconcileNow.Add(10*time.Second)) {
+		t.Fatalf("grace period ends %v (open %v), want +10s", g.Ends, open)
 	}
 
 	now = reconcileNow.Add(10 * time.Second)
@@ -541,7 +533,7 @@ func TestReconcileGracePeriod(t *testing.T) {
 func TestNewRejectsFanningOutTemplatePath(t *testing.T) {
 	cfg := exampleConfig(t)
 	cfg.Workloads = append(cfg.Workloads, config.WorkloadKind{GVR: cronjobsGVR, PodTemplatePath: refs.MustParsePath("spec.templates[*]")})
-	if _, err := New(cfg, catalog.New(), fake.NewSimpleDynamicClient(runtime.NewScheme()), nil, metrics.New(func() (int, int) { return 0, 0 }), nil, hclog.NewNullLogger()); err == nil {
+	if _, err := New(Deps{Config: cfg, Metrics: metrics.New(func() (int, int) { return 0, 0 })}); err == nil {
 		t.Error("New accepted a pod template path with [*]")
 	}
 }
@@ -611,16 +603,16 @@ func TestProcessNextErrorHandling(t *testing.T) {
 			h := newHarness(t, nil, nil, dataV2)
 			settled := settle(h, w, dataV1)
 			h.client = fake.NewSimpleDynamicClient(runtime.NewScheme(), settled.DeepCopy())
-			h.c.client = h.client
+			h.c.Client, h.c.Patch = h.client, dynamicPatch(h.client)
 			h.cache(settled)
 			h.client.PrependReactor("patch", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
 				return true, nil, tc.err
 			})
 			rec := &fakeRecorder{}
-			h.c.events = rec
+			h.c.Events = rec
 			cfg := *h.cfg
 			cfg.Settings.IgnoredErrors = tc.ignored
-			h.c.cfg = &cfg
+			h.c.Config = &cfg
 
 			key := keyOf(deploymentsGVR, w)
 			h.c.queue.Add(key)
@@ -636,7 +628,7 @@ func TestProcessNextErrorHandling(t *testing.T) {
 			if queued := h.c.queue.NumRequeues(key) > 0; queued != tc.wantQueued {
 				t.Fatalf("requeued with backoff: %v, want %v", queued, tc.wantQueued)
 			}
-			if got := testutil.ToFloat64(h.c.metrics.IgnoredErrors); got != tc.wantIgnored {
+			if got := testutil.ToFloat64(h.c.Metrics.IgnoredErrors); got != tc.wantIgnored {
 				t.Fatalf("ignored errors metric %v, want %v", got, tc.wantIgnored)
 			}
 		})
@@ -658,7 +650,7 @@ func TestRunStopsTakingWorkAndFinishesWhatIsUnderWay(t *testing.T) {
 		keys = append(keys, keyOf(deploymentsGVR, w))
 	}
 	h.client = fake.NewSimpleDynamicClient(runtime.NewScheme(), settled...)
-	h.c.client = h.client
+	h.c.Client, h.c.Patch = h.client, dynamicPatch(h.client)
 	inFlight, release := make(chan struct{}), make(chan struct{})
 	var patches atomic.Int32
 	h.client.PrependReactor("patch", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
@@ -693,7 +685,7 @@ func TestRunStopsTakingWorkAndFinishesWhatIsUnderWay(t *testing.T) {
 	if n := patches.Load(); n != 1 {
 		t.Fatalf("%d patches; want 1: the one under way finishes, queued work is not taken", n)
 	}
-	if got := testutil.ToFloat64(h.c.metrics.Restarts); got != 1 {
+	if got := testutil.ToFloat64(h.c.Metrics.Restarts); got != 1 {
 		t.Fatalf("restarts metric %v, want 1 (the patch under way landed)", got)
 	}
 }
@@ -702,15 +694,15 @@ func TestRunStopsTakingWorkAndFinishesWhatIsUnderWay(t *testing.T) {
 // too, and without it its grace-window bookkeeping would grow forever.
 func TestSweepForgetsEndedWindowsWithoutRun(t *testing.T) {
 	h := newHarness(t, nil, nil, nil)
-	h.c.cfg.Settings.CheckPeriod = 10 * time.Millisecond
-	h.c.windows.Observe(cmApp, reconcileNow, false, nil)
-	h.c.now = func() time.Time { return reconcileNow.Add(time.Hour) }
+	h.c.Config.Settings.CheckPeriod = 10 * time.Millisecond
+	h.c.grace.Observe(cmApp, reconcileNow, false, nil)
+	h.c.Clock = func() time.Time { return reconcileNow.Add(time.Hour) }
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go h.c.Sweep(ctx)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if _, open := h.c.windows.Opened(cmApp); !open {
+		if _, open := h.c.grace.Opened(cmApp); !open {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -745,11 +737,11 @@ func TestReconcileReports(t *testing.T) {
 				w = settle(h, w, dataV1)
 			}
 			h.client = fake.NewSimpleDynamicClient(runtime.NewScheme(), w.DeepCopy())
-			h.c.client = h.client
+			h.c.Client, h.c.Patch = h.client, dynamicPatch(h.client)
 			h.cache(w)
 			rec := &fakeRecorder{}
-			h.c.events = rec
-			h.c.cfg.Settings.DryRun = tc.dryRun
+			h.c.Events = rec
+			h.c.Config.Settings.DryRun = tc.dryRun
 			key := keyOf(deploymentsGVR, w)
 			for i := 0; i < 2; i++ { // in a dry run nothing changes, so the second decides the same
 				if err := h.c.Reconcile(context.Background(), key); err != nil {
@@ -772,7 +764,7 @@ func TestReconcileReports(t *testing.T) {
 			if strings.Contains(e.note, `"2"`) || strings.Contains(e.note, "a: 2") {
 				t.Fatalf("event shows a value: %q", e.note)
 			}
-			if got := testutil.ToFloat64(h.c.metrics.Restarts); got != tc.wantRestarts {
+			if got := testutil.ToFloat64(h.c.Metrics.Restarts); got != tc.wantRestarts {
 				t.Fatalf("restarts metric %v, want %v", got, tc.wantRestarts)
 			}
 		})
@@ -880,6 +872,7 @@ func TestReconcileOrdersSourceUpdateBeforeTemplateChange(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, []*unstructured.Unstructured{recorded}, nil, nil)
 			h.cfg.OrderByResourceVersion = tc.ordered
+			h.c.Rules = decision.NewRules(h.cfg, testSums)
 			state := h.reduce(recorded)
 			state.TemplateRV = "100" // what the tracker knows from the watch event
 			if err := h.workloads[deploymentsGVR].Update(state); err != nil {
@@ -925,8 +918,8 @@ func TestDryRunSimulatesItsWrites(t *testing.T) {
 	w := fromYAML(t, webDeployment)
 	h := newHarness(t, []*unstructured.Unstructured{w}, []*unstructured.Unstructured{w}, dataV1)
 	rec := &fakeRecorder{}
-	h.c.events = rec
-	h.c.cfg.Settings.DryRun = true
+	h.c.Events = rec
+	h.c.Config.Settings.DryRun = true
 	key := keyOf(deploymentsGVR, w)
 	reconcile := func() {
 		if err := h.c.Reconcile(context.Background(), key); err != nil {
@@ -969,7 +962,7 @@ func TestReconcileRestartNotRolled(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, []*unstructured.Unstructured{settled}, []*unstructured.Unstructured{settled}, tc.data)
 			rec := &fakeRecorder{}
-			h.c.events = rec
+			h.c.Events = rec
 			if err := h.c.Reconcile(context.Background(), keyOf(deploymentsGVR, settled)); err != nil {
 				t.Fatal(err)
 			}
@@ -1006,11 +999,11 @@ func TestRestartedEventNamesTheChangedKeys(t *testing.T) {
 	h := newHarness(t, nil, nil, map[string]string{"a": "2", "b": "1"})
 	settled := settle(h, w, map[string]string{"a": "1", "b": "1"})
 	h.client = fake.NewSimpleDynamicClient(runtime.NewScheme(), settled.DeepCopy())
-	h.c.client = h.client
+	h.c.Client, h.c.Patch = h.client, dynamicPatch(h.client)
 	h.cache(settled)
 	rec := &fakeRecorder{}
-	h.c.events = rec
-	h.c.windows.Observe(cmApp, reconcileNow.Add(-time.Minute), false, []string{"a"}) // over: due
+	h.c.Events = rec
+	h.c.grace.Observe(cmApp, reconcileNow.Add(-time.Minute), false, []string{"a"}) // over: due
 	if err := h.c.Reconcile(context.Background(), keyOf(deploymentsGVR, w)); err != nil {
 		t.Fatal(err)
 	}
@@ -1020,7 +1013,7 @@ func TestRestartedEventNamesTheChangedKeys(t *testing.T) {
 	}
 }
 
-// TestPatchWithSendsDecisionsThroughTheMetadataClient: with PatchWith, the
+// TestPatchWithSendsDecisionsThroughTheMetadataClient: with MetadataPatch, the
 // restart patch goes out through the metadata client (whose answer is the
 // workload's metadata alone), byte for byte the patch the dynamic
 // client sends otherwise, and the dynamic client sends nothing.
@@ -1036,7 +1029,7 @@ func TestPatchWithSendsDecisionsThroughTheMetadataClient(t *testing.T) {
 	meta.PrependReactor("patch", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, &metav1.PartialObjectMetadata{}, nil
 	})
-	h.c.PatchWith(meta)
+	h.c.Patch = MetadataPatch(meta)
 	gvr := h.gvrOf(u)
 	if err := h.c.Reconcile(context.Background(), keyOf(gvr, u)); err != nil {
 		t.Fatal(err)
@@ -1068,7 +1061,7 @@ func TestReconcileRegexListWarnsOnceAboutBadEntries(t *testing.T) {
 	h := newHarness(t, nil, nil, dataV1)
 	h.cfg.SourceLists = []config.SourceList{{Annotation: "example.com/reload", Kind: "configmap", OptIn: true, Regex: true}}
 	rec := &fakeRecorder{}
-	h.c.events = rec
+	h.c.Events = rec
 	u := fromYAML(t, `
 apiVersion: apps/v1
 kind: Deployment
@@ -1076,7 +1069,7 @@ metadata: {name: lister, namespace: shop, resourceVersion: "5", annotations: {ex
 spec: {template: {spec: {containers: [{name: c, image: x}]}}}
 `)
 	h.client = fake.NewSimpleDynamicClient(runtime.NewScheme(), u.DeepCopy())
-	h.c.client = h.client
+	h.c.Client, h.c.Patch = h.client, dynamicPatch(h.client)
 	h.cache(u)
 	key := keyOf(deploymentsGVR, u)
 	for range 2 {
@@ -1126,7 +1119,7 @@ func TestReconcileDeletedSources(t *testing.T) {
 			settled := settle(newHarness(t, nil, nil, nil), u, dataV1)
 			h := newHarness(t, []*unstructured.Unstructured{settled}, []*unstructured.Unstructured{settled}, nil) // app is gone
 			rec := &fakeRecorder{}
-			h.c.events = rec
+			h.c.Events = rec
 			for range 2 {
 				if err := h.c.Reconcile(context.Background(), keyOf(deploymentsGVR, settled)); err != nil {
 					t.Fatal(err)
@@ -1168,7 +1161,7 @@ func TestReconcileDeletedSources(t *testing.T) {
 func TestReloaderMetricCountsRestartPatches(t *testing.T) {
 	executed := func(h *harness, success string) float64 {
 		t.Helper()
-		families, err := h.c.metrics.Registry.Gather()
+		families, err := h.c.Metrics.Registry.Gather()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1198,13 +1191,13 @@ func TestReloaderMetricCountsRestartPatches(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w := fromYAML(t, webDeployment)
 			h := newHarness(t, nil, nil, dataV2)
-			h.c.metrics.ExportReloaderNames(false)
+			h.c.Metrics.ExportReloaderNames(false)
 			cached := settle(h, w, dataV1)
 			if tc.firstSeen {
 				cached = w
 			}
 			h.client = fake.NewSimpleDynamicClient(runtime.NewScheme(), cached.DeepCopy())
-			h.c.client = h.client
+			h.c.Client, h.c.Patch = h.client, dynamicPatch(h.client)
 			h.cache(cached)
 			if tc.refuse {
 				h.client.PrependReactor("patch", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {

@@ -18,7 +18,8 @@ import (
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
-	"github.com/restart-controller/restart-controller/internal/pacing"
+	"github.com/restart-controller/restart-controller/internal/decision"
+	"github.com/restart-controller/restart-controller/internal/record"
 )
 
 // fleetHarness is n Deployments w00..wNN reading every key of ConfigMap
@@ -41,7 +42,7 @@ func newFleetHarness(t testing.TB, n int) *fleetHarness {
 	}
 	h := newHarness(t, objs, objs, dataV2)
 	f := &fleetHarness{harness: h, rec: &fakeRecorder{}}
-	h.c.events = f.rec
+	h.c.Events = f.rec
 	for _, u := range objs {
 		f.keys = append(f.keys, keyOf(deploymentsGVR, u))
 	}
@@ -104,18 +105,18 @@ func (f *fleetHarness) rollOut(names ...string) {
 	}
 }
 
-func (f *fleetHarness) record(name string) *pacing.LastRestart {
+func (f *fleetHarness) record(name string) *record.LastRestart {
 	f.t.Helper()
-	r, err := pacing.ParseLastRestart(f.get(name).GetAnnotations()[rolloutKey])
+	r, err := record.ParseLastRestart(f.get(name).GetAnnotations()[rolloutKey])
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	return r
 }
 
-func (f *fleetHarness) hold(name string) *pacing.Hold {
+func (f *fleetHarness) hold(name string) *record.Hold {
 	f.t.Helper()
-	h, err := pacing.ParseHold(f.get(name).GetAnnotations()[holdKey])
+	h, err := record.ParseHold(f.get(name).GetAnnotations()[holdKey])
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -162,7 +163,7 @@ func TestWavesOpenOnCompletedRollouts(t *testing.T) {
 	if got := f.step(); !reflect.DeepEqual(got, []string{"w03", "w04", "w05", "w06"}) {
 		t.Fatalf("third wave %v", got)
 	}
-	if n := testutil.ToFloat64(f.c.metrics.Rollouts.WithLabelValues("complete")); n != 3 {
+	if n := testutil.ToFloat64(f.c.Metrics.Rollouts.WithLabelValues("complete")); n != 3 {
 		t.Fatalf("rollouts complete %v, want 3", n)
 	}
 	var complete int
@@ -185,7 +186,7 @@ func TestFailedRolloutHoldsTheRestAndReleaseResumes(t *testing.T) {
 	change := sourceState(t, cmApp, dataV2).Change(testSums)
 	f.reconcileAll()
 	f.sync()
-	f.c.now = func() time.Time { return reconcileNow.Add(11 * time.Minute) } // past the 10m deadline
+	f.c.Clock = func() time.Time { return reconcileNow.Add(11 * time.Minute) } // past the 10m deadline
 	f.reconcileAll()
 	if r := f.record("w00"); r.Result != "failed" || r.Reason != "DeadlineExceeded" {
 		t.Fatalf("w00 record %+v", r)
@@ -195,12 +196,12 @@ func TestFailedRolloutHoldsTheRestAndReleaseResumes(t *testing.T) {
 	}
 	for _, k := range f.keys[1:] {
 		h := f.hold(k.Name)
-		if h == nil || h.Kind != pacing.HoldWave || h.Source != cmApp.String() || h.Change != change ||
+		if h == nil || h.Kind != record.HoldWave || h.Source != cmApp.String() || h.Change != change ||
 			!strings.HasPrefix(h.Cause, "deployments.apps/shop/w00: DeadlineExceeded") {
 			t.Fatalf("%s hold %+v", k.Name, h)
 		}
 	}
-	if n := testutil.ToFloat64(f.c.metrics.Rollouts.WithLabelValues("failed")); n != 1 {
+	if n := testutil.ToFloat64(f.c.Metrics.Rollouts.WithLabelValues("failed")); n != 1 {
 		t.Fatalf("failed rollouts %v", n)
 	}
 	held := func() int {
@@ -219,7 +220,7 @@ func TestFailedRolloutHoldsTheRestAndReleaseResumes(t *testing.T) {
 	if !strings.Contains(note, "kubectl annotate configmap app -n shop "+releaseKey+"="+change) {
 		t.Fatalf("RestartHeld note %q does not say how to release", note)
 	}
-	gauge := func() float64 { return testutil.ToFloat64(f.c.metrics.Held.WithLabelValues("wave")) }
+	gauge := func() float64 { return testutil.ToFloat64(f.c.Metrics.Held.WithLabelValues("wave")) }
 	if gauge() != 9 {
 		t.Fatalf("held gauge %v, want 9", gauge())
 	}
@@ -232,11 +233,11 @@ func TestFailedRolloutHoldsTheRestAndReleaseResumes(t *testing.T) {
 	}
 	// A fresh controller over the same cluster holds them just the same.
 	fresh := newHarness(t, nil, nil, dataV2)
-	fresh.client, fresh.c.client = f.client, f.client
+	fresh.client, fresh.c.Client, fresh.c.Patch = f.client, f.client, dynamicPatch(f.client)
 	for _, k := range f.keys {
 		fresh.cache(f.get(k.Name))
 	}
-	fresh.c.now = f.c.now
+	fresh.c.Clock = f.c.Clock
 	for _, k := range f.keys {
 		if err := fresh.c.Reconcile(context.Background(), k); err != nil {
 			t.Fatal(err)
@@ -245,7 +246,7 @@ func TestFailedRolloutHoldsTheRestAndReleaseResumes(t *testing.T) {
 	if len(f.patches()) != patches {
 		t.Fatalf("a fresh controller wrote %d patches", len(f.patches())-patches)
 	}
-	if g := testutil.ToFloat64(fresh.c.metrics.Held.WithLabelValues("wave")); g != 9 {
+	if g := testutil.ToFloat64(fresh.c.Metrics.Held.WithLabelValues("wave")); g != 9 {
 		t.Fatalf("fresh controller's held gauge %v, want 9", g)
 	}
 
@@ -273,14 +274,14 @@ func TestNewChangeResumesFromTheFirstWave(t *testing.T) {
 	f := newFleetHarness(t, 10)
 	f.reconcileAll()
 	f.sync()
-	f.c.now = func() time.Time { return reconcileNow.Add(11 * time.Minute) }
+	f.c.Clock = func() time.Time { return reconcileNow.Add(11 * time.Minute) }
 	f.reconcileAll()
 	f.step()
 	f.setSource(map[string]string{"a": "3"})
 	if got := f.step(); !reflect.DeepEqual(got, []string{"w00"}) {
 		t.Fatalf("a new change restarted %v, want its first wave [w00]", got)
 	}
-	if g := testutil.ToFloat64(f.c.metrics.Held.WithLabelValues("wave")); g != 0 {
+	if g := testutil.ToFloat64(f.c.Metrics.Held.WithLabelValues("wave")); g != 0 {
 		t.Fatalf("held gauge %v: the holds of the old change are over", g)
 	}
 }
@@ -293,20 +294,20 @@ func TestBreakerHoldsThenRestartsOnce(t *testing.T) {
 	for i := 5; i > 0; i-- {
 		restarts = append(restarts, reconcileNow.Add(-time.Duration(i)*time.Minute))
 	}
-	prev := &pacing.LastRestart{At: restarts[4], Result: "complete", Restarts: restarts}
-	u = withAnnotations(u, map[string]string{rolloutKey: pacing.Encode(prev)})
+	prev := &record.LastRestart{At: restarts[4], Result: "complete", Restarts: restarts}
+	u = withAnnotations(u, map[string]string{rolloutKey: record.Encode(prev)})
 	h := newHarness(t, []*unstructured.Unstructured{u}, []*unstructured.Unstructured{u}, dataV2)
 	rec := &fakeRecorder{}
-	h.c.events = rec
+	h.c.Events = rec
 	key := keyOf(deploymentsGVR, u)
 	h.c.SourceChanged(cmApp, nil) // the source just changed
-	h.c.now = func() time.Time { return reconcileNow.Add(10 * time.Second) }
+	h.c.Clock = func() time.Time { return reconcileNow.Add(10 * time.Second) }
 	if err := h.c.Reconcile(context.Background(), key); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := h.client.Resource(deploymentsGVR).Namespace("shop").Get(context.Background(), "web", metav1.GetOptions{})
-	hold, _ := pacing.ParseHold(got.GetAnnotations()[holdKey])
-	if hold == nil || hold.Kind != pacing.HoldBreaker || !strings.Contains(hold.Cause, "restarted 5 times within 30m0s") {
+	hold, _ := record.ParseHold(got.GetAnnotations()[holdKey])
+	if hold == nil || hold.Kind != record.HoldBreaker || !strings.Contains(hold.Cause, "restarted 5 times within 30m0s") {
 		t.Fatalf("hold %+v", hold)
 	}
 	if _, ok, _ := unstructured.NestedString(got.Object, "spec", "template", "metadata", "annotations", timestampKey); ok {
@@ -318,7 +319,7 @@ func TestBreakerHoldsThenRestartsOnce(t *testing.T) {
 	h.cache(got)
 	// Still changing: held.
 	h.c.SourceChanged(cmApp, nil)
-	h.c.now = func() time.Time { return reconcileNow.Add(time.Minute) }
+	h.c.Clock = func() time.Time { return reconcileNow.Add(time.Minute) }
 	if err := h.c.Reconcile(context.Background(), key); err != nil {
 		t.Fatal(err)
 	}
@@ -326,7 +327,7 @@ func TestBreakerHoldsThenRestartsOnce(t *testing.T) {
 		t.Fatalf("%d patches while held", n)
 	}
 	// Still for the quiet time (2m): one restart, the hold removed.
-	h.c.now = func() time.Time { return reconcileNow.Add(20 * time.Second).Add(3 * time.Minute) }
+	h.c.Clock = func() time.Time { return reconcileNow.Add(20 * time.Second).Add(3 * time.Minute) }
 	if err := h.c.Reconcile(context.Background(), key); err != nil {
 		t.Fatal(err)
 	}
@@ -433,7 +434,7 @@ func TestRideAlongWaitsForItsWave(t *testing.T) {
 	if applied[cmApp.String()] != sourceState(t, cmApp, dataV1).Checksum(testSums, nil) {
 		t.Fatalf("app rode along out of its wave: %v", applied)
 	}
-	r, err := pacing.ParseLastRestart(got.GetAnnotations()[rolloutKey])
+	r, err := record.ParseLastRestart(got.GetAnnotations()[rolloutKey])
 	if err != nil || len(r.Sources) != 1 || r.Sources[cmSolo.String()] == "" {
 		t.Fatalf("record %+v (%v), want only solo delivered", r, err)
 	}
@@ -443,9 +444,9 @@ func TestRideAlongWaitsForItsWave(t *testing.T) {
 // many as it allows; each rollout that ends lets the next one start.
 func TestCapOnRolloutsInFlight(t *testing.T) {
 	f := newFleetHarness(t, 10)
-	cfg := *f.c.cfg
+	cfg := *f.c.Config
 	cfg.MaxInFlight = 1
-	f.c.cfg = &cfg
+	f.c.Config, f.c.Rules = &cfg, decision.NewRules(&cfg, testSums)
 	f.reconcileAll()
 	f.rollOut("w00")
 	f.step()
@@ -506,13 +507,13 @@ func TestBreakerHoldsOverSharedSourceAllEnd(t *testing.T) {
 	f.usedBudget(reconcileNow, true)
 	f.c.SourceChanged(cmApp, nil)
 	// Inside the quiet time (2m): every one stays held.
-	f.c.now = func() time.Time { return reconcileNow.Add(time.Minute) }
+	f.c.Clock = func() time.Time { return reconcileNow.Add(time.Minute) }
 	if got := f.step(); len(got) != 0 {
 		t.Fatalf("restarted %v inside the quiet time", got)
 	}
 	// Past it: the waves go out, 1, 2, 4 and the remaining 3, each once the
 	// rollouts before it completed.
-	f.c.now = func() time.Time { return reconcileNow.Add(3 * time.Minute) }
+	f.c.Clock = func() time.Time { return reconcileNow.Add(3 * time.Minute) }
 	var waves [][]string
 	done := map[string]bool{}
 	for round := 0; round < 10 && len(done) < len(f.keys); round++ {
@@ -555,12 +556,12 @@ func TestFailedRolloutThatRecoversEndsTheHold(t *testing.T) {
 	f := newFleetHarness(t, 10)
 	f.reconcileAll()
 	f.sync()
-	f.c.now = func() time.Time { return reconcileNow.Add(11 * time.Minute) } // past the 10m deadline
+	f.c.Clock = func() time.Time { return reconcileNow.Add(11 * time.Minute) } // past the 10m deadline
 	f.reconcileAll()
 	if got := f.step(); len(got) != 0 {
 		t.Fatalf("restarted %v after the first wave failed", got)
 	}
-	if h := f.hold("w01"); h == nil || h.Kind != pacing.HoldWave {
+	if h := f.hold("w01"); h == nil || h.Kind != record.HoldWave {
 		t.Fatalf("w01 hold %+v, want a wave hold", h)
 	}
 	// Still failed: decided again, nothing moves.
@@ -595,7 +596,7 @@ func TestRolloutEndWakesBreakerHeldReaders(t *testing.T) {
 	f := newFleetHarness(t, 6)
 	f.usedBudget(reconcileNow, true)
 	f.sync()
-	f.c.now = func() time.Time { return reconcileNow.Add(3 * time.Minute) } // past the quiet time
+	f.c.Clock = func() time.Time { return reconcileNow.Add(3 * time.Minute) } // past the quiet time
 	// Only the first to decide goes: the others still carry their holds.
 	first := f.keys[len(f.keys)-1]
 	if err := f.c.Reconcile(context.Background(), first); err != nil {
@@ -633,9 +634,9 @@ func (f *fleetHarness) usedBudget(now time.Time, held bool) {
 	for i := 5; i > 0; i-- {
 		restarts = append(restarts, now.Add(-time.Duration(i)*time.Minute))
 	}
-	ann := map[string]string{rolloutKey: pacing.Encode(&pacing.LastRestart{At: restarts[4], Result: "complete", Restarts: restarts})}
+	ann := map[string]string{rolloutKey: record.Encode(&record.LastRestart{At: restarts[4], Result: "complete", Restarts: restarts})}
 	if held {
-		ann[holdKey] = pacing.Encode(&pacing.Hold{Kind: pacing.HoldBreaker, Cause: "restarted 5 times", Since: now.Add(-time.Minute)})
+		ann[holdKey] = record.Encode(&record.Hold{Kind: record.HoldBreaker, Cause: "restarted 5 times", Since: now.Add(-time.Minute)})
 	}
 	for _, k := range f.keys {
 		u := withAnnotations(f.get(k.Name), ann)

@@ -109,7 +109,7 @@ func TestReconcileReadsKeysOfLargeSource(t *testing.T) {
 		}
 		f := &fetchFrom{cm: served}
 		if reader {
-			h.c.ReadKeysWith(keyread.New(h.cfg.Sources, f.fetch, keyread.Capacity))
+			h.c.Keys = keyread.New(h.cfg.Sources, f.fetch, keyread.Capacity)
 		}
 		err := h.c.Reconcile(context.Background(), catalog.WorkloadKey{Resource: deploymentsGVR, Namespace: "shop", Name: "web"})
 		return h, f, err
@@ -204,7 +204,7 @@ func TestReconcileWholeReadOfLargeSource(t *testing.T) {
 				t.Fatal(err)
 			}
 			f := &fetchFrom{cm: tc.cached}
-			h.c.ReadKeysWith(keyread.New(h.cfg.Sources, f.fetch, keyread.Capacity))
+			h.c.Keys = keyread.New(h.cfg.Sources, f.fetch, keyread.Capacity)
 			if err := h.c.Reconcile(context.Background(), catalog.WorkloadKey{Resource: deploymentsGVR, Namespace: "shop", Name: "web"}); err != nil {
 				t.Fatal(err)
 			}

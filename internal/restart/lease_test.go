@@ -12,7 +12,7 @@ import (
 func TestNoWriteWithoutAFreshLease(t *testing.T) {
 	f := newFleetHarness(t, 1)
 	fresh := false
-	f.c.WriteOnlyWhile(func() bool { return fresh })
+	f.c.Fresh = func() bool { return fresh }
 	if err := f.c.Reconcile(context.Background(), f.keys[0]); !errors.Is(err, errLeaseStale) {
 		t.Fatalf("reconcile with a stale lease: %v, want errLeaseStale", err)
 	}

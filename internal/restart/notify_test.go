@@ -45,11 +45,11 @@ func TestRestartNotifies(t *testing.T) {
 	h := newHarness(t, nil, nil, map[string]string{"a": "2", "b": "1"})
 	settled := settle(h, w, map[string]string{"a": "1", "b": "1"})
 	h.client = fake.NewSimpleDynamicClient(runtime.NewScheme(), settled.DeepCopy())
-	h.c.client = h.client
+	h.c.Client, h.c.Patch = h.client, dynamicPatch(h.client)
 	h.cache(settled)
 	n := &notes{}
-	h.c.NotifyWith(n)
-	h.c.windows.Observe(cmApp, reconcileNow.Add(-time.Minute), false, []string{"a"}) // over: due
+	h.c.Notify = n
+	h.c.grace.Observe(cmApp, reconcileNow.Add(-time.Minute), false, []string{"a"}) // over: due
 	key := keyOf(deploymentsGVR, w)
 	if err := h.c.Reconcile(context.Background(), key); err != nil {
 		t.Fatal(err)
@@ -78,10 +78,10 @@ func TestRestartNotifies(t *testing.T) {
 func TestRolloutAndHoldNotify(t *testing.T) {
 	f := newFleetHarness(t, 10)
 	n := &notes{}
-	f.c.NotifyWith(n)
+	f.c.Notify = n
 	f.reconcileAll()
 	f.sync()
-	f.c.now = func() time.Time { return reconcileNow.Add(11 * time.Minute) } // past the 10m deadline
+	f.c.Clock = func() time.Time { return reconcileNow.Add(11 * time.Minute) } // past the 10m deadline
 	f.reconcileAll()
 	f.step()
 	f.step() // decided again: no new holds
@@ -116,11 +116,11 @@ func TestDryRunNotifiesNothing(t *testing.T) {
 	h := newHarness(t, nil, nil, map[string]string{"a": "2"})
 	settled := settle(h, w, map[string]string{"a": "1"})
 	h.client = fake.NewSimpleDynamicClient(runtime.NewScheme(), settled.DeepCopy())
-	h.c.client = h.client
+	h.c.Client, h.c.Patch = h.client, dynamicPatch(h.client)
 	h.cache(settled)
-	h.c.cfg.Settings.DryRun = true
+	h.c.Config.Settings.DryRun = true
 	n := &notes{}
-	h.c.NotifyWith(n)
+	h.c.Notify = n
 	if err := h.c.Reconcile(context.Background(), keyOf(deploymentsGVR, w)); err != nil {
 		t.Fatal(err)
 	}

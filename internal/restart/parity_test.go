@@ -11,7 +11,6 @@ import (
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/explain"
-	"github.com/restart-controller/restart-controller/internal/fleet"
 )
 
 // explainer is explain over the fleet harness's fake cluster, with the
@@ -41,7 +40,7 @@ func (e *explainer) action(t *testing.T, name string) string {
 	t.Helper()
 	kind := e.f.kindOf(deploymentsGVR)
 	fetch := func(_ config.SourceKind, namespace, name string) (*catalog.SourceState, error) {
-		s, ok := e.f.c.catalog.Source(catalog.SourceID{Kind: "configmap", Namespace: namespace, Name: name})
+		s, ok := e.f.c.Catalog.Source(catalog.SourceID{Kind: "configmap", Namespace: namespace, Name: name})
 		if !ok {
 			return nil, nil
 		}
@@ -54,7 +53,7 @@ func (e *explainer) action(t *testing.T, name string) string {
 		}
 		return out
 	}
-	r, err := e.cfg.ExplainWorkloadIn(kind, e.f.get(name), fetch, fleet, e.f.c.now())
+	r, err := e.cfg.ExplainWorkloadIn(kind, e.f.get(name), fetch, fleet, e.f.c.Clock())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,17 +65,23 @@ func (e *explainer) action(t *testing.T, name string) string {
 func (f *fleetHarness) controllerAction(t *testing.T, name string) string {
 	t.Helper()
 	key := catalog.WorkloadKey{Resource: deploymentsGVR, Namespace: "shop", Name: name}
-	w, ok := f.c.catalog.Workload(key)
-	if !ok {
+	if _, ok := f.c.Catalog.Workload(key); !ok {
 		t.Fatalf("%s not cached", name)
 	}
-	snap, err := f.c.load(context.Background(), key, w)
-	if err != nil || snap == nil {
-		t.Fatalf("%s: load: %v (nil snapshot: the cache is behind a write)", name, err)
+	snap, err := f.c.load(context.Background(), key)
+	if err != nil {
+		t.Fatalf("%s: load: %v", name, err)
 	}
-	v := f.c.rules().Decide(*snap)
-	if view, ok := snap.Fleet.(*fleet.View); ok {
-		view.Unlock()
+	if !snap.OwnWrite.IsZero() {
+		t.Fatalf("%s: the cache is behind a write", name)
+	}
+	v := f.c.Rules.Decide(snap)
+	if v.NeedsPacing {
+		l := f.c.Pacing.Lock()
+		facts := l.Facts(key, snap.Workload.State.References, v.Deliver, snap.Sources, f.c.Clock())
+		l.Unlock()
+		snap.Pacing = &facts
+		v = f.c.Rules.Pace(snap, v)
 	}
 	return string(v.Action)
 }
@@ -120,8 +125,8 @@ func TestExplainAgreesWithController(t *testing.T) {
 	f.reconcileAll()
 	agree("recorded", map[string]string{"w00": "nothing", "w08": "nothing", "w09": "nothing", "*": "queue"})
 	agree("first wave rolling out", map[string]string{"w00": "nothing", "w08": "nothing", "w09": "nothing", "*": "queue"})
-	f.c.now = func() time.Time { return reconcileNow.Add(11 * time.Minute) } // past the 10m deadline
-	f.reconcileAll()                                                         // records the failure
+	f.c.Clock = func() time.Time { return reconcileNow.Add(11 * time.Minute) } // past the 10m deadline
+	f.reconcileAll()                                                           // records the failure
 	f.sync()
 	agree("first wave failed", map[string]string{"w00": "nothing", "w08": "nothing", "w09": "nothing", "*": "hold"})
 	f.step() // writes the holds
@@ -137,10 +142,10 @@ func TestExplainAgreesWithController(t *testing.T) {
 	// The breaker: past its budget, a new change holds every one; the
 	// controller saw the change now, and explain, which cannot know when
 	// sources last changed, assumes the same.
-	f.usedBudget(f.c.now(), false)
+	f.usedBudget(f.c.Clock(), false)
 	f.setSource(dataV1)
 	f.c.SourceChanged(cmApp, nil)
-	f.c.now = func() time.Time { return reconcileNow.Add(11*time.Minute + 20*time.Second) } // past the grace period
+	f.c.Clock = func() time.Time { return reconcileNow.Add(11*time.Minute + 20*time.Second) } // past the grace period
 	agree("breaker tripped", map[string]string{"w08": "record", "*": "hold"})
 	f.step() // writes the breaker holds
 	agree("breaker held", map[string]string{"w08": "nothing", "*": "hold"})

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
-	"github.com/restart-controller/restart-controller/internal/pacing"
+	"github.com/restart-controller/restart-controller/internal/record"
 	"github.com/restart-controller/restart-controller/internal/rollout"
 )
 
@@ -28,7 +28,7 @@ func unpacedRestart(t *testing.T) (*harness, catalog.WorkloadKey, *fakeRecorder)
 	u := settle(newHarness(t, nil, nil, nil), fromYAML(t, webDeployment), dataV1)
 	h := newHarness(t, []*unstructured.Unstructured{u}, []*unstructured.Unstructured{u}, dataV2)
 	events := &fakeRecorder{}
-	h.c.events = events
+	h.c.Events = events
 	key := keyOf(deploymentsGVR, u)
 	if err := h.c.Reconcile(context.Background(), key); err != nil {
 		t.Fatal(err)
@@ -59,13 +59,13 @@ func setStatus(t *testing.T, h *harness, key catalog.WorkloadKey, status map[str
 	h.cache(u)
 }
 
-func recordOf(t *testing.T, h *harness, key catalog.WorkloadKey) *pacing.LastRestart {
+func recordOf(t *testing.T, h *harness, key catalog.WorkloadKey) *record.LastRestart {
 	t.Helper()
 	u, err := h.client.Resource(key.Resource).Namespace(key.Namespace).Get(context.Background(), key.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := pacing.ParseLastRestart(u.GetAnnotations()[rolloutKey])
+	rec, err := record.ParseLastRestart(u.GetAnnotations()[rolloutKey])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func recordOf(t *testing.T, h *harness, key catalog.WorkloadKey) *pacing.LastRes
 
 func reconcileAt(t *testing.T, h *harness, key catalog.WorkloadKey, at time.Time) {
 	t.Helper()
-	h.c.now = func() time.Time { return at }
+	h.c.Clock = func() time.Time { return at }
 	if err := h.c.Reconcile(context.Background(), key); err != nil {
 		t.Fatal(err)
 	}
@@ -154,14 +154,14 @@ func TestNewProcessFindsUnpacedRollout(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			u := settle(newHarness(t, nil, nil, nil), fromYAML(t, webDeployment), dataV2)
-			rec := &pacing.LastRestart{At: reconcileNow.Add(-tc.age), Unpaced: true, Restarts: []time.Time{reconcileNow.Add(-tc.age)}}
-			u = withAnnotations(u, map[string]string{rolloutKey: pacing.Encode(rec)})
+			rec := &record.LastRestart{At: reconcileNow.Add(-tc.age), Unpaced: true, Restarts: []time.Time{reconcileNow.Add(-tc.age)}}
+			u = withAnnotations(u, map[string]string{rolloutKey: record.Encode(rec)})
 			if err := unstructured.SetNestedMap(u.Object, tc.status, "status"); err != nil {
 				t.Fatal(err)
 			}
 			h := newHarness(t, []*unstructured.Unstructured{u}, []*unstructured.Unstructured{u}, dataV2)
 			events := &fakeRecorder{}
-			h.c.events = events
+			h.c.Events = events
 			key := keyOf(deploymentsGVR, u)
 			reconcileAt(t, h, key, reconcileNow)
 			setStatus(t, h, key, tc.later)
@@ -194,9 +194,9 @@ func TestUnpacedRolloutEndWakesWaitingReaders(t *testing.T) {
 		}
 		// w00 was restarted for the change while it reached at most
 		// unpacedUpTo readers; it is rolling out.
-		rec := &pacing.LastRestart{At: reconcileNow.Add(-10 * time.Second), Unpaced: true,
+		rec := &record.LastRestart{At: reconcileNow.Add(-10 * time.Second), Unpaced: true,
 			Sources: map[string]string{cmApp.String(): change}, Restarts: []time.Time{reconcileNow.Add(-10 * time.Second)}}
-		u = withAnnotations(settle(base, u, dataV2), map[string]string{rolloutKey: pacing.Encode(rec)})
+		u = withAnnotations(settle(base, u, dataV2), map[string]string{rolloutKey: record.Encode(rec)})
 		if err := unstructured.SetNestedMap(u.Object, rollingOut, "status"); err != nil {
 			t.Fatal(err)
 		}

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -21,8 +20,7 @@ import (
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
-	"github.com/restart-controller/restart-controller/internal/metrics"
-	"github.com/restart-controller/restart-controller/internal/pacing"
+	"github.com/restart-controller/restart-controller/internal/record"
 	"github.com/restart-controller/restart-controller/internal/rollout"
 )
 
@@ -138,14 +136,7 @@ workloads:
 	}
 	h.client = fake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
 		rolloutsGVR: "RolloutList", cronjobsGVR: "CronJobList", jobsGVR: "JobList"}, in...)
-	c, err := New(cfg, cat, h.client, h.exists, metrics.New(func() (int, int) { return 0, 0 }), nil, hclog.NewNullLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.now = func() time.Time { return reconcileNow }
-	c.UseChecksums(testSums)
-	t.Cleanup(c.queue.ShutDown)
-	h.c = c
+	h.c = newController(t, cfg, cat, h.client, h.exists)
 	for _, u := range objs {
 		s.cache(u)
 	}
@@ -296,7 +287,7 @@ func TestRunNowCreatesOneJobPerChange(t *testing.T) {
 		t.Fatalf("%d Jobs after the retry, want 1", n)
 	}
 	recorded := s.get(cronjobsGVR, "report")
-	rec, err := pacing.ParseLastRestart(recorded.GetAnnotations()[rolloutKey])
+	rec, err := record.ParseLastRestart(recorded.GetAnnotations()[rolloutKey])
 	if err != nil || rec == nil || rec.Job != name {
 		t.Fatalf("record %+v (%v), want one naming %s", rec, err, name)
 	}
@@ -410,9 +401,9 @@ func TestRunNowJobRecoversAfterDeadline(t *testing.T) {
 			if err := s.reconcile(cronjobsGVR, "report"); err != nil {
 				t.Fatal(err)
 			}
-			record := func() *pacing.LastRestart {
+			record := func() *record.LastRestart {
 				t.Helper()
-				rec, err := pacing.ParseLastRestart(s.get(cronjobsGVR, "report").GetAnnotations()[rolloutKey])
+				rec, err := record.ParseLastRestart(s.get(cronjobsGVR, "report").GetAnnotations()[rolloutKey])
 				if err != nil || rec == nil {
 					t.Fatalf("record %+v (%v)", rec, err)
 				}
@@ -420,7 +411,7 @@ func TestRunNowJobRecoversAfterDeadline(t *testing.T) {
 			}
 			// Past the deadline with the Job running: failed.
 			s.cache(s.get(cronjobsGVR, "report"))
-			s.c.now = func() time.Time { return reconcileNow.Add(rollout.DefaultDeadline + time.Minute) }
+			s.c.Clock = func() time.Time { return reconcileNow.Add(rollout.DefaultDeadline + time.Minute) }
 			if err := s.reconcile(cronjobsGVR, "report"); err != nil {
 				t.Fatal(err)
 			}

@@ -59,7 +59,7 @@ func (s *warnings) forget(key catalog.WorkloadKey) {
 // recorded for it under reason while it was current, and logs it.
 func (c *Controller) warnOnce(key catalog.WorkloadKey, w *catalog.WorkloadState, reason, action string, notes []string) {
 	for _, note := range c.warned.fresh(key, reason, notes) {
-		c.log.Warn(note, "workload", key.String(), "reason", reason)
+		c.Log.Warn(note, "workload", key.String(), "reason", reason)
 		c.event(w, corev1.EventTypeWarning, reason, action, "%s", note)
 	}
 }

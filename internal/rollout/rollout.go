@@ -177,17 +177,23 @@ type Verdict struct {
 	Wait time.Duration
 }
 
-// Judge turns the status of a rollout started at started into its outcome
-// at now: a progressing rollout fails once the rule's deadline has passed.
 // ReasonDeadlineExceeded is the reason of a rollout judged failed because
 // it was not complete by its deadline: it may still complete.
 const ReasonDeadlineExceeded = "DeadlineExceeded"
 
-func (r Rule) Judge(s Status, started, now time.Time) Verdict {
-	deadline := r.Deadline
-	if deadline <= 0 {
-		deadline = DefaultDeadline
+// DeadlineOrDefault is how long after its restart a rollout of the rule's
+// kind counts as failed.
+func (r Rule) DeadlineOrDefault() time.Duration {
+	if r.Deadline > 0 {
+		return r.Deadline
 	}
+	return DefaultDeadline
+}
+
+// Judge turns the status of a rollout started at started into its outcome
+// at now: a progressing rollout fails once the rule's deadline has passed.
+func (r Rule) Judge(s Status, started, now time.Time) Verdict {
+	deadline := r.DeadlineOrDefault()
 	switch s.Phase {
 	case Complete:
 		return Verdict{Result: ResultComplete, Reason: s.Reason, Message: s.Message}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -18,7 +17,7 @@ import (
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/decision"
-	"github.com/restart-controller/restart-controller/internal/pacing"
+	"github.com/restart-controller/restart-controller/internal/record"
 	"github.com/restart-controller/restart-controller/internal/refs"
 	"github.com/restart-controller/restart-controller/internal/rollout"
 )
@@ -34,20 +33,21 @@ const instantiateAnnotation = "cronjob.kubernetes.io/instantiate"
 // the controller died between the two writes) computes the same name, gets
 // AlreadyExists and goes on to record; the next change, even back to data
 // seen before, comes from another record and gets another name.
-func JobName(w *catalog.WorkloadState, plan decision.Plan) string {
-	to, _ := json.Marshal(plan.Applied) // sorted keys: stable
+func JobName(w decision.Workload, plan decision.Plan) string {
+	to := record.EncodeApplied(plan.Applied) // sorted keys: stable
 	var from string
-	if prev, _ := pacing.ParseLastRestart(w.LastRestart); prev != nil {
+	if prev := w.LastRestart; prev != nil {
 		from = prev.At.UTC().Format(time.RFC3339Nano)
 	}
-	sum := sha256.Sum256([]byte(strings.Join([]string{string(w.UID), w.Applied, from, string(to)}, "\x00")))
+	ws := w.State
+	sum := sha256.Sum256([]byte(strings.Join([]string{string(ws.UID), ws.Applied, from, to}, "\x00")))
 	// A Job's name is a label value (job-name): at most 63 characters.
-	prefix := strings.TrimRight(w.Name[:min(len(w.Name), 52)], "-.")
+	prefix := strings.TrimRight(ws.Name[:min(len(ws.Name), 52)], "-.")
 	return prefix + "-" + hex.EncodeToString(sum[:5])
 }
 
 // runNow creates the Job, then records it with the checksums in one patch.
-func (wr Writer) runNow(ctx context.Context, key catalog.WorkloadKey, w *catalog.WorkloadState, v decision.Verdict, obj *unstructured.Unstructured) error {
+func (wr Writer) runNow(ctx context.Context, key catalog.WorkloadKey, w decision.Workload, v decision.Verdict, obj *unstructured.Unstructured) error {
 	job, err := JobFrom(obj, v.Plan.Strategy.JobTemplate, JobName(w, v.Plan))
 	if err != nil {
 		return err
@@ -77,9 +77,9 @@ func (wr Writer) runNow(ctx context.Context, key catalog.WorkloadKey, w *catalog
 		for k, val := range v.Plan.Extra {
 			plan.Extra[k] = val
 		}
-		plan.Extra[wr.Annotations.Rollout] = pacing.Encode(&rec)
+		plan.Extra[wr.Annotations.Rollout] = record.Encode(&rec)
 	}
-	body, err := BuildPatch(nil, wr.Annotations, w, plan, v.At)
+	body, err := BuildPatch(nil, wr.Annotations, w.State, plan, v.At)
 	if err != nil {
 		return err
 	}
@@ -139,17 +139,14 @@ func stringMap(v interface{}) map[string]string {
 // followed: its changes bring no event for the workload.
 const JobPoll = 5 * time.Second
 
-// Status is the status that ends the rollout of rec: for a runNow restart
-// the Job's, read from the API server (Jobs are not watched), with how soon
-// to look again while it runs; else the workload's own status.
-func Status(ctx context.Context, client dynamic.Interface, namespace string, rec *pacing.LastRestart, status rollout.Status) (rollout.Status, time.Duration) {
-	if rec == nil || rec.Job == "" {
-		return status, 0
-	}
-	job, err := client.Resource(config.JobResource()).Namespace(namespace).Get(ctx, rec.Job, metav1.GetOptions{})
+// JobStatus is the status of the Job a runNow restart started, read from
+// the API server (Jobs are not watched), with how soon to read it again
+// while it runs.
+func JobStatus(ctx context.Context, client dynamic.Interface, namespace, name string) (rollout.Status, time.Duration) {
+	job, err := client.Resource(config.JobResource()).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return rollout.Status{Phase: rollout.NotRolling, Reason: "JobGone", Message: "the Job " + rec.Job + " was deleted"}, 0
+		return rollout.Status{Phase: rollout.NotRolling, Reason: "JobGone", Message: "the Job " + name + " was deleted"}, 0
 	case err != nil:
 		return rollout.Status{Phase: rollout.Progressing, Reason: "JobUnreadable", Message: err.Error()}, JobPoll
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/decision"
+	"github.com/restart-controller/restart-controller/internal/record"
 )
 
 // recreateTimeout bounds how long the old object may take to go.
@@ -82,7 +83,7 @@ func (wr Writer) recreated(obj *unstructured.Unstructured, plan decision.Plan, s
 	// The new object has another UID: the template record of the old one
 	// would name a write of an object that no longer exists.
 	key := wr.Annotations.AppliedTemplateHash
-	annotations[key] = decision.RecordedTemplateHash(annotations[key])
+	annotations[key] = record.ParseTemplate(annotations[key]).Hash
 	fresh.SetAnnotations(annotations)
 	return fresh
 }

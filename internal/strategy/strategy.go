@@ -60,18 +60,18 @@ var errWorkloadBehind = errors.New("changed since it was cached")
 
 // Restart carries out a runNow or recreate restart of the workload as the
 // verdict decided it. NotFound is returned as it is: the workload is gone.
-func (wr Writer) Restart(ctx context.Context, key catalog.WorkloadKey, w *catalog.WorkloadState, v decision.Verdict) error {
+func (wr Writer) Restart(ctx context.Context, key catalog.WorkloadKey, w decision.Workload, v decision.Verdict) error {
 	obj, err := wr.Client.Resource(key.Resource).Namespace(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
-	if obj.GetResourceVersion() != w.ResourceVersion {
+	if obj.GetResourceVersion() != w.State.ResourceVersion {
 		return apierrors.NewConflict(key.Resource.GroupResource(), key.Name, errWorkloadBehind)
 	}
 	if v.Plan.Strategy.Name == config.RunNow {
 		return wr.runNow(ctx, key, w, v, obj)
 	}
-	return wr.recreate(ctx, key, w, v, obj)
+	return wr.recreate(ctx, key, w.State, v, obj)
 }
 
 // annotationsOf reads the annotations a plan's patch records.

@@ -153,7 +153,7 @@ func TestStartKeepsGoingWhenAWorkloadKindLookupFails(t *testing.T) {
 	disc := newFakeDiscovery(coreV1, appsV1, argoV1alpha1)
 	disc.failNext("apps/v1", apierrors.NewServiceUnavailable("try later"))
 	f := newFixture(t, cfg, nil, disc)
-	if err := f.w.Start(f.ctx); err != nil {
+	if err := f.startErr(); err != nil {
 		t.Fatalf("Start failed on one workload kind's lookup: %v", err)
 	}
 	if got := f.watched(t); got[deployments.String()] != 0 || got[rollouts.String()] != 1 {
@@ -195,7 +195,7 @@ func TestStartFailsUnlessEverySourceIsServed(t *testing.T) {
 				disc.failNext(c.failGV, unavailable)
 			}
 			f := newFixture(t, exampleConfig(t), nil, disc)
-			err := f.w.Start(f.ctx)
+			err := f.startErr()
 			if err == nil {
 				t.Fatal("Start succeeded")
 			}

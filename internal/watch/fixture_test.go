@@ -237,13 +237,23 @@ func newFixture(t *testing.T, cfg *config.Config, rc *rest.Config, disc *fakeDis
 	}
 	f.m = metrics.New(f.cat.Counts)
 	logger := hclog.New(&hclog.LoggerOptions{Output: f.log, Level: hclog.Debug})
-	f.w = New(cfg, rc, f.dyn, disc, f.cat, f.rec, f.m, logger, discoveryInterval)
+	f.w = New(Deps{Config: cfg, Rest: rc, Dynamic: f.dyn, Discovery: disc, Catalog: f.cat, Handler: f.rec, Metrics: f.m, Log: logger,
+		DiscoveryInterval: discoveryInterval})
 	return f
+}
+
+// startErr looks the kinds up and starts watching them, as main does.
+func (f *fixture) startErr() error {
+	kinds, err := Resolve(f.cfg, f.disc)
+	if err != nil {
+		return err
+	}
+	return f.w.Start(f.ctx, kinds)
 }
 
 func (f *fixture) start(t *testing.T) {
 	t.Helper()
-	if err := f.w.Start(f.ctx); err != nil {
+	if err := f.startErr(); err != nil {
 		t.Fatalf("Start: %v", err)
 	}
 }

@@ -102,14 +102,6 @@ type HealthChange struct {
 // needs no permission of its own. reason is the authorizer's explanation, if any.
 type AccessChecker func(ctx context.Context, verb string, resource schema.GroupVersionResource, namespace string) (allowed bool, reason string, err error)
 
-// ReportHealth sets how access is reviewed up front (nil: only the informers'
-// errors tell) and who hears of degraded and recovered kinds (nil: nobody
-// but the log and the metric). Call it before Start.
-func (w *Watcher) ReportHealth(access AccessChecker, notify func(HealthChange)) {
-	w.health.access = access
-	w.health.notify = notify
-}
-
 // health is the degraded state of every informer. Its zero value is ready to use.
 type health struct {
 	access AccessChecker

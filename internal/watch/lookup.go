@@ -53,8 +53,8 @@ type lookup struct {
 
 // lookUp asks discovery about the resource. A group-version that is not
 // served is an answer, not an error.
-func (w *Watcher) lookUp(gvr schema.GroupVersionResource) (lookup, error) {
-	list, err := w.discovery.ServerResourcesForGroupVersion(gvr.GroupVersion().String())
+func lookUp(disc Discovery, gvr schema.GroupVersionResource) (lookup, error) {
+	list, err := disc.ServerResourcesForGroupVersion(gvr.GroupVersion().String())
 	if apierrors.IsNotFound(err) {
 		return lookup{}, nil
 	}

@@ -54,7 +54,7 @@ func (w *Watcher) startMemberInformers(ctx context.Context, kind config.SourceKi
 // may, and until then no workload reads any of its sources (they are
 // unknown, never absent).
 func (w *Watcher) tryMemberKind(ctx context.Context, kind config.SourceKind) (bool, error) {
-	found, err := w.lookUp(kind.GVR)
+	found, err := lookUp(w.discovery, kind.GVR)
 	if err != nil {
 		return false, fmt.Errorf("looking up source kind %s: %w", kind.GVR, err)
 	}

@@ -2,22 +2,16 @@ package watch
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 )
 
 var namespacesGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
-
-// ReadNamespacesWith gives the watcher the metadata client it lists and
-// watches Namespaces with, for a namespaceSelector. Call it before Start.
-func (w *Watcher) ReadNamespacesWith(m metadata.Interface) { w.meta = m }
 
 // startNamespaces runs, with a namespaceSelector, a metadata-only informer
 // of the Namespaces it selects (the API server applies the selector, as
@@ -30,9 +24,6 @@ func (w *Watcher) ReadNamespacesWith(m metadata.Interface) { w.meta = m }
 func (w *Watcher) startNamespaces(ctx context.Context) error {
 	if w.cfg.NamespaceSelector == nil {
 		return nil
-	}
-	if w.meta == nil {
-		return errors.New("a namespaceSelector needs a metadata client (ReadNamespacesWith)")
 	}
 	selector := w.cfg.NamespaceSelector.String()
 	resource := w.meta.Resource(namespacesGVR)

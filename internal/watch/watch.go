@@ -56,8 +56,7 @@ type Watcher struct {
 	// client that decodes no managedFields (managedfields.go).
 	workloads dynamic.Interface
 	discovery Discovery
-	// meta lists and watches Namespaces for a namespaceSelector
-	// (ReadNamespacesWith).
+	// meta lists and watches Namespaces for a namespaceSelector.
 	meta    metadata.Interface
 	catalog *catalog.Catalog
 	handler Handler
@@ -72,9 +71,6 @@ type Watcher struct {
 	// missingMembers are the source kinds of lifecycle updatesOnly not
 	// served yet (members.go).
 	missingMembers []config.SourceKind
-	// beforeWatching runs in Start once the configuration passed the checks
-	// against the cluster and before any informer starts.
-	beforeWatching func(context.Context) error
 	// started is set once WaitForSync succeeded: before the informers exist,
 	// an empty list of sync checks would otherwise read as "all synced".
 	started atomic.Bool
@@ -83,26 +79,48 @@ type Watcher struct {
 }
 
 // Discovery says which resources the API server serves in a group-version
-// (client-go's discovery client has this method, as does internal/kube's).
+// (client-go's discovery client has this method).
 type Discovery interface {
 	// ServerResourcesForGroupVersion returns a NotFound error for a
 	// group-version that is not served.
 	ServerResourcesForGroupVersion(groupVersion string) (*metav1.APIResourceList, error)
 }
 
+// Deps are what a watcher uses.
+type Deps struct {
+	Config *config.Config
+	// Rest configures the protobuf clients of source kinds and the lean
+	// client of workload kinds; nil keeps every kind on Dynamic.
+	Rest    *rest.Config
+	Dynamic dynamic.Interface
+	// Meta lists and watches Namespaces for a namespaceSelector.
+	Meta      metadata.Interface
+	Discovery Discovery
+	Catalog   *catalog.Catalog
+	Handler   Handler
+	Metrics   *metrics.Metrics
+	Log       hclog.Logger
+	// Access reviews up front whether this process may list and watch
+	// each kind; Health hears of kinds degraded and recovered.
+	Access AccessChecker
+	Health func(HealthChange)
+	// DiscoveryInterval is how often kinds not served yet are looked for.
+	DiscoveryInterval time.Duration
+}
+
 // New returns a watcher; Start begins watching.
-func New(cfg *config.Config, rc *rest.Config, client dynamic.Interface, disc Discovery, cat *catalog.Catalog,
-	handler Handler, m *metrics.Metrics, log hclog.Logger, discoveryInterval time.Duration) *Watcher {
+func New(d Deps) *Watcher {
 	w := &Watcher{
-		cfg: cfg, rest: rc, client: client, workloads: client, discovery: disc, catalog: cat, handler: handler, metrics: m, log: log,
-		discoveryInterval: discoveryInterval,
+		cfg: d.Config, rest: d.Rest, client: d.Dynamic, workloads: d.Dynamic, discovery: d.Discovery, meta: d.Meta,
+		catalog: d.Catalog, handler: d.Handler, metrics: d.Metrics, log: d.Log, discoveryInterval: d.DiscoveryInterval,
+		health: health{access: d.Access, notify: d.Health},
 	}
-	if rc != nil {
+	if d.Rest != nil {
 		// It cannot fail where client was made from rc; if it does, the
 		// workloads are decoded whole, which costs only memory and time.
-		lean, err := leanDynamicClient(rc)
+		lean, err := leanDynamicClient(d.Rest)
 		if err != nil {
-			log.Warn("workloads are decoded with their managedFields", "error", err)
+			d.Log.Warn("workloads are decoded with their managedFields", "error", err)
 		} else {
 			w.workloads = lean
 		}
@@ -110,64 +128,65 @@ func New(cfg *config.Config, rc *rest.Config, client dynamic.Interface, disc Dis
 	return w
 }
 
-// BeforeWatching sets what Start does once the configuration has passed its
-// checks against the cluster, before any informer starts (loading what the
-// informers' transforms need, without touching the cluster before a
-// configuration error could be reported). Call it before Start.
-func (w *Watcher) BeforeWatching(f func(context.Context) error) { w.beforeWatching = f }
+// Kinds are the configured kinds as discovery served them at start.
+type Kinds struct {
+	sources   []lookup
+	workloads []lookup
+	// workloadErrs are the errors of looking workload kinds up: such a kind
+	// is looked for again, as one not served yet.
+	workloadErrs []error
+}
 
-// Start starts the informers of every source kind and of every workload kind
-// the API server serves now; kinds not served yet are looked for by Run.
-//
-// Every kind is looked up first: a resource that a served built-in
-// group-version does not serve (a typo such as "deploymnets" in apps) is a
-// *ConfigError naming its place, reported with every other before anything
-// is watched. Then access is reviewed, so that a kind this process may not
-// list or watch is reported as degraded at once instead of holding up the rest.
-func (w *Watcher) Start(ctx context.Context) error {
+// Resolve looks every configured kind up. A resource that a served
+// built-in group-version does not serve (a typo such as "deploymnets" in
+// apps) is a *ConfigError naming its place, reported with every other
+// before anything is watched or written.
+func Resolve(cfg *config.Config, disc Discovery) (*Kinds, error) {
 	var problems []string
-	sources := make([]lookup, len(w.cfg.Sources))
-	for i, kind := range w.cfg.Sources {
-		found, err := w.lookUp(kind.GVR)
+	k := &Kinds{sources: make([]lookup, len(cfg.Sources)), workloads: make([]lookup, len(cfg.Workloads)),
+		workloadErrs: make([]error, len(cfg.Workloads))}
+	for i, kind := range cfg.Sources {
+		found, err := lookUp(disc, kind.GVR)
 		if err != nil {
-			return fmt.Errorf("sources[%d]: looking up %s: %w", i, kind.GVR, err)
+			return nil, fmt.Errorf("sources[%d]: looking up %s: %w", i, kind.GVR, err)
 		}
 		if problem := found.misspelled(kind.GVR); problem != "" {
 			problems = append(problems, fmt.Sprintf("sources[%d]: %s", i, problem))
 			continue
 		}
 		if found.resource == nil && kind.Members == nil {
-			return fmt.Errorf("sources[%d]: %s is not served by the API server", i, kind.GVR)
+			return nil, fmt.Errorf("sources[%d]: %s is not served by the API server", i, kind.GVR)
 		}
-		sources[i] = found
+		k.sources[i] = found
 	}
-	workloads := make([]lookup, len(w.cfg.Workloads))
-	lookupErrs := make([]error, len(w.cfg.Workloads))
-	for i, kind := range w.cfg.Workloads {
-		workloads[i], lookupErrs[i] = w.lookUp(kind.GVR)
-		if lookupErrs[i] == nil {
-			if problem := workloads[i].misspelled(kind.GVR); problem != "" {
+	for i, kind := range cfg.Workloads {
+		k.workloads[i], k.workloadErrs[i] = lookUp(disc, kind.GVR)
+		if k.workloadErrs[i] == nil {
+			if problem := k.workloads[i].misspelled(kind.GVR); problem != "" {
 				problems = append(problems, fmt.Sprintf("workloads[%d]: %s", i, problem))
 			}
 		}
 	}
 	if len(problems) > 0 {
-		return &ConfigError{Problems: problems}
+		return nil, &ConfigError{Problems: problems}
 	}
-	if w.beforeWatching != nil {
-		if err := w.beforeWatching(ctx); err != nil {
-			return err
-		}
-	}
+	return k, nil
+}
 
+// Start starts the informers of every source kind and of every workload kind
+// the API server served when Resolve looked (kinds); kinds not served yet
+// are looked for by Run. Access is reviewed first, so that a kind this
+// process may not list or watch is reported as degraded at once instead of
+// holding up the rest.
+func (w *Watcher) Start(ctx context.Context, kinds *Kinds) error {
 	var targets []Target
 	for i, kind := range w.cfg.Sources {
-		if sources[i].resource != nil {
+		if kinds.sources[i].resource != nil {
 			targets = append(targets, w.targets(RoleSource, kind.GVR)...)
 		}
 	}
 	for i, kind := range w.cfg.Workloads {
-		if lookupErrs[i] == nil && workloads[i].resource != nil {
+		if kinds.workloadErrs[i] == nil && kinds.workloads[i].resource != nil {
 			targets = append(targets, w.targets(RoleWorkload, kind.GVR)...)
 		}
 	}
@@ -183,16 +202,16 @@ func (w *Watcher) Start(ctx context.Context) error {
 	for i, kind := range w.cfg.Sources {
 		var err error
 		if kind.Members != nil {
-			err = w.startMemberKind(ctx, kind, sources[i])
+			err = w.startMemberKind(ctx, kind, kinds.sources[i])
 		} else {
-			err = w.startSourceInformers(ctx, kind, sources[i].resource.Kind)
+			err = w.startSourceInformers(ctx, kind, kinds.sources[i].resource.Kind)
 		}
 		if err != nil {
 			return fmt.Errorf("sources[%d]: %w", i, err)
 		}
 	}
 	for i, kind := range w.cfg.Workloads {
-		if err := w.startWorkloadKind(ctx, kind, true, workloads[i], lookupErrs[i]); err != nil {
+		if err := w.startWorkloadKind(ctx, kind, true, kinds.workloads[i], kinds.workloadErrs[i]); err != nil {
 			return fmt.Errorf("workloads[%d]: %w", i, err)
 		}
 	}
@@ -270,7 +289,7 @@ func (w *Watcher) Run(ctx context.Context) {
 // tryWorkloadKind starts watching a workload kind if it is served, and
 // otherwise puts it on the list Run looks for; only the first miss warns.
 func (w *Watcher) tryWorkloadKind(ctx context.Context, kind config.WorkloadKind, first bool) error {
-	found, err := w.lookUp(kind.GVR)
+	found, err := lookUp(w.discovery, kind.GVR)
 	return w.startWorkloadKind(ctx, kind, first, found, err)
 }
 

@@ -69,38 +69,11 @@ func Annotation(t testing.TB, m map[string]string) string {
 	return string(b)
 }
 
-// SourceMap is a SourceLookup over a map.
-type SourceMap map[catalog.SourceID]*catalog.SourceState
+// SourceMap holds source states by ID, as a decision's snapshot does.
+type SourceMap = map[catalog.SourceID]*catalog.SourceState
 
-// Source implements the lookup.
-func (m SourceMap) Source(id catalog.SourceID) (*catalog.SourceState, bool) {
-	s, ok := m[id]
-	return s, ok
-}
-
-// DueAt is a WindowLookup: the end of each source's open window.
+// DueAt is when each source's open grace period ends.
 type DueAt map[catalog.SourceID]time.Time
-
-// Updating: the windows of a DueAt hold updates; see CreatedOnly.
-func (d DueAt) Updating(id catalog.SourceID, now time.Time) bool {
-	_, open := d.Due(id, now)
-	return open
-}
-
-// Due implements the lookup.
-func (d DueAt) Due(id catalog.SourceID, now time.Time) (time.Time, bool) {
-	due, ok := d[id]
-	if !ok || !now.Before(due) {
-		return time.Time{}, false
-	}
-	return due, true
-}
-
-// CreatedOnly holds windows opened by sources' creation alone.
-type CreatedOnly struct{ DueAt }
-
-// Updating: never, only creations.
-func (CreatedOnly) Updating(catalog.SourceID, time.Time) bool { return false }
 
 // Sums keys the checksums of tests; any 32 bytes do.
 var Sums = mustHasher("restart-controller tests' checksum key, 32+ bytes")

@@ -1,4 +1,4 @@
-package fleet
+package pacing
 
 import (
 	"fmt"
@@ -13,7 +13,7 @@ import (
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/decision"
 	"github.com/restart-controller/restart-controller/internal/decision/decisiontest"
-	"github.com/restart-controller/restart-controller/internal/pacing"
+	"github.com/restart-controller/restart-controller/internal/record"
 	"github.com/restart-controller/restart-controller/internal/rollout"
 )
 
@@ -38,7 +38,8 @@ type fakeCatalog struct {
 }
 
 func (c *fakeCatalog) Source(id catalog.SourceID) (*catalog.SourceState, bool) {
-	return c.sources.Source(id)
+	s, ok := c.sources[id]
+	return s, ok
 }
 
 func (c *fakeCatalog) Workload(key catalog.WorkloadKey) (*catalog.WorkloadState, bool) {
@@ -73,20 +74,20 @@ func (c *fakeCatalog) InFlight() []catalog.WorkloadKey {
 type harness struct {
 	t    testing.TB
 	cat  *fakeCatalog
-	f    *Fleet
+	f    *State
 	now  time.Time
 	keys []catalog.WorkloadKey
 }
 
 func rules() decision.Rules {
 	return decision.Rules{Annotations: config.Annotations{Release: releaseKey, Ignore: ignoreKey},
-		Waves: pacing.Waves{UnpacedUpTo: 3, First: 1, Growth: 2}, MaxInFlight: 100, Sums: decisiontest.Sums}
+		Waves: config.Waves{UnpacedUpTo: 3, First: 1, Growth: 2}, MaxInFlight: 100, Sums: decisiontest.Sums}
 }
 
 func newHarness(t testing.TB, n int) *harness {
 	t.Helper()
 	h := &harness{t: t, now: t0, cat: &fakeCatalog{sources: decisiontest.SourceMap{}, workloads: map[catalog.WorkloadKey]*catalog.WorkloadState{}}}
-	h.f = New(t0, h.cat, rules)
+	h.f = New(Deps{Catalog: h.cat, Rules: rules(), Started: t0})
 	h.cat.sources[cmApp] = decisiontest.SourceState(t, cmApp, dataV2)
 	applied := decisiontest.Annotation(t, map[string]string{cmApp.String(): decisiontest.V1(decisiontest.SourceState(t, cmApp, dataV1), nil)})
 	for i := range n {
@@ -114,32 +115,33 @@ func (h *harness) update(i int, edit func(w *catalog.WorkloadState)) {
 // restarted caches the i-th workload restarted for the current change: the
 // record, in flight, and the new applied checksum.
 func (h *harness) restarted(i int) {
-	rec := &pacing.LastRestart{At: h.now, Sources: map[string]string{cmApp.String(): h.change()}}
+	rec := &record.LastRestart{At: h.now, Sources: map[string]string{cmApp.String(): h.change()}}
 	applied := decisiontest.Annotation(h.t, map[string]string{cmApp.String(): decisiontest.V1(h.cat.sources[cmApp], nil)})
 	h.update(i, func(w *catalog.WorkloadState) {
-		w.LastRestart, w.InFlight, w.Applied = pacing.Encode(rec), true, applied
+		w.LastRestart, w.InFlight, w.Applied = record.Encode(rec), true, applied
 	})
 }
 
 // ended caches the result of the i-th workload's rollout.
 func (h *harness) ended(i int, result rollout.Result, reason string) {
 	h.update(i, func(w *catalog.WorkloadState) {
-		rec, err := pacing.ParseLastRestart(w.LastRestart)
+		rec, err := record.ParseLastRestart(w.LastRestart)
 		if err != nil || rec == nil {
 			h.t.Fatalf("w%02d: no record: %v", i, err)
 		}
 		rec.Result, rec.Reason = result, reason
-		w.LastRestart, w.InFlight = pacing.Encode(rec), false
+		w.LastRestart, w.InFlight = record.Encode(rec), false
 	})
 }
 
-// reserve is the decision of the i-th workload restarting it: its view
-// reserves the record.
+// reserve is the decision of the i-th workload restarting it: under the
+// lock, its facts are gathered and its record reserved.
 func (h *harness) reserve(i int) {
-	v := h.f.View(func() time.Time { return h.now }, h.keys[i])
-	v.Wave(cmApp, h.cat.sources[cmApp])
-	v.Reserve(&pacing.LastRestart{At: h.now, Sources: map[string]string{cmApp.String(): h.change()}}, h.now)
-	v.Unlock()
+	l := h.f.Lock()
+	defer l.Unlock()
+	l.Facts(h.keys[i], nil, []catalog.SourceID{cmApp}, decisiontest.SourceMap{cmApp: h.cat.sources[cmApp]}, h.now)
+	l.Note(h.keys[i], decision.Verdict{Action: decision.Restart, At: h.now,
+		LastRestart: &record.LastRestart{At: h.now, Sources: map[string]string{cmApp.String(): h.change()}}})
 }
 
 // checkMemo compares, for the deciding workload absent and for each reader
@@ -156,8 +158,8 @@ func (h *harness) checkMemo(step string) {
 	released := src.Annotations[releaseKey] == h.change()
 	for _, self := range append([]catalog.WorkloadKey{{}}, h.keys...) {
 		gotNames, got := h.f.waveState(cmApp, src, self, h.now)
-		wantNames, members := h.f.waveMembers(cmApp, src, h.change(), h.cat.WorkloadsReading(cmApp), self, h.now)
-		want := rules().Waves.Evaluate(members, released)
+		wantNames, readers := h.f.readers(cmApp, src, h.change(), h.cat.WorkloadsReading(cmApp), self, h.now)
+		want := decision.EvaluateWaves(rules().Waves, readers, released)
 		if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(gotNames, wantNames) {
 			h.t.Fatalf("%s, deciding %q: memoized\n%+v\n%v\nscanned\n%+v\n%v", step, self.Name, got, gotNames, want, wantNames)
 		}

@@ -1,17 +1,10 @@
-package pacing
+package decision
 
 import (
 	"time"
-)
 
-// Breaker holds a workload restarted more than Budget times within Window
-// until its sources stay still for Quiet; the changes merged meanwhile then
-// restart it once. A Budget of 0 turns it off.
-type Breaker struct {
-	Budget int
-	Window time.Duration
-	Quiet  time.Duration
-}
+	"github.com/restart-controller/restart-controller/internal/config"
+)
 
 // BreakerVerdict is what the breaker says about a restart that is due.
 type BreakerVerdict int
@@ -30,7 +23,7 @@ const (
 // Check decides on a due restart of a workload whose recent restarts are
 // restarts, held by the breaker or not, whose sources last changed at
 // lastChange. wait is how long until a Keep may become a Release.
-func (b Breaker) Check(restarts []time.Time, held bool, lastChange, now time.Time) (v BreakerVerdict, wait time.Duration) {
+func checkBreaker(b config.Breaker, restarts []time.Time, held bool, lastChange, now time.Time) (v BreakerVerdict, wait time.Duration) {
 	if held {
 		if quietAt := lastChange.Add(b.Quiet); now.Before(quietAt) {
 			return Keep, quietAt.Sub(now)

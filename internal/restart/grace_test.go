@@ -9,7 +9,7 @@ import (
 	"github.com/restart-controller/restart-controller/internal/catalog"
 )
 
-func TestWindowsObserve(t *testing.T) {
+func TestGracePeriodsObserve(t *testing.T) {
 	const grace = 10 * time.Second
 	t0 := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	steps := []struct {
@@ -25,7 +25,7 @@ func TestWindowsObserve(t *testing.T) {
 		{"change inside the new window merges", 15 * time.Second, 20 * time.Second, true},
 		{"change long after opens a new window", time.Hour, time.Hour + 10*time.Second, false},
 	}
-	w := NewWindows(grace)
+	w := newGracePeriods(grace)
 	for _, s := range steps {
 		due, merged := w.Observe(cmApp, t0.Add(s.at), false, nil)
 		if !due.Equal(t0.Add(s.wantDue)) || merged != s.wantMerged {
@@ -44,9 +44,9 @@ func TestWindowsObserve(t *testing.T) {
 	}
 }
 
-func TestWindowsDue(t *testing.T) {
+func TestGracePeriodsDue(t *testing.T) {
 	t0 := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	w := NewWindows(10 * time.Second)
+	w := newGracePeriods(10 * time.Second)
 	w.Observe(cmApp, t0, false, nil)
 	cases := []struct {
 		name    string
@@ -62,16 +62,16 @@ func TestWindowsDue(t *testing.T) {
 		{"source without window", secDB, 0, 0, false},
 	}
 	for _, tc := range cases {
-		due, ok := w.Due(tc.id, t0.Add(tc.at))
-		if ok != tc.wantOK || (ok && !due.Equal(t0.Add(tc.wantDue))) || (!ok && !due.IsZero()) {
-			t.Errorf("%s: Due = %v, %v; want +%v, %v", tc.name, due, ok, tc.wantDue, tc.wantOK)
+		g, ok := w.Of([]catalog.Reference{{ID: tc.id}}, t0.Add(tc.at))[tc.id]
+		if ok != tc.wantOK || (ok && (!g.Ends.Equal(t0.Add(tc.wantDue)) || !g.Updating)) {
+			t.Errorf("%s: Of = %+v, %v; want +%v, %v", tc.name, g, ok, tc.wantDue, tc.wantOK)
 		}
 	}
 
 	// No grace period: nothing ever waits.
-	zero := NewWindows(0)
+	zero := newGracePeriods(0)
 	zero.Observe(cmApp, t0, false, nil)
-	if _, ok := zero.Due(cmApp, t0); ok {
+	if _, ok := zero.Of([]catalog.Reference{{ID: cmApp}}, t0)[cmApp]; ok {
 		t.Error("a zero grace period left a window open")
 	}
 	if _, merged := zero.Observe(cmApp, t0, false, nil); merged {
@@ -79,10 +79,10 @@ func TestWindowsDue(t *testing.T) {
 	}
 }
 
-func TestWindowsSweep(t *testing.T) {
+func TestGracePeriodsSweep(t *testing.T) {
 	const grace = 10 * time.Second
 	t0 := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	w := NewWindows(grace)
+	w := newGracePeriods(grace)
 	open1 := catalog.SourceID{Kind: "configmap", Namespace: "shop", Name: "open1"}
 	open2 := catalog.SourceID{Kind: "configmap", Namespace: "shop", Name: "open2"}
 	ended := catalog.SourceID{Kind: "configmap", Namespace: "shop", Name: "ended"}
@@ -121,8 +121,8 @@ func TestWindowsSweep(t *testing.T) {
 	}
 }
 
-func TestWindowsConcurrent(t *testing.T) {
-	w := NewWindows(time.Second)
+func TestGracePeriodsConcurrent(t *testing.T) {
+	w := newGracePeriods(time.Second)
 	t0 := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	var wg sync.WaitGroup
 	for i := 0; i < 8; i++ {
@@ -132,7 +132,7 @@ func TestWindowsConcurrent(t *testing.T) {
 			for j := 0; j < 200; j++ {
 				now := t0.Add(time.Duration(j) * 10 * time.Millisecond)
 				w.Observe(cmApp, now, false, nil)
-				w.Due(cmApp, now)
+				w.Of([]catalog.Reference{{ID: cmApp}}, now)
 				w.Opened(cmApp)
 				w.Sweep(now)
 			}
@@ -145,38 +145,41 @@ func TestWindowsConcurrent(t *testing.T) {
 	if opened, ok := w.Opened(cmApp); !ok || opened.After(last) || opened.Before(t0) {
 		t.Fatalf("window opened at %v (%v), want within [%v, %v]", opened, ok, t0, last)
 	}
-	if _, open := w.Due(cmApp, last); !open {
+	if _, open := w.Of([]catalog.Reference{{ID: cmApp}}, last)[cmApp]; !open {
 		t.Fatal("no window open at the last change")
 	}
 }
 
 // Only windows holding an update of existing data report Updating: a window
 // opened by a creation has no older data that pods could have read.
-func TestWindowsUpdating(t *testing.T) {
+func TestGracePeriodsUpdating(t *testing.T) {
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	w := NewWindows(10 * time.Second)
+	w := newGracePeriods(10 * time.Second)
+	updating := func(at time.Time) bool {
+		return w.Of([]catalog.Reference{{ID: cmApp}}, at)[cmApp].Updating
+	}
 	w.Observe(cmApp, t0, true, nil)
-	if w.Updating(cmApp, t0.Add(time.Second)) {
+	if updating(t0.Add(time.Second)) {
 		t.Fatal("a creation alone counts as an update")
 	}
 	w.Observe(cmApp, t0.Add(2*time.Second), false, nil)
-	if !w.Updating(cmApp, t0.Add(3*time.Second)) {
+	if !updating(t0.Add(3 * time.Second)) {
 		t.Fatal("an update merged into a creation's window is not reported")
 	}
-	if w.Updating(cmApp, t0.Add(10*time.Second)) {
+	if updating(t0.Add(10 * time.Second)) {
 		t.Fatal("an ended window still reports an update")
 	}
 	w.Observe(cmApp, t0.Add(11*time.Second), true, nil)
-	if w.Updating(cmApp, t0.Add(12*time.Second)) {
+	if updating(t0.Add(12 * time.Second)) {
 		t.Fatal("a new window opened by a creation inherits the old window's update")
 	}
 }
 
 // The keys a window's changes touched are merged for the Restarted Event;
 // an update of unknown keys makes them unknown; a creation adds none.
-func TestWindowsChangedKeys(t *testing.T) {
+func TestGracePeriodsChangedKeys(t *testing.T) {
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	w := NewWindows(10 * time.Second)
+	w := newGracePeriods(10 * time.Second)
 	if _, known := w.ChangedKeys(cmApp); known {
 		t.Fatal("keys known without a window")
 	}

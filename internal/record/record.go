@@ -1,19 +1,91 @@
-// Package pacing holds the fleet-safety rules as pure functions: how the
-// workloads restarted by one change of one source go out in waves, when a
-// failed rollout halts the rest of that change, and the breaker that holds a
-// workload restarted too often. It also defines the two annotations that keep
-// this state on the workloads themselves, where a crash or a failover cannot
-// lose it: nothing here lives only in memory.
-package pacing
+// Package record defines the annotations the controller writes on
+// workloads, and reads them: the applied checksums, the template record,
+// the rollout record of the last restart and the hold. They are the state
+// that must survive a crash, so they live on the objects. Each is read in
+// one place per use (decision.ReadWorkload), and a value that does not
+// parse is an error the caller turns into a reason, never dropped.
+package record
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 
 	"github.com/restart-controller/restart-controller/internal/rollout"
 )
+
+// Absent is the applied checksum of a source that did not exist when it was
+// recorded; its later creation is a change only for optional references.
+const Absent = ""
+
+// Pending is recorded for a source whose data may have changed under pods of
+// a new workload or template that were starting: written after the template
+// was set, or, when that order is unknown, updated moments before the
+// template was first seen. The workload restarts once the update's grace
+// period ends. Being on the workload, it survives a crash of the controller.
+const Pending = "pending"
+
+// ParseApplied reads an applied-checksums annotation: a JSON object of
+// strings, "KIND/NAMESPACE/NAME" to checksum.
+func ParseApplied(raw string) (map[string]string, error) {
+	applied := map[string]string{}
+	if err := json.Unmarshal([]byte(raw), &applied); err != nil {
+		return nil, fmt.Errorf("applied checksums annotation is not a JSON object of strings: %w", err)
+	}
+	return applied, nil
+}
+
+// EncodeApplied renders an applied-checksums annotation (keys sorted).
+func EncodeApplied(applied map[string]string) string {
+	raw, err := json.Marshal(applied)
+	if err != nil {
+		// A map of strings always encodes.
+		panic(err)
+	}
+	return string(raw)
+}
+
+// Template is the value of the applied-template-hash annotation: the
+// digest of the pod template the checksums were recorded against and, when
+// known, when that template was set:
+//
+//	"<hash>"              the order of writes is not known (also the format
+//	                      of earlier releases)
+//	"<hash>@<rv>@<uid>"   the template was set by the write at resourceVersion
+//	                      rv (the workload's creation or a template change)
+//	                      of the workload with that UID
+//
+// The UID keeps a record copied to another object (a backup restored into
+// another cluster, whose resourceVersions mean nothing here) from being used.
+type Template struct{ Hash, RV, UID string }
+
+// ParseTemplate reads an applied-template-hash annotation; an unreadable
+// one reads as no record at all (an empty Hash).
+func ParseTemplate(s string) Template {
+	hash, rest, ordered := strings.Cut(s, "@")
+	if !ordered {
+		return Template{Hash: s}
+	}
+	rv, uid, ok := strings.Cut(rest, "@")
+	if !ok || hash == "" || uid == "" || strings.Contains(uid, "@") {
+		return Template{}
+	}
+	if _, err := resourceversion.CompareResourceVersion(rv, rv); err != nil {
+		return Template{}
+	}
+	return Template{Hash: hash, RV: rv, UID: uid}
+}
+
+func (t Template) String() string {
+	if t.RV == "" {
+		return t.Hash
+	}
+	return t.Hash + "@" + t.RV + "@" + t.UID
+}
 
 // LastRestart is the rollout annotation a restart writes on the workload, in the
 // same patch as the new pod template: what the restart delivered and, once the
@@ -39,7 +111,7 @@ type LastRestart struct {
 	// namespace: its conditions, not the workload's status, end the rollout.
 	Job string `json:"job,omitempty"`
 	// Unpaced: every change the restart delivered reached few enough
-	// workloads to restart them all at once (Waves.UnpacedUpTo), when it
+	// workloads to restart them all at once (waves' unpacedUpTo), when it
 	// was decided. maxInFlight does not count it, and its completion is not
 	// written, saving a write per restart: the workload's status tells it
 	// (Outcome). A change it delivered that became paced later counts it in
@@ -57,9 +129,9 @@ func (r *LastRestart) InFlight() bool { return r != nil && r.Result == rollout.R
 // conditions are read from the API server, so its end is written).
 func (r *LastRestart) EndUnwritten() bool { return r != nil && r.Unpaced && r.Job == "" }
 
-// CountedInFlight reports a restart whose rollout the cap on rollouts in flight
-// counts while it has no result: all but those whose end goes unwritten.
-func (r *LastRestart) CountedInFlight() bool { return r != nil && !r.EndUnwritten() }
+// CountedInFlight reports a restart whose rollout the cap on rollouts in
+// flight counts: one with no result, whose end is written.
+func (r *LastRestart) CountedInFlight() bool { return r.InFlight() && !r.EndUnwritten() }
 
 // Outcome is the rollout's result: the one recorded or, for a record whose
 // completion goes unwritten (EndUnwritten), the one its workload's status
@@ -116,7 +188,20 @@ func (h *Hold) HoldsChange(source, change string) bool {
 	return h != nil && h.Kind == HoldWave && h.Source == source && h.Change == change
 }
 
-// ParseRecord reads a rollout annotation; an absent one (raw "") is nil.
+// Same reports whether two holds hold for the same reason (Since aside).
+func (h *Hold) Same(o *Hold) bool {
+	return h != nil && o != nil && h.Kind == o.Kind && h.Source == o.Source && h.Change == o.Change && h.Cause == o.Cause
+}
+
+// FailedWorkload names the workload whose failed rollout a wave hold's
+// cause reports: the reader's name before the first ": " (the waves write
+// causes so).
+func FailedWorkload(cause string) string {
+	key, _, _ := strings.Cut(cause, ": ")
+	return key
+}
+
+// ParseLastRestart reads a rollout annotation; an absent one (raw "") is nil.
 func ParseLastRestart(raw string) (*LastRestart, error) {
 	if raw == "" {
 		return nil, nil
@@ -157,17 +242,11 @@ func ParseHold(raw string) (*Hold, error) {
 	return &h, nil
 }
 
-// Encode renders an annotation value; nil encodes as "".
-func Encode(v interface{}) string {
-	switch x := v.(type) {
-	case *LastRestart:
-		if x == nil {
-			return ""
-		}
-	case *Hold:
-		if x == nil {
-			return ""
-		}
+// Encode renders a record or a hold as its annotation's value; nil encodes
+// as "".
+func Encode[T LastRestart | Hold](v *T) string {
+	if v == nil {
+		return ""
 	}
 	raw, err := json.Marshal(v)
 	if err != nil {
@@ -181,8 +260,8 @@ func Encode(v interface{}) string {
 // breaker's budget: the annotation stays small.
 const maxHistory = 100
 
-// NewRecord is the record of a restart at now delivering sources, with the
-// history of the previous record (if any) trimmed to the window and bound.
+// NewLastRestart is the record of a restart at now delivering sources, with
+// the history of the previous record (if any) trimmed to window and bound.
 func NewLastRestart(previous *LastRestart, sources map[string]string, now time.Time, window time.Duration) *LastRestart {
 	r := &LastRestart{At: now, Sources: sources}
 	if previous != nil {

@@ -1,4 +1,4 @@
-package fleet
+package pacing
 
 import (
 	"fmt"
@@ -6,8 +6,10 @@ import (
 	"time"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/decision"
 	"github.com/restart-controller/restart-controller/internal/decision/decisiontest"
-	"github.com/restart-controller/restart-controller/internal/pacing"
+	"github.com/restart-controller/restart-controller/internal/record"
 	"github.com/restart-controller/restart-controller/internal/rollout"
 )
 
@@ -42,7 +44,7 @@ func TestWaveMemoMatchesScan(t *testing.T) {
 	check("w02 failed")
 	for i := 3; i < 6; i++ {
 		h.update(i, func(w *catalog.WorkloadState) {
-			w.Hold = pacing.Encode(&pacing.Hold{Kind: pacing.HoldWave, Source: cmApp.String(), Change: h.change(), Cause: h.keys[2].String(), Since: h.now})
+			w.Hold = record.Encode(&record.Hold{Kind: record.HoldWave, Source: cmApp.String(), Change: h.change(), Cause: h.keys[2].String(), Since: h.now})
 		})
 	}
 	check("held")
@@ -89,7 +91,7 @@ func TestWaveMemoMatchesScan(t *testing.T) {
 
 	// A new change starts over.
 	h.cat.sources[cmApp] = decisiontest.SourceState(t, cmApp, map[string]string{"a": "3"})
-	h.f.SourceChanged(cmApp, h.now, time.Minute)
+	h.f.SourceChanged(cmApp, h.now)
 	check("new change")
 	h.reserve(0)
 	check("new change, first wave reserved")
@@ -100,7 +102,7 @@ func TestWaveMemoMatchesScan(t *testing.T) {
 	// cache never shows them.
 	h.f.mu.Lock()
 	for _, k := range h.keys[8:] {
-		h.f.reserve(k, &pacing.LastRestart{At: h.now, Sources: map[string]string{cmApp.String(): "other"}}, h.now)
+		h.f.reserve(k, &record.LastRestart{At: h.now, Sources: map[string]string{cmApp.String(): "other"}}, h.now)
 	}
 	h.f.mu.Unlock()
 	check("reserved")
@@ -116,14 +118,16 @@ func TestWaveDecisionsReadReadersOnce(t *testing.T) {
 	for _, n := range []int{100, 2000} {
 		h := newHarness(t, n)
 		for i := n - 1; i >= 0; i-- {
-			v := h.f.View(func() time.Time { return h.now }, h.keys[i])
-			if state := v.Wave(cmApp, h.cat.sources[cmApp]); i == 0 && len(state.Admit) != 1 {
+			l := h.f.Lock()
+			facts := l.Facts(h.keys[i], nil, []catalog.SourceID{cmApp}, decisiontest.SourceMap{cmApp: h.cat.sources[cmApp]}, h.now)
+			if state := facts.Waves[cmApp]; i == 0 && len(state.Admit) != 1 {
 				t.Fatalf("%d readers: first wave %v", n, state.Admit)
 			}
 			if i == 0 {
-				v.Reserve(&pacing.LastRestart{At: h.now, Sources: map[string]string{cmApp.String(): h.change()}}, h.now)
+				l.Note(h.keys[i], decision.Verdict{Action: decision.Restart, At: h.now,
+					LastRestart: &record.LastRestart{At: h.now, Sources: map[string]string{cmApp.String(): h.change()}}})
 			}
-			v.Unlock()
+			l.Unlock()
 		}
 		reads := h.cat.reads
 		// The build reads every reader once; each decision reads itself,
@@ -161,8 +165,8 @@ func BenchmarkWaveDecision(b *testing.B) {
 			b.ReportAllocs()
 			change := src.Change(decisiontest.Sums)
 			for i := 0; b.Loop(); i++ {
-				_, members := h.f.waveMembers(cmApp, src, change, h.cat.WorkloadsReading(cmApp), h.keys[i%n], h.now)
-				rules().Waves.Evaluate(members, false)
+				_, readers := h.f.readers(cmApp, src, change, h.cat.WorkloadsReading(cmApp), h.keys[i%n], h.now)
+				decision.EvaluateWaves(rules().Waves, readers, false)
 			}
 		})
 	}
@@ -172,7 +176,7 @@ func BenchmarkWaveDecision(b *testing.B) {
 // at most once per evictScan: a fan-out builds one memo per changed source,
 // and a scan per build made it quadratic.
 func TestIdleMemosEvictedByAThrottledScan(t *testing.T) {
-	f := New(t0, nil, nil)
+	f := New(Deps{Started: t0, Rules: decision.Rules{Breaker: config.Breaker{Quiet: 2 * time.Minute}}})
 	a := catalog.SourceID{Kind: "configmap", Namespace: "shop", Name: "a"}
 	b := catalog.SourceID{Kind: "configmap", Namespace: "shop", Name: "b"}
 	scanned := t0.Add(memoIdle + time.Second)

@@ -1,0 +1,81 @@
+package restart
+
+import (
+	"sync"
+	"time"
+
+	"github.com/restart-controller/restart-controller/internal/catalog"
+)
+
+// followed are the rollouts whose completion goes unwritten
+// (record.LastRestart.EndUnwritten) that this process follows: those it
+// restarted, and those it found still rolling inside their deadline (a
+// rollout started by the process before it). Only a followed rollout is
+// judged (decision.Rollout.Followed). An ended rollout is kept until its
+// deadline, so that it is not adopted again meanwhile; one past its
+// deadline is never adopted. Nothing else reads it: wave decisions and the
+// cap read the record and the workload's status.
+type followed struct {
+	mu    sync.Mutex
+	byKey map[catalog.WorkloadKey]followedRollout
+}
+
+type followedRollout struct {
+	// at is the restart's time (its record's At); deadline when it fails.
+	at, deadline time.Time
+	ended        bool
+}
+
+// followedLinger is how long past its deadline an entry whose rollout was
+// never judged is kept: a restart whose patch failed, say.
+const followedLinger = time.Hour
+
+// state returns the followed rollout of the workload: the time of its
+// restart, whether its end was seen, and whether one is followed at all.
+func (f *followed) state(key catalog.WorkloadKey) (at time.Time, ended, ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e, ok := f.byKey[key]
+	return e.at, e.ended, ok
+}
+
+// start follows the rollout of the restart at at until deadline (ended:
+// its end was seen already).
+func (f *followed) start(key catalog.WorkloadKey, at, deadline time.Time, ended bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.byKey == nil {
+		f.byKey = map[catalog.WorkloadKey]followedRollout{}
+	}
+	f.byKey[key] = followedRollout{at: at, deadline: deadline, ended: ended}
+}
+
+// end notes that the followed rollout of the workload has ended.
+func (f *followed) end(key catalog.WorkloadKey) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if e, ok := f.byKey[key]; ok {
+		e.ended = true
+		f.byKey[key] = e
+	}
+}
+
+// forget drops the workload's rollout: its end was written, or the workload
+// is gone or opted out.
+func (f *followed) forget(key catalog.WorkloadKey) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.byKey, key)
+}
+
+// sweep drops the ended rollouts past their deadline, and those never
+// judged long past it: past its deadline, no rollout is adopted again.
+func (f *followed) sweep(now time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for key, e := range f.byKey {
+		if now.After(e.deadline) && (e.ended || now.After(e.deadline.Add(followedLinger))) {
+			delete(f.byKey, key)
+		}
+	}
+}
