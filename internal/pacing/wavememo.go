@@ -50,7 +50,7 @@ type waveMemo struct {
 	// inWave are those that take part, sorted by Key as Evaluate orders
 	// them; byName maps their names back to keys.
 	inWave []decision.Reader
-	byName  map[string]catalog.WorkloadKey
+	byName map[string]catalog.WorkloadKey
 	// dirty are readers (or possible new readers) to read again.
 	dirty map[catalog.WorkloadKey]struct{}
 	// expires is the earliest expiry of a reservation a reader was read
