@@ -6,41 +6,41 @@ import (
 	"github.com/restart-controller/restart-controller/internal/config"
 )
 
-// BreakerVerdict is what the breaker says about a restart that is due.
-type BreakerVerdict int
+// breakerVerdict is what the breaker says about a restart that is due.
+type breakerVerdict int
 
 const (
 	// Allow: restart.
-	Allow BreakerVerdict = iota
+	breakerAllow breakerVerdict = iota
 	// Trip: hold now; the workload used its budget.
-	Trip
+	breakerTrip
 	// Keep: stay held; the sources changed less than Quiet ago.
-	Keep
+	breakerKeep
 	// Release: the sources stayed still for Quiet: restart once, ending the hold.
-	Release
+	breakerRelease
 )
 
 // Check decides on a due restart of a workload whose recent restarts are
 // restarts, held by the breaker or not, whose sources last changed at
-// lastChange. wait is how long until a Keep may become a Release.
-func checkBreaker(b config.Breaker, restarts []time.Time, held bool, lastChange, now time.Time) (v BreakerVerdict, wait time.Duration) {
+// lastChange. wait is how long until a breakerKeep may become a breakerRelease.
+func checkBreaker(b config.Breaker, restarts []time.Time, held bool, lastChange, now time.Time) (v breakerVerdict, wait time.Duration) {
 	if held {
 		if quietAt := lastChange.Add(b.Quiet); now.Before(quietAt) {
-			return Keep, quietAt.Sub(now)
+			return breakerKeep, quietAt.Sub(now)
 		}
-		return Release, 0
+		return breakerRelease, 0
 	}
 	if b.Budget <= 0 {
-		return Allow, 0
+		return breakerAllow, 0
 	}
-	if Recent(restarts, b.Window, now) >= b.Budget {
-		return Trip, 0
+	if recent(restarts, b.Window, now) >= b.Budget {
+		return breakerTrip, 0
 	}
-	return Allow, 0
+	return breakerAllow, 0
 }
 
 // Recent counts the restarts within window before now.
-func Recent(restarts []time.Time, window time.Duration, now time.Time) int {
+func recent(restarts []time.Time, window time.Duration, now time.Time) int {
 	n := 0
 	for _, t := range restarts {
 		if now.Sub(t) < window {

@@ -16,10 +16,10 @@
 //  2. references: one whose references cannot be read is skipped.
 //  3. own write: this process's last write to it is not in the cache yet:
 //     wait for it (its update event, or the reservation's expiry).
-//  4. grace period (per source): a change younger than its grace period
+//  4. opt-out (per source): a change the workload or the source opts out
+//     of is recorded without a restart, at once.
+//  5. grace period (per source): a change younger than its grace period
 //     waits for its end, or rides along with a restart due anyway.
-//  5. opt-out (per source): a change the workload or the source opts out
-//     of is recorded without a restart.
 //  6. window: a restart outside the workload's restart window waits for
 //     its next opening.
 //  7. min interval: a restart less than the minimum interval after the
@@ -199,8 +199,8 @@ const (
 	GateOptIn       Gate = "opt-in"
 	GateReferences  Gate = "references"
 	GateOwnWrite    Gate = "own write"
-	GateGracePeriod Gate = "grace period"
 	GateOptOut      Gate = "opt-out"
+	GateGracePeriod Gate = "grace period"
 	GateWindow      Gate = "window"
 	GateMinInterval Gate = "min interval"
 	GateBreaker     Gate = "breaker"
@@ -347,6 +347,9 @@ func (r Rules) compare(s Snapshot) Verdict {
 		v.Action = Record
 	case plan.Patch:
 		v.Action = Record
+		if len(optedOut) > 0 {
+			v.Gate = GateOptOut
+		}
 	case plan.Wait > 0:
 		v.Action, v.Gate = Wait, GateGracePeriod
 		v.Reasons = append(v.Reasons, fmt.Sprintf("a change is inside its grace period, due at %s", v.Until.UTC().Format(time.RFC3339)))

@@ -137,14 +137,14 @@ func breakerGate(r Rules, d *due, v Verdict) *Verdict {
 	}
 	heldByBreaker := hold != nil && hold.Kind == record.HoldBreaker
 	switch verdict, wait := checkBreaker(b, restarts, heldByBreaker, last, s.Now); verdict {
-	case Trip:
+	case breakerTrip:
 		v.Action, v.Until = Hold, s.Now.Add(b.Quiet)
 		v.Hold = &record.Hold{Kind: record.HoldBreaker, Since: s.Now,
-			Cause: fmt.Sprintf("restarted %d times within %s (budget %d)", Recent(restarts, b.Window, s.Now), b.Window, b.Budget)}
+			Cause: fmt.Sprintf("restarted %d times within %s (budget %d)", recent(restarts, b.Window, s.Now), b.Window, b.Budget)}
 		v.Reasons = append(v.Reasons, fmt.Sprintf("held by the breaker: %s; it restarts once the sources it reads have been still for %s",
 			v.Hold.Cause, b.Quiet))
 		return &v
-	case Keep:
+	case breakerKeep:
 		v.Action, v.Hold, v.Until = Hold, hold, s.Now.Add(wait)
 		if known {
 			v.Reasons = append(v.Reasons, fmt.Sprintf("held by the breaker (%s): its sources last changed at %s; it restarts once they have been still for %s, at %s",

@@ -213,15 +213,15 @@ func TestBreaker(t *testing.T) {
 		restarts []time.Time
 		held     bool
 		changed  time.Time
-		want     BreakerVerdict
+		want     breakerVerdict
 		wait     time.Duration
 	}{
-		{"under budget", ago(15, 10), false, now, Allow, 0},
-		{"budget used within the window", ago(15, 10, 5), false, now, Trip, 0},
-		{"older restarts left the window", ago(40, 30, 10, 5), false, now, Allow, 0},
-		{"held, sources still changing", ago(15, 10, 5), true, now.Add(-2 * time.Second), Keep, 3 * time.Second},
-		{"held, sources still for the quiet time", ago(15, 10, 5), true, now.Add(-5 * time.Second), Release, 0},
-		{"held survives the window passing", ago(60, 50, 40), true, now.Add(-time.Second), Keep, 4 * time.Second},
+		{"under budget", ago(15, 10), false, now, breakerAllow, 0},
+		{"budget used within the window", ago(15, 10, 5), false, now, breakerTrip, 0},
+		{"older restarts left the window", ago(40, 30, 10, 5), false, now, breakerAllow, 0},
+		{"held, sources still changing", ago(15, 10, 5), true, now.Add(-2 * time.Second), breakerKeep, 3 * time.Second},
+		{"held, sources still for the quiet time", ago(15, 10, 5), true, now.Add(-5 * time.Second), breakerRelease, 0},
+		{"held survives the window passing", ago(60, 50, 40), true, now.Add(-time.Second), breakerKeep, 4 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v, wait := checkBreaker(b, tc.restarts, tc.held, tc.changed, now)
@@ -230,7 +230,7 @@ func TestBreaker(t *testing.T) {
 			}
 		})
 	}
-	if v, _ := checkBreaker(config.Breaker{}, ago(1, 1, 1, 1, 1, 1), false, now, now); v != Allow {
+	if v, _ := checkBreaker(config.Breaker{}, ago(1, 1, 1, 1, 1, 1), false, now, now); v != breakerAllow {
 		t.Fatal("budget 0 must turn the breaker off")
 	}
 }
