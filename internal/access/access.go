@@ -85,9 +85,13 @@ func Needs(c *config.Config) []Need {
 		out = append(out, Need{Resource: schema.GroupResource{Group: "events.k8s.io", Resource: "events"}, Verbs: EventVerbs(),
 			Namespace: ns, Why: "Events on workloads"})
 	}
-	if c.NamespaceSelector != nil {
+	switch {
+	case c.NamespaceSelector != nil:
 		out = append(out, Need{Resource: schema.GroupResource{Resource: "namespaces"}, Verbs: NamespaceVerbs(),
 			Why: "the namespaceSelector reads Namespaces' labels"})
+	case c.WindowsSelectNamespaces():
+		out = append(out, Need{Resource: schema.GroupResource{Resource: "namespaces"}, Verbs: NamespaceVerbs(),
+			Why: "restart windows' namespaceSelectors read Namespaces' labels"})
 	}
 	out = append(out, Need{Resource: schema.GroupResource{Resource: "secrets"}, Verbs: KeySecretVerbs(),
 		Namespace: c.Settings.LeaseNamespace, Why: "the checksum key Secret " + c.Settings.ChecksumKeySecret,

@@ -41,9 +41,8 @@ type Catalog struct {
 	readers *readerIndex
 	// reduce is how sources enter the caches (SourceTransform).
 	reduce SourceReducer
-	// namespaces, when set, holds the selected namespaces
-	// (SelectNamespaces).
-	namespaces cache.Store
+	// namespaces, when set, is the cache of Namespaces (WatchNamespaces).
+	namespaces *namespaces
 }
 
 // Option configures a Catalog.
@@ -115,7 +114,7 @@ func (c *Catalog) Source(id SourceID) (*SourceState, bool) {
 // when it is gone: the cached state, with the sources its regex source
 // lists match among the cached sources now (WithMatches).
 //
-// A workload of a namespace that is not selected (SelectNamespaces) is not
+// A workload of a namespace that is not selected (WatchNamespaces) is not
 // there.
 func (c *Catalog) Workload(key WorkloadKey) (*WorkloadState, bool) {
 	if !c.NamespaceSelected(key.Namespace) {

@@ -17,9 +17,12 @@ import (
 func reduceStrategy(state *WorkloadState, kind config.WorkloadKind, cfg *config.Config, annotations map[string]string, obj map[string]interface{}) {
 	value := annotations[cfg.Annotations.RestartStrategy]
 	if _, ok := kind.Restart.ByAnnotation[value]; ok {
-		state.Strategy = value
+		if state.Picks == nil {
+			state.Picks = &Picks{}
+		}
+		state.Picks.Strategy = value
 	}
-	s := kind.Restart.StrategyOf(state.Strategy)
+	s := kind.Restart.StrategyOf(state.Picked().Strategy)
 	if s.Name != config.TimestampAt {
 		return
 	}

@@ -106,11 +106,30 @@ type WorkloadState struct {
 	// ListProblems describe entries of its source lists that were skipped
 	// (not a regular expression), naming the annotation and the entry.
 	ListProblems []string `json:"listProblems,omitempty"`
-	// Strategy is the value of the restart-strategy annotation that picks
-	// one of the kind's strategies; empty for the kind's own (strategy.go).
 	// RestartMark is the value at a timestampAt strategy's field.
-	Strategy    string `json:"strategy,omitempty"`
 	RestartMark string `json:"restartMark,omitempty"`
+	// Picks are what its owners picked by annotation beside the opt-in;
+	// nil when nothing (most workloads), so that they cost a pointer.
+	Picks *Picks `json:"picks,omitempty"`
+}
+
+// Picks are what a workload's owners picked by annotation: one of its
+// kind's restart strategies (the value of the restart-strategy annotation
+// that picks it; empty for the kind's own, strategy.go), and, as written,
+// the values of its window and min-interval annotations, which the
+// decision reads.
+type Picks struct {
+	Strategy    string `json:"strategy,omitempty"`
+	Window      string `json:"window,omitempty"`
+	MinInterval string `json:"minInterval,omitempty"`
+}
+
+// Picked returns what the workload's owners picked by annotation.
+func (w *WorkloadState) Picked() Picks {
+	if w.Picks == nil {
+		return Picks{}
+	}
+	return *w.Picks
 }
 
 // Ignores reports whether changes of the source restart the workload not
@@ -145,6 +164,10 @@ func (w *WorkloadState) ExcludedBy(id SourceID) string {
 func (w *WorkloadState) DeepCopyObject() runtime.Object {
 	out := *w
 	w.Meta.DeepCopyInto(&out.Meta)
+	if w.Picks != nil {
+		picks := *w.Picks
+		out.Picks = &picks
+	}
 	// nil stays nil: client-go's mutation detector compares copies with
 	// reflect.DeepEqual, which tells nil from empty.
 	if w.IgnoreSources != nil {
@@ -178,7 +201,7 @@ func (w *WorkloadState) SameDecisionInputs(other *WorkloadState) bool {
 	if w.OptedIn != other.OptedIn || w.Applied != other.Applied || w.HasApplied != other.HasApplied ||
 		w.AppliedTemplateHash != other.AppliedTemplateHash || w.TemplateHash != other.TemplateHash ||
 		w.TemplateRV != other.TemplateRV || w.NotRolled != other.NotRolled ||
-		w.Problem != other.Problem || len(w.References) != len(other.References) || w.Strategy != other.Strategy ||
+		w.Problem != other.Problem || len(w.References) != len(other.References) || w.Picked() != other.Picked() ||
 		w.Rollout.Phase != other.Rollout.Phase || w.LastRestart != other.LastRestart || w.Hold != other.Hold ||
 		!slices.Equal(w.IgnoreSources, other.IgnoreSources) || !slices.Equal(w.Excluded, other.Excluded) || !samePatterns(w.Patterns, other.Patterns) ||
 		!slices.Equal(w.ListProblems, other.ListProblems) {
@@ -231,6 +254,9 @@ func reduceWorkload(u *unstructured.Unstructured, kind config.WorkloadKind, cfg 
 		// decisions apply them the one way they apply the others (Ignores).
 		IgnoreSources: splitList(annotations[cfg.Annotations.IgnoreSources]),
 		Excluded:      cfg.ExcludedSources(annotations),
+	}
+	if picks := (Picks{Window: annotations[cfg.Annotations.Window], MinInterval: cfg.MinIntervalOf(annotations)}); picks != (Picks{}) {
+		state.Picks = &picks
 	}
 	reduceStrategy(state, kind, cfg, annotations, u.Object)
 	// An unreadable record counts nothing in flight: the next restart

@@ -72,6 +72,11 @@ func compile(f *File, p *problems) *Config {
 		}
 	}
 	c.Sinks = compileNotifications(f.Notifications, p)
+	c.Windows = compileWindows(f.RestartWindows, p)
+	for i, a := range f.MinIntervalAnnotations {
+		checkName(p, fmt.Sprintf("minIntervalAnnotations[%d].annotation", i), a.Annotation, content.IsQualifiedName)
+		c.MinIntervalAnnotations = append(c.MinIntervalAnnotations, a.Annotation)
+	}
 	return c
 }
 
@@ -347,7 +352,8 @@ func compileAnnotations(a FileAnnotations, p *problems) Annotations {
 	}
 	return Annotations{OptIn: a.OptIn, AppliedChecksums: a.AppliedChecksums, RestartTimestamp: a.RestartTimestamp,
 		AppliedTemplateHash: a.AppliedTemplateHash, Rollout: a.Rollout, Hold: a.Hold,
-		IgnoreSources: a.IgnoreSources, Ignore: a.Ignore, Release: a.Release, RestartStrategy: a.RestartStrategy}
+		IgnoreSources: a.IgnoreSources, Ignore: a.Ignore, Release: a.Release, RestartStrategy: a.RestartStrategy,
+		Window: a.Window, MinInterval: a.MinInterval}
 }
 
 type annotationKey struct{ path, value string }
@@ -365,6 +371,8 @@ func annotationKeys(a FileAnnotations) []annotationKey {
 		{"annotations.ignore", a.Ignore},
 		{"annotations.release", a.Release},
 		{"annotations.restartStrategy", a.RestartStrategy},
+		{"annotations.window", a.Window},
+		{"annotations.minInterval", a.MinInterval},
 	}
 }
 
@@ -480,6 +488,9 @@ func compileWorkloads(kinds []FileWorkloadKind, p *problems) []WorkloadKind {
 		out[i].PodTemplatePath = tp
 		out[i].NotRolledWhen = compileConditions(path+".notRolledWhen", k.NotRolledWhen, p)
 		out[i].Restart = compileRestart(path+".restart", k.Restart, tp, p)
+		if out[i].MinInterval = time.Duration(k.MinInterval); out[i].MinInterval != 0 {
+			checkDuration(p, path+".minInterval", out[i].MinInterval, minMinInterval, maxMinInterval)
+		}
 	}
 	return out
 }

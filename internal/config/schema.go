@@ -109,6 +109,16 @@ type File struct {
 	// other controllers' (Reloader's reloader.stakater.com/ignore), so that
 	// both keep working.
 	IgnoreAnnotations []FileIgnoreAnnotation `json:"ignoreAnnotations"`
+	// RestartWindows are the times restarts may happen (windows.go). A
+	// workload picks one by name with annotations.window; the workloads of
+	// a namespace a window's namespaceSelector selects have it unless they
+	// pick another, or "none". A restart due outside its window waits for
+	// the window's next opening.
+	RestartWindows []FileRestartWindow `json:"restartWindows"`
+	// MinIntervalAnnotations are more workload annotations read as its
+	// minimum interval between restarts, beside annotations.minInterval:
+	// other controllers' (Reloader's pause-period).
+	MinIntervalAnnotations []FileMinIntervalAnnotation `json:"minIntervalAnnotations"`
 }
 
 // FileIgnoreAnnotation is a source annotation that, set to "true", makes
@@ -273,6 +283,13 @@ type FileAnnotations struct {
 	// RestartStrategy, on a workload, picks one of its kind's
 	// restart.byAnnotation strategies by their value.
 	RestartStrategy string `json:"restartStrategy"`
+	// Window, on a workload, names its restart window (restartWindows), or
+	// "none" for no window, whatever its namespace's.
+	Window string `json:"window"`
+	// MinInterval, on a workload, is the least time between two of its
+	// restarts, a Go duration such as "10m" (workloads[].minInterval when
+	// absent).
+	MinInterval string `json:"minInterval"`
 }
 
 // FileSourceKind is a watched source resource (ConfigMaps, Secrets, ...).
@@ -327,6 +344,10 @@ type FileWorkloadKind struct {
 	Rollout FileRollout `json:"rollout"`
 	// Restart says how a workload of the kind is restarted (strategy.go).
 	Restart FileRestart `json:"restart"`
+	// MinInterval is the least time between two restarts of a workload of
+	// the kind, unless its annotation says otherwise; zero: none. Changes
+	// inside it are merged into one restart when it ends.
+	MinInterval Duration `json:"minInterval"`
 }
 
 // FileCondition holds when the value at Path equals Equals.

@@ -57,6 +57,12 @@ type Config struct {
 	OptInAll bool
 	// Sinks receive notifications (notifications.go).
 	Sinks []Sink
+	// Windows are the restart windows (windows.go), in the file's order:
+	// a namespace's default window is the first whose selector selects it.
+	Windows []Window
+	// MinIntervalAnnotations are workload annotations read as its minimum
+	// interval beside Annotations.MinInterval, in order.
+	MinIntervalAnnotations []string
 	// SourceLifecycle says whether creations and deletions of optional
 	// sources restart their readers.
 	SourceLifecycle SourceLifecycle
@@ -144,6 +150,10 @@ type Annotations struct {
 	// RestartStrategy is read on workloads: its value picks one of the
 	// kind's Restart.ByAnnotation strategies.
 	RestartStrategy string
+	// Window names a workload's restart window; MinInterval is its least
+	// time between restarts.
+	Window      string
+	MinInterval string
 }
 
 // SourceKind is a watched source resource, e.g. ConfigMaps.
@@ -168,6 +178,8 @@ type WorkloadKind struct {
 	Rollout rollout.Rule
 	// Restart is how its workloads are restarted (strategy.go).
 	Restart Restart
+	// MinInterval is the least time between two restarts of a workload.
+	MinInterval time.Duration
 }
 
 // Condition holds when the single value at Path equals Equals.

@@ -45,6 +45,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
@@ -69,26 +70,29 @@ type Rules struct {
 	// IgnoreAnnotations are source ignore annotations beside
 	// Annotations.Ignore.
 	IgnoreAnnotations []string
-	// Kinds are the workload kinds: their restart strategies and rollout
-	// rules.
+	// Kinds are the workload kinds: their restart strategies, rollout
+	// rules and minimum intervals.
 	Kinds map[schema.GroupVersionResource]Kind
+	// Windows are the restart windows, in the configuration's order.
+	Windows []config.Window
 }
 
 // Kind is what the decision reads of a workload kind's configuration.
 type Kind struct {
-	Restart config.Restart
-	Rollout rollout.Rule
+	Restart     config.Restart
+	Rollout     rollout.Rule
+	MinInterval time.Duration
 }
 
 // NewRules returns the rules of a configuration, with sums for checksums.
 func NewRules(cfg *config.Config, sums checksum.Hasher) Rules {
 	kinds := make(map[schema.GroupVersionResource]Kind, len(cfg.Workloads))
 	for _, w := range cfg.Workloads {
-		kinds[w.GVR] = Kind{Restart: w.Restart, Rollout: w.Rollout}
+		kinds[w.GVR] = Kind{Restart: w.Restart, Rollout: w.Rollout, MinInterval: w.MinInterval}
 	}
 	return Rules{Annotations: cfg.Annotations, Ordered: cfg.OrderByResourceVersion, Breaker: cfg.Breaker,
 		Waves: cfg.Waves, MaxInFlight: cfg.MaxInFlight, Sums: sums, Lifecycle: cfg.SourceLifecycle,
-		IgnoreAnnotations: cfg.IgnoreAnnotations, Kinds: kinds}
+		IgnoreAnnotations: cfg.IgnoreAnnotations, Kinds: kinds, Windows: cfg.Windows}
 }
 
 // Snapshot is everything a decision reads: plain values, read before
@@ -109,6 +113,9 @@ type Snapshot struct {
 	// OwnWrite, when set, is when this process's last write to the
 	// workload, not in the cache yet, stops being waited for.
 	OwnWrite time.Time
+	// Namespace are the labels of the workload's namespace, for the
+	// restart window namespaces have by default; nil when not known.
+	Namespace labels.Labels
 	// Pace: the restarts are paced (not in a dry run). Pacing holds the
 	// fleet's facts once gathered for a due restart.
 	Pace   bool
@@ -251,9 +258,15 @@ type Verdict struct {
 	// OptedOut are sources whose change is recorded without a restart.
 	OptedOut []catalog.SourceID
 	// Reasons say why, for people (explain, status, logs); Warnings are
-	// problems of the workload's own annotations, for the log.
+	// problems of the workload's own records, for the log; Invalid are
+	// annotations its owners set that name nothing usable (a restart
+	// window, a minimum interval), said once in a Warning Event.
 	Reasons  []string
 	Warnings []string
+	Invalid  []string
+
+	// timing is the workload's restart window and minimum interval.
+	timing timing
 
 	// What Pace resumes from: the changes a due restart would deliver,
 	// the gate it stopped before, and when its rollout is judged again.
@@ -326,11 +339,12 @@ func (r Rules) compare(s Snapshot) Verdict {
 	w := s.Workload
 	view, optedOut := r.optOutView(w, s.Sources)
 	plan := r.Compare(view, s.Sources, s.Grace, s.Now)
-	plan.Strategy = r.Kinds[s.Key.Resource].Restart.StrategyOf(w.State.Strategy)
+	plan.Strategy = r.Kinds[s.Key.Resource].Restart.StrategyOf(w.State.Picked().Strategy)
 	if len(optedOut) > 0 {
 		plan.Patch = true // the view's checksums differ from the annotation's
 	}
-	v := Verdict{Plan: plan, OptedOut: optedOut, At: s.Now, Warnings: w.Warnings}
+	v := Verdict{Plan: plan, OptedOut: optedOut, At: s.Now, Warnings: w.Warnings, timing: r.timingOf(w, s)}
+	v.Invalid = v.timing.problems
 	if plan.Wait > 0 {
 		v.Until = s.Now.Add(plan.Wait)
 	}

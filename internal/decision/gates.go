@@ -45,6 +45,8 @@ var restartGates = [...]struct {
 	pacing bool
 	check  gate
 }{
+	{GateWindow, false, timingGate(GateWindow)},
+	{GateMinInterval, false, timingGate(GateMinInterval)},
 	{GateBreaker, true, breakerGate},
 	{GateFailed, true, failedGate},
 	{GateWave, true, waveGate},

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/record"
 	"github.com/restart-controller/restart-controller/internal/rollout"
 )
@@ -24,8 +25,12 @@ func TestGatesInOrder(t *testing.T) {
 
 	// Every condition that stops a restart, each undone by one step.
 	type state struct {
-		notOptedIn, problem, ownWrite, grace, ignored, breaker, halted, noPlace, capped bool
+		notOptedIn, problem, ownWrite, grace, ignored, window, interval, breaker, halted, noPlace, capped bool
 	}
+	// A window that opens at half past the hour, for five minutes.
+	rules := testRules
+	rules.Windows = testWindows(t, `- {name: soon, schedule: "30 * * * *", duration: 5m}`)
+	opens := now.Truncate(time.Hour).Add(30 * time.Minute) // the tests' clock is at 03:04
 	snapshot := func(st state) (Snapshot, Pacing) {
 		w := &catalog.WorkloadState{OptedIn: !st.notOptedIn, HasApplied: true, TemplateHash: tmplNow, AppliedTemplateHash: tmplNow,
 			Applied: annotation(t, map[string]string{cmApp.String(): v1.Checksum(testSums, nil)}), References: []catalog.Reference{{ID: cmApp}}}
@@ -35,6 +40,15 @@ func TestGatesInOrder(t *testing.T) {
 		}
 		if st.breaker {
 			w.LastRestart = record.Encode(&record.LastRestart{At: recent[2], Result: rollout.ResultComplete, Restarts: recent})
+		}
+		if st.window || st.interval {
+			w.Picks = &catalog.Picks{}
+			if st.window {
+				w.Picks.Window = "soon"
+			}
+			if st.interval {
+				w.Picks.MinInterval = "2m" // the last restart was a minute ago
+			}
 		}
 		src := v2
 		if st.ignored {
@@ -57,11 +71,11 @@ func TestGatesInOrder(t *testing.T) {
 		}
 		p := Pacing{Now: now, LastChange: now.Add(-30 * time.Second), Waves: map[catalog.SourceID]WaveState{cmApp: wave}}
 		if st.capped {
-			p.InFlight = testRules.MaxInFlight
+			p.InFlight = rules.MaxInFlight
 		}
 		return s, p
 	}
-	st := state{true, true, true, true, true, true, true, true, true}
+	st := state{true, true, true, true, true, true, true, true, true, true, true}
 	for _, step := range []struct {
 		gate  Gate
 		want  Action
@@ -74,14 +88,16 @@ func TestGatesInOrder(t *testing.T) {
 		{GateOwnWrite, Wait, now.Add(time.Minute + 10*time.Millisecond), "", func(s *state) { s.ownWrite = false }},
 		{GateOptOut, Record, time.Time{}, "", func(s *state) { s.ignored = false }},
 		{GateGracePeriod, Wait, now.Add(2 * time.Second), "", func(s *state) { s.grace = false }},
-		{GateBreaker, Hold, now.Add(testRules.Breaker.Quiet), record.HoldBreaker, func(s *state) { s.breaker = false }},
+		{GateWindow, Wait, opens, "", func(s *state) { s.window = false }},
+		{GateMinInterval, Wait, recent[2].Add(2 * time.Minute), "", func(s *state) { s.interval = false }},
+		{GateBreaker, Hold, now.Add(rules.Breaker.Quiet), record.HoldBreaker, func(s *state) { s.breaker = false }},
 		{GateFailed, Hold, time.Time{}, record.HoldWave, func(s *state) { s.halted = false }},
 		{GateWave, Queue, now.Add(queueRecheck), "", func(s *state) { s.noPlace = false }},
 		{GateCap, Queue, now.Add(queueRecheck), "", func(s *state) { s.capped = false }},
 		{"", Restart, time.Time{}, "", nil},
 	} {
 		s, p := snapshot(st)
-		v := decideWith(testRules, s, p)
+		v := decideWith(rules, s, p)
 		if v.Gate != step.gate || v.Action != step.want || !v.Until.Equal(step.until) {
 			t.Fatalf("at gate %q: stopped at %q with %s until %v, want %s until %v; reasons %q",
 				step.gate, v.Gate, v.Action, v.Until, step.want, step.until, v.Reasons)
@@ -96,4 +112,14 @@ func TestGatesInOrder(t *testing.T) {
 			step.undo(&st)
 		}
 	}
+}
+
+// testWindows compiles restart windows written as the config file's list.
+func testWindows(t *testing.T, list string) []config.Window {
+	t.Helper()
+	cfg, err := config.Parse([]byte("restartWindows:\n" + list + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg.Windows
 }

@@ -40,7 +40,7 @@ func TestDecideCarriesTheStrategy(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			key := catalog.WorkloadKey{Resource: tc.resource, Namespace: "shop", Name: "w"}
-			w := &catalog.WorkloadState{OptedIn: true, HasApplied: true, TemplateHash: tmplNow, AppliedTemplateHash: tmplNow, Strategy: tc.picked,
+			w := &catalog.WorkloadState{OptedIn: true, HasApplied: true, TemplateHash: tmplNow, AppliedTemplateHash: tmplNow, Picks: picks(tc.picked),
 				Applied: annotation(t, map[string]string{cmApp.String(): v1.Checksum(testSums, nil)}), References: []catalog.Reference{{ID: cmApp}}}
 			w.Namespace, w.Name = "shop", "w"
 			fleet := Pacing{Now: decideNow, Waves: map[catalog.SourceID]WaveState{cmApp: {}}}
@@ -53,4 +53,11 @@ func TestDecideCarriesTheStrategy(t *testing.T) {
 			}
 		})
 	}
+}
+
+func picks(strategy string) *catalog.Picks {
+	if strategy == "" {
+		return nil
+	}
+	return &catalog.Picks{Strategy: strategy}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/record"
 	"github.com/restart-controller/restart-controller/internal/rollout"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // Reader is what the waves of a source's change know of one workload
@@ -32,6 +33,11 @@ type Reader struct {
 	// HeldElsewhere: held for another reason (the breaker, another source's
 	// halted change), so it cannot take a place in this change's waves.
 	HeldElsewhere bool
+	// Waiting: its restart window is closed, or its minimum interval not
+	// over, until WaitsUntil: it takes no place in the waves meanwhile, so
+	// that it never stalls the restarts of the others.
+	Waiting    bool
+	WaitsUntil time.Time
 }
 
 // WaveState is where the waves of one change of one source stand.
@@ -94,9 +100,11 @@ func EvaluateWaves(w config.Waves, readers []Reader, released bool) WaveState {
 			if m.HeldHere && holdCause == "" && !recovered[record.FailedWorkload(m.Cause)] {
 				holdCause = m.Cause
 			}
-			if m.HeldHere || !m.HeldElsewhere {
+			switch {
+			case m.Waiting:
+			case m.HeldHere || !m.HeldElsewhere:
 				candidates = append(candidates, m.Key)
-			} else {
+			default:
 				s.Elsewhere = append(s.Elsewhere, m.Key)
 			}
 		case m.Restarted:
@@ -169,9 +177,11 @@ func waveAt(w config.Waves, settled int) (number, end int) {
 // does not show yet: it stands for the cached one. self is the workload
 // being decided, whose restart for the source is due. Whether another
 // reader is pending is the comparison its own decision makes (existing),
-// grace periods aside: waves do not wait for them.
+// grace periods aside: waves do not wait for them. A pending one whose
+// restart window is closed, or whose minimum interval is not over, at now
+// is Waiting (ns: its namespace's labels, for its namespace's window).
 func (r Rules) ReaderOf(key catalog.WorkloadKey, w Workload, reserved *record.LastRestart, self bool,
-	id catalog.SourceID, src *catalog.SourceState, change string) (Reader, bool) {
+	id catalog.SourceID, src *catalog.SourceState, change string, ns labels.Labels, now time.Time) (Reader, bool) {
 	ws := w.State
 	if !ws.OptedIn || ws.Problem != "" || r.OptedOut(ws, id, src) {
 		return Reader{}, false
@@ -199,6 +209,16 @@ func (r Rules) ReaderOf(key catalog.WorkloadKey, w Workload, reserved *record.La
 			return Reader{}, false
 		}
 		rd.Pending = pending
+		if pending && src.Annotations[r.Annotations.Release] != change {
+			var at *time.Time
+			if last != nil {
+				at = &last.At
+			}
+			t := r.timingOf(w, Snapshot{Key: key, Namespace: ns})
+			if until, _, gate := t.closed(at, now); gate != "" {
+				rd.Waiting, rd.WaitsUntil = true, until
+			}
+		}
 	}
 	if hold := w.Hold; hold != nil {
 		switch {
@@ -247,11 +267,13 @@ func (r Rules) pending(w Workload, id catalog.SourceID, src *catalog.SourceState
 // readers, as ReaderOf sees each, the workload self among them being
 // decided. The controller keeps the same evaluation memoized per source
 // (package pacing); explain and status evaluate it from a listing.
-func (r Rules) WaveOf(readers map[catalog.WorkloadKey]Workload, self catalog.WorkloadKey, id catalog.SourceID, src *catalog.SourceState) WaveState {
+// ns gives the labels of a namespace (nil: not known).
+func (r Rules) WaveOf(readers map[catalog.WorkloadKey]Workload, self catalog.WorkloadKey, id catalog.SourceID, src *catalog.SourceState,
+	ns func(string) labels.Labels, now time.Time) WaveState {
 	change := src.Change(r.Sums)
 	var rds []Reader
 	for key, w := range readers {
-		if rd, ok := r.ReaderOf(key, w, nil, key == self, id, src, change); ok {
+		if rd, ok := r.ReaderOf(key, w, nil, key == self, id, src, change, ns(key.Namespace), now); ok {
 			rds = append(rds, rd)
 		}
 	}

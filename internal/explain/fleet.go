@@ -5,6 +5,7 @@ import (
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/decision"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // FleetLister lists the workloads of the explained workload's namespace, of
@@ -40,7 +41,7 @@ func (c *Config) pacingFacts(self catalog.WorkloadKey, w decision.Workload, deli
 				}
 			}
 		}
-		p.Waves[id] = rules.WaveOf(of, self, id, src)
+		p.Waves[id] = rules.WaveOf(of, self, id, src, c.namespaceLabels, now)
 	}
 	return p
 }
@@ -72,3 +73,17 @@ func (c *Config) listReaders(self catalog.WorkloadKey, w decision.Workload, list
 // rules are the controller's decision rules, with the checksums explain can
 // compute.
 func (c *Config) rules() decision.Rules { return decision.NewRules(c.Config, c.Sums) }
+
+// namespaceLabels reads a namespace's labels, for the restart window of its
+// workloads, when restart windows select namespaces and the caller may
+// read them; nil otherwise.
+func (c *Config) namespaceLabels(namespace string) labels.Labels {
+	if !c.WindowsSelectNamespaces() || c.NamespaceLabels == nil {
+		return nil
+	}
+	set, err := c.NamespaceLabels(namespace)
+	if err != nil {
+		return nil
+	}
+	return labels.Set(set)
+}

@@ -314,7 +314,7 @@ func (c *Config) snapshot(kind config.WorkloadKind, w *catalog.WorkloadState, lo
 			}
 		}
 	}
-	return decision.Snapshot{Key: key, Now: now, Workload: wl, Sources: sources, Pace: true}
+	return decision.Snapshot{Key: key, Now: now, Workload: wl, Sources: sources, Namespace: c.namespaceLabels(w.Namespace), Pace: true}
 }
 
 // decision runs the controller's decision (package decision) on the

@@ -39,6 +39,7 @@ type Metrics struct {
 	RolloutDuration  *prometheus.HistogramVec
 	Rollouts         *prometheus.CounterVec
 	Held             *prometheus.GaugeVec
+	Waiting          *prometheus.GaugeVec
 	reloadOK         prometheus.Gauge
 	reloadTime       prometheus.Gauge
 	configInfo       *prometheus.GaugeVec
@@ -132,6 +133,10 @@ func New(counts func() (sources, workloads int)) *Metrics {
 	// as 0 rather than as a missing series.
 	m.Held.WithLabelValues("wave")
 	m.Held.WithLabelValues("breaker")
+	m.Waiting = f.gaugeVec("restart_controller_restarts_waiting",
+		"Workloads whose due restart waits, without a hold, by reason: window (its restart window is closed) or min-interval (its minimum interval since its last restart is not over).", "reason")
+	m.Waiting.WithLabelValues("window")
+	m.Waiting.WithLabelValues("min-interval")
 	m.Notifications = f.notifyCounters()
 	return m
 }
@@ -168,10 +173,14 @@ func (m *Metrics) RestartPatched(namespace string, ok bool) {
 	}
 }
 
-// SetHeld publishes how many restarts are held for each reason.
-func (m *Metrics) SetHeld(byReason map[string]int) {
+// SetStanding publishes how many restarts are held, and how many wait,
+// for each reason.
+func (m *Metrics) SetStanding(held, waiting map[string]int) {
 	for _, reason := range []string{"wave", "breaker"} {
-		m.Held.WithLabelValues(reason).Set(float64(byReason[reason]))
+		m.Held.WithLabelValues(reason).Set(float64(held[reason]))
+	}
+	for _, reason := range []string{"window", "min-interval"} {
+		m.Waiting.WithLabelValues(reason).Set(float64(waiting[reason]))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
@@ -57,6 +58,8 @@ func (c *fakeCatalog) WorkloadsReading(id catalog.SourceID) []catalog.WorkloadKe
 	}
 	return keys
 }
+
+func (c *fakeCatalog) NamespaceLabels(string) labels.Labels { return nil }
 
 func (c *fakeCatalog) InFlight() []catalog.WorkloadKey {
 	var keys []catalog.WorkloadKey

@@ -14,8 +14,8 @@
 //   - when each source last changed, for the breaker's quiet time. A new
 //     process takes its own start as that time, so it holds a workload at
 //     least as long as the one before would have;
-//   - the workloads held, and those waiting for a wave or the cap (for the
-//     gauge, and to wake them when a rollout ends);
+//   - the workloads waiting for a wave or the cap, to wake them when a
+//     rollout ends;
 //   - the memoized wave evaluation of each source (wavememo.go).
 //
 // The lock is the controller's to take, visibly (Lock): around gathering
@@ -32,6 +32,7 @@ import (
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/decision"
 	"github.com/restart-controller/restart-controller/internal/record"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // Catalog is what pacing reads of the caches: the sources, the workloads
@@ -43,6 +44,9 @@ type Catalog interface {
 	// InFlight lists the workloads whose last restart's rollout has no
 	// result yet, and counts in flight (record.LastRestart.CountedInFlight).
 	InFlight() []catalog.WorkloadKey
+	// NamespaceLabels are a namespace's labels, for its restart window;
+	// nil when not known.
+	NamespaceLabels(namespace string) labels.Labels
 }
 
 // Deps are what the pacing state reads: the caches and the decision's
@@ -64,7 +68,6 @@ type State struct {
 	// lastChangePruned is the size of lastChange after its last pruning.
 	lastChangePruned int
 	reserved         map[catalog.WorkloadKey]reservation
-	held             map[catalog.WorkloadKey]record.HoldKind
 	// capped are workloads whose wave has a place for them but the cap on
 	// rollouts in flight has not: each rollout that ends wakes them. (Those
 	// waiting for their wave are woken by the rollouts of their source.)
@@ -104,7 +107,6 @@ func New(d Deps) *State {
 		rules:      d.Rules,
 		lastChange: map[catalog.SourceID]time.Time{},
 		reserved:   map[catalog.WorkloadKey]reservation{},
-		held:       map[catalog.WorkloadKey]record.HoldKind{},
 		capped:     map[catalog.WorkloadKey]bool{},
 		waiting:    map[catalog.WorkloadKey]catalog.SourceID{},
 		waitingOn:  map[catalog.SourceID]int{},
@@ -184,7 +186,6 @@ func (s *State) Decided(key catalog.WorkloadKey) {
 func (s *State) Forget(key catalog.WorkloadKey) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.held, key)
 	s.setCapped(key, false)
 	s.setWaiting(key, catalog.SourceID{})
 	delete(s.reserved, key)
@@ -220,23 +221,6 @@ func (s *State) lastChanged(refs []catalog.Reference) time.Time {
 		}
 	}
 	return last
-}
-
-// SetHeld records whether a workload's restart is held ("" when not) and
-// returns the counts per reason for the gauge.
-func (s *State) SetHeld(key catalog.WorkloadKey, kind record.HoldKind) map[string]int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if kind == "" {
-		delete(s.held, key)
-	} else {
-		s.held[key] = kind
-	}
-	counts := map[string]int{}
-	for _, k := range s.held {
-		counts[string(k)]++
-	}
-	return counts
 }
 
 // setWaiting notes the source whose change's wave the workload waits for,
@@ -420,7 +404,7 @@ func (s *State) readers(id catalog.SourceID, src *catalog.SourceState, change st
 		if rec, ok := s.recordOf(key, w.LastRestart, now); ok {
 			reserved = rec
 		}
-		rd, ok := s.rules.ReaderOf(key, w, reserved, key == self, id, src, change)
+		rd, ok := s.rules.ReaderOf(key, w, reserved, key == self, id, src, change, s.catalog.NamespaceLabels(key.Namespace), now)
 		if !ok {
 			continue
 		}

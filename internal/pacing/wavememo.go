@@ -53,8 +53,9 @@ type waveMemo struct {
 	byName map[string]catalog.WorkloadKey
 	// dirty are readers (or possible new readers) to read again.
 	dirty map[catalog.WorkloadKey]struct{}
-	// expires is the earliest expiry of a reservation a reader was read
-	// with (zero: none): past it, the reader reads differently.
+	// expires is the earliest time a reader reads differently (noteExpiry):
+	// the expiry of a reservation it was read with, or the end of its wait
+	// for its restart window or minimum interval; zero: none.
 	expires time.Time
 	// state is Evaluate over inWave; evaluated is false once inWave
 	// changed since.
@@ -83,7 +84,7 @@ func (s *State) memoizedWaves(id catalog.SourceID, src *catalog.SourceState, cha
 	if self != (catalog.WorkloadKey{}) {
 		_, mine = s.readers(id, src, change, []catalog.WorkloadKey{self}, self, now)
 	}
-	if !e.expires.IsZero() && now.After(e.expires) {
+	if !e.expires.IsZero() && !now.Before(e.expires) {
 		s.expireMemo(e, now)
 	}
 	s.refreshMemo(id, e, now)
@@ -143,7 +144,7 @@ func (s *State) buildWaveMemo(id catalog.SourceID, src *catalog.SourceState, cha
 	slices.SortFunc(inWave, func(a, b decision.Reader) int { return strings.Compare(a.Key, b.Key) })
 	e.inWave, e.byName = inWave, byName
 	for _, m := range inWave {
-		e.noteReservation(s, byName[m.Key])
+		e.noteExpiry(s, byName[m.Key], m)
 	}
 	// Reading inWave may have dropped reservations, marking them dirty:
 	// they were read without them already.
@@ -189,29 +190,33 @@ func (s *State) refreshMemo(id catalog.SourceID, e *waveMemo, now time.Time) {
 		i, _ := e.index(mine[0].Key)
 		e.inWave = slices.Insert(e.inWave, i, mine[0])
 		e.byName[mine[0].Key] = byName[mine[0].Key]
-		e.noteReservation(s, key)
+		e.noteExpiry(s, key, mine[0])
 	}
 }
 
-// expireMemo marks dirty the inWave whose reservation has expired by now,
-// and finds the next expiry. Called with s.mu held.
+// expireMemo marks dirty the readers whose reservation has expired by now,
+// or whose wait for their restart window or minimum interval is over, and
+// finds the next expiry. Called with s.mu held.
 func (s *State) expireMemo(e *waveMemo, now time.Time) {
 	e.expires = time.Time{}
 	for _, m := range e.inWave {
 		key := e.byName[m.Key]
-		if r, ok := s.reserved[key]; ok && now.After(r.expiry) {
+		if r, ok := s.reserved[key]; ok && now.After(r.expiry) || m.Waiting && !now.Before(m.WaitsUntil) {
 			e.dirty[key] = struct{}{}
 			continue
 		}
-		e.noteReservation(s, key)
+		e.noteExpiry(s, key, m)
 	}
 }
 
-// noteReservation keeps the earliest expiry of the reservations inWave
-// were read with.
-func (e *waveMemo) noteReservation(s *State, key catalog.WorkloadKey) {
+// noteExpiry keeps the earliest time a reader reads differently: the
+// expiry of the reservation it was read with, or the end of its wait.
+func (e *waveMemo) noteExpiry(s *State, key catalog.WorkloadKey, m decision.Reader) {
 	if r, ok := s.reserved[key]; ok && (e.expires.IsZero() || r.expiry.Before(e.expires)) {
 		e.expires = r.expiry
+	}
+	if m.Waiting && (e.expires.IsZero() || m.WaitsUntil.Before(e.expires)) {
+		e.expires = m.WaitsUntil
 	}
 }
 

@@ -36,7 +36,7 @@ func (c *Controller) act(ctx context.Context, s decision.Snapshot, v decision.Ve
 		if !s.Workload.Hold.Same(v.Hold) {
 			wrote, err = c.patchAnnotations(ctx, key, w.ResourceVersion, map[string]interface{}{c.Config.Annotations.Hold: record.Encode(v.Hold)})
 		}
-	case decision.Queue:
+	case decision.Queue, decision.Wait:
 		if v.Unhold && w.Hold != "" {
 			wrote, err = c.patchAnnotations(ctx, key, w.ResourceVersion, map[string]interface{}{c.Config.Annotations.Hold: nil})
 		}
@@ -67,6 +67,7 @@ func (c *Controller) remember(s decision.Snapshot, v decision.Verdict) {
 	if v.Gate == decision.GateOptIn {
 		c.dryRun.forget(key)
 		c.Pacing.Forget(key)
+		c.standing.set(key, "", "")
 	}
 	switch {
 	case f.Forget:

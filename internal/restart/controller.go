@@ -109,6 +109,8 @@ type Controller struct {
 	// warned are the Warning Events about workloads' own state recorded
 	// (warnings.go).
 	warned warnings
+	// standing is why each workload's due restart does not go (standing.go).
+	standing standing
 	// followed are the unwritten rollouts this process follows (followed.go).
 	followed followed
 }

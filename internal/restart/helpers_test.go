@@ -37,6 +37,8 @@ const (
 	ignoreKey       = "com.xing.deployment-restart.ignore"
 	ignoreSrcKey    = "com.xing.deployment-restart.ignore-sources"
 	strategyKey     = "com.xing.deployment-restart.strategy"
+	windowKey       = "com.xing.deployment-restart.window"
+	minIntervalKey  = "com.xing.deployment-restart.min-interval"
 )
 
 func exampleConfig(t testing.TB) *config.Config {
@@ -44,7 +46,7 @@ func exampleConfig(t testing.TB) *config.Config {
 	cfg := testfixture.ExampleConfig(t)
 	want := config.Annotations{OptIn: optInKey, AppliedChecksums: appliedKey, RestartTimestamp: timestampKey, AppliedTemplateHash: templateHashKey,
 		Rollout: rolloutKey, Hold: holdKey, Release: releaseKey, Ignore: ignoreKey, IgnoreSources: ignoreSrcKey,
-		RestartStrategy: strategyKey}
+		RestartStrategy: strategyKey, Window: windowKey, MinInterval: minIntervalKey}
 	if cfg.Annotations != want {
 		t.Fatalf("example annotations %+v, want %+v", cfg.Annotations, want)
 	}

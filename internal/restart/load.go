@@ -43,6 +43,7 @@ func (c *Controller) load(ctx context.Context, key catalog.WorkloadKey) (decisio
 	}
 	snap.Sources = sources
 	snap.Grace = c.grace.Of(cached.References, now)
+	snap.Namespace = c.Catalog.NamespaceLabels(key.Namespace)
 	if dryRun {
 		return snap, nil // a dry run neither paces nor follows rollouts
 	}

@@ -40,12 +40,12 @@ func (c *Controller) report(s decision.Snapshot, v decision.Verdict, wrote bool)
 	if e := v.Ended; e != nil && (wrote || !e.Written) {
 		c.reportEnd(log, w, key, e, s.Now)
 	}
+	if w != nil {
+		c.warnOnce(key, w, "InvalidAnnotation", "Read", v.Invalid)
+	}
+	c.reportStanding(log, key, w, v, wrote)
 	switch v.Action {
 	case decision.Hold:
-		c.Metrics.SetHeld(c.Pacing.SetHeld(key, v.Hold.Kind))
-		if wrote {
-			c.reportHold(log, key, w, v.Hold)
-		}
 		return
 	case decision.Queue:
 		log.Debug("restart waits", "why", strings.Join(v.Reasons, "; "))
@@ -54,14 +54,34 @@ func (c *Controller) report(s decision.Snapshot, v decision.Verdict, wrote bool)
 			log.Warn("cannot read references; skipping", "problem", w.Problem)
 		}
 	}
-	if !c.Config.Settings.DryRun && v.Action != decision.EndRollout && v.Gate != decision.GateOwnWrite {
-		c.Metrics.SetHeld(c.Pacing.SetHeld(key, ""))
-	}
 	if len(v.OptedOut) > 0 {
 		log.Info("recording changes whose restart is opted out", "sources", fmt.Sprint(v.OptedOut))
 	}
 	if wrote && (v.Action == decision.Restart || v.Action == decision.Record) {
 		c.reportWrite(log, w, key, v, c.Config.Settings.DryRun)
+	}
+}
+
+// reportStanding counts the held and waiting restarts, and says when a
+// hold is written and when a wait for a window or an interval begins: a
+// wait is not a hold (a Normal Event, never a Warning).
+func (c *Controller) reportStanding(log hclog.Logger, key catalog.WorkloadKey, w *catalog.WorkloadState, v decision.Verdict, wrote bool) {
+	if c.Config.Settings.DryRun && v.Action != decision.Wait || v.Action == decision.EndRollout || v.Gate == decision.GateOwnWrite {
+		return // the standing of the decision before stands
+	}
+	var kind record.HoldKind
+	if v.Action == decision.Hold {
+		kind = v.Hold.Kind
+	}
+	held, waiting, began := c.standing.set(key, kind, waitReason(v))
+	c.Metrics.SetStanding(held, waiting)
+	switch {
+	case v.Action == decision.Hold && wrote:
+		c.reportHold(log, key, w, v.Hold)
+	case began:
+		why := strings.Join(v.Reasons, "; ")
+		log.Info("restart waits", "why", why, "until", v.Until)
+		c.event(w, corev1.EventTypeNormal, "RestartWaiting", "Restart", "Restart due, and waits: %s", why)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
@@ -13,19 +14,26 @@ import (
 
 var namespacesGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 
-// startNamespaces runs, with a namespaceSelector, a metadata-only informer
-// of the Namespaces it selects (the API server applies the selector, as
-// Reloader does: a namespace relabelled out of it is a deletion, into it an
-// addition), and hands its cache to the catalog, which then hides the
-// workloads of every other namespace. A namespace entering or leaving the
-// selection requeues its workloads: those entering are compared with their
-// recorded checksums, so a change made while they were not selected
-// restarts them. Nothing is started without a selector.
+// startNamespaces runs a metadata-only informer of Namespaces when the
+// configuration reads them, and hands its cache to the catalog. With only a
+// namespaceSelector, the API server applies it (as Reloader does: a
+// namespace relabelled out of it is a deletion, into it an addition) and
+// only names are kept. When a restart window is the default of namespaces
+// a selector selects, every namespace is watched with its labels, and the
+// catalog matches the selectors. A namespace entering or leaving the
+// selection, or whose labels change, requeues its workloads: those
+// entering are compared with their recorded checksums, so a change made
+// while they were not selected restarts them. Nothing is started when
+// nothing reads Namespaces.
 func (w *Watcher) startNamespaces(ctx context.Context) error {
-	if w.cfg.NamespaceSelector == nil {
+	byLabels := w.cfg.WindowsSelectNamespaces()
+	if w.cfg.NamespaceSelector == nil && !byLabels {
 		return nil
 	}
-	selector := w.cfg.NamespaceSelector.String()
+	var selector string
+	if !byLabels {
+		selector = w.cfg.NamespaceSelector.String()
+	}
 	resource := w.meta.Resource(namespacesGVR)
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -39,10 +47,14 @@ func (w *Watcher) startNamespaces(ctx context.Context) error {
 	}
 	informer := cache.NewSharedIndexInformerWithOptions(lw, &metav1.PartialObjectMetadata{},
 		cache.SharedIndexInformerOptions{Indexers: cache.Indexers{}, ObjectDescription: "namespaces (metadata)"})
-	// Only the name is read: the selector already chose.
+	// Only the name is read, and the labels when the catalog matches them.
 	if err := informer.SetTransform(func(obj interface{}) (interface{}, error) {
 		if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
-			return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: m.Name, ResourceVersion: m.ResourceVersion}}, nil
+			kept := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: m.Name, ResourceVersion: m.ResourceVersion}}
+			if byLabels {
+				kept.Labels = m.Labels
+			}
+			return kept, nil
 		}
 		return obj, nil
 	}); err != nil {
@@ -51,17 +63,17 @@ func (w *Watcher) startNamespaces(ctx context.Context) error {
 	if _, err := informer.AddEventHandler(namespaceHandler{w: w}); err != nil {
 		return fmt.Errorf("watching namespaces: adding event handler: %w", err)
 	}
-	w.catalog.SelectNamespaces(informer.GetStore())
+	w.catalog.WatchNamespaces(informer.GetStore(), w.cfg.NamespaceSelector, byLabels)
 	w.mu.Lock()
 	w.synced = append(w.synced, informer.HasSynced)
 	w.mu.Unlock()
 	go informer.RunWithContext(ctx)
-	w.log.Info("acting only on workloads of selected namespaces", "namespace_selector", selector)
+	w.log.Info("watching namespaces", "namespace_selector", w.cfg.NamespaceSelector, "labels", byLabels)
 	return nil
 }
 
 // namespaceHandler requeues the workloads of a namespace that entered or
-// left the selection. The initial list is not a change: start-up compares
+// left the selection, or whose labels changed. The initial list is not a change: start-up compares
 // every workload anyway, after this cache has synced.
 type namespaceHandler struct{ w *Watcher }
 
@@ -71,7 +83,13 @@ func (h namespaceHandler) OnAdd(obj interface{}, initialList bool) {
 	}
 }
 
-func (h namespaceHandler) OnUpdate(_, _ interface{}) {}
+func (h namespaceHandler) OnUpdate(oldObj, newObj interface{}) {
+	old, ok1 := oldObj.(*metav1.PartialObjectMetadata)
+	cur, ok2 := newObj.(*metav1.PartialObjectMetadata)
+	if ok1 && ok2 && !labels.Equals(old.Labels, cur.Labels) {
+		h.requeue(newObj)
+	}
+}
 
 func (h namespaceHandler) OnDelete(obj interface{}) {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {

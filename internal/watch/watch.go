@@ -384,7 +384,7 @@ func (w *Watcher) startWorkloadInformers(ctx context.Context, kind config.Worklo
 		}
 		sel := selectors{label: w.cfg.WorkloadSelector.String(), field: w.cfg.IgnoredNamespacesField()}
 		informer := workloadInformer(w.workloads, kind.GVR, ns, sel, tracker)
-		if w.cfg.NamespaceSelector != nil {
+		if w.cfg.NamespaceSelector != nil || w.cfg.WindowsSelectNamespaces() {
 			if err := informer.AddIndexers(catalog.NamespaceIndexers()); err != nil {
 				return fmt.Errorf("indexing %s by namespace: %w", kind.GVR, err)
 			}
