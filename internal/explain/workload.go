@@ -334,7 +334,9 @@ func (c *Config) decision(snap decision.Snapshot, r *WorkloadReport, list FleetL
 	if plan.Warning != "" {
 		d.Reasons = append(d.Reasons, plan.Warning)
 	}
-	if v.Action != decision.Hold && v.Action != decision.Queue {
+	d.Reasons = append(d.Reasons, v.Invalid...)
+	waits := v.Action == decision.Hold || v.Action == decision.Queue || v.Action == decision.Wait
+	if !waits {
 		d.Reasons = append(d.Reasons, v.Reasons...) // the opt-outs; a hold's and a wait's reasons come below
 	}
 	for _, id := range plan.RequiredGone {
@@ -347,7 +349,7 @@ func (c *Config) decision(snap decision.Snapshot, r *WorkloadReport, list FleetL
 		d.Reasons = append(d.Reasons, fmt.Sprintf("the rollout of its last restart ended (%s): the controller records that first, then decides again",
 			v.Ended.Verdict.Result))
 		return d
-	case v.Action == decision.Hold || v.Action == decision.Queue:
+	case waits:
 		d.Action = string(v.Action)
 		d.Reasons = append(d.Reasons, v.Reasons...)
 		for _, id := range plan.Changed {
@@ -355,6 +357,14 @@ func (c *Config) decision(snap decision.Snapshot, r *WorkloadReport, list FleetL
 		}
 		if h := r.Hold; h != nil && h.Release != "" && v.Action == decision.Hold {
 			d.Reasons = append(d.Reasons, "to let it go now: "+h.Release)
+		}
+		if v.Gate == decision.GateWindow || v.Gate == decision.GateMinInterval {
+			for _, id := range plan.Changed {
+				if src, ok := snap.Sources[id]; ok {
+					d.Reasons = append(d.Reasons, fmt.Sprintf("to let the change of %s go now: kubectl annotate %s %s -n %s %s=%s --overwrite",
+						shortID(id.Kind, id.Name), id.Kind, id.Name, id.Namespace, c.Annotations.Release, src.Change(c.Sums)))
+				}
+			}
 		}
 		return d
 	case plan.Restart:
