@@ -203,3 +203,28 @@ func defaultWorkloads(t *testing.T) string {
 	}
 	return b.String()
 }
+
+// The README's restart-window example is a valid config file: the block
+// after its "checked" marker parses, windows and intervals as it says.
+func TestREADMEWindowsExample(t *testing.T) {
+	raw, err := os.ReadFile(readmePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile("(?s)<!-- checked: cmd/restart-controller TestREADMEWindowsExample -->\n```yaml\n(.*?)```")
+	m := re.FindSubmatch(raw)
+	if m == nil {
+		t.Fatal("README.md has no checked restart-window example")
+	}
+	cfg, err := config.Parse(m[1])
+	if err != nil {
+		t.Fatalf("the README's example: %v", err)
+	}
+	if len(cfg.Windows) != 1 || cfg.Windows[0].Name != "nights" || cfg.Windows[0].Duration != 3*time.Hour ||
+		cfg.Windows[0].Location.String() != "Europe/Berlin" || cfg.Windows[0].Namespaces == nil {
+		t.Fatalf("windows %+v", cfg.Windows)
+	}
+	if cfg.Workloads[0].MinInterval != 10*time.Minute {
+		t.Fatalf("minInterval %v", cfg.Workloads[0].MinInterval)
+	}
+}
