@@ -103,7 +103,10 @@ func TestRestartWindowWaitsThroughSIGKILL(t *testing.T) {
 		if err := json.Unmarshal([]byte(d.Annotations[c.keys.applied]), &applied); err != nil {
 			return false, err
 		}
-		return applied[sourceID("configmap", c.ns, "shared")] == want, fmt.Errorf("applied %v, want %s", applied, want)
+		if got := applied[sourceID("configmap", c.ns, "shared")]; got != want {
+			return false, fmt.Errorf("applied %v, want %s", applied, want)
+		}
+		return true, nil
 	})
 	metricEquals(t, c.leader(), waitingMetric, 0)
 }
