@@ -2,6 +2,9 @@
 SHELL := /bin/bash
 GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# Expanded once, not at each use: a commit during a long build (make dist)
+# must not give its steps different versions.
+VERSION := $(VERSION)
 BIN := bin/restart-controller
 PLUGIN := bin/kubectl-restart_controller
 # Release flags for both binaries: no build paths, no symbol table or DWARF
