@@ -459,6 +459,9 @@ func TestMakeDist(t *testing.T) {
 	if !strings.Contains(stderr.String(), "no license file") {
 		t.Errorf("a repository without a license file is not warned about:\n%s", stderr.String())
 	}
+	if strings.Contains(stderr.String(), "not a release version") || strings.Contains(stderr.String(), "uncommitted") {
+		t.Errorf("VERSION v9.9.9 is warned about:\n%s", stderr.String())
+	}
 }
 
 // TestREADME: the README's install commands name what make dist writes.
@@ -474,5 +477,32 @@ func TestREADME(t *testing.T) {
 		if !strings.Contains(string(raw), want) {
 			t.Errorf("README.md does not say %q", want)
 		}
+	}
+}
+
+// TestRunWarns: what the tool says of a development VERSION, and that it
+// packs the repository's license file when there is one.
+func TestRunWarns(t *testing.T) {
+	o := goodRelease(t, "c3aacbc-dirty", false)
+	root := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(root, "LICENSE"), []byte("the license\n"), 0o644))
+	var stdout, stderr bytes.Buffer
+	args := []string{"-version", o.Version, "-url-base", o.URLBase, "-bins", o.Bins, "-out", o.Out, "-root", root}
+	if code := run(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr.String())
+	}
+	for _, want := range []string{"not a release version", "the manifest says v0.0.0-dev+c3aacbc-dirty", "uncommitted changes"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	if strings.Contains(stderr.String(), "no license file") {
+		t.Errorf("warned of a missing license file beside %s", filepath.Join(root, "LICENSE"))
+	}
+	if _, ok := readArchive(t, filepath.Join(o.Out, ArchiveName(o.Version, allPlatforms[0])))["LICENSE"]; !ok {
+		t.Error("the archive lacks the repository's LICENSE")
+	}
+	if !strings.Contains(stdout.String(), "kubectl krew install --manifest="+filepath.Join(o.Out, ManifestPath)) {
+		t.Errorf("stdout does not say how to install:\n%s", stdout.String())
 	}
 }

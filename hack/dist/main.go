@@ -76,6 +76,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "dist: VERSION %s is not a release version (vMAJOR.MINOR.PATCH); the manifest says %s. "+
 			"Tag the commit to release it.\n", o.Version, mv)
 	}
+	if strings.HasSuffix(o.Version, "-dirty") {
+		fmt.Fprintf(stderr, "dist: VERSION %s: built from a work tree with uncommitted changes.\n", o.Version)
+	}
 	if o.License == "" {
 		fmt.Fprintln(stderr, "dist: the repository has no license file, so the archives hold none; "+
 			"krew-index accepts a plugin only when its installation includes one (LICENSE, COPYING, ...).")
