@@ -2,6 +2,9 @@
 SHELL := /bin/bash
 GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# Expanded once, not at each use: a commit during a long build (make dist)
+# must not give its steps different versions.
+VERSION := $(VERSION)
 BIN := bin/restart-controller
 PLUGIN := bin/kubectl-restart_controller
 # Release flags for both binaries: no build paths, no symbol table or DWARF
@@ -11,7 +14,7 @@ PLUGIN := bin/kubectl-restart_controller
 RELEASE_FLAGS := -trimpath -ldflags "-s -w -X main.version=$(VERSION)"
 DEMO_DIR ?= $(CURDIR)/.demo
 
-.PHONY: all build test unit e2e vet fmt-check repo-check fuzz demo demo-down cluster-bins bench image image-test monitoring-check helm plugin clean
+.PHONY: all build test unit e2e vet fmt-check repo-check fuzz demo demo-down cluster-bins bench image image-test monitoring-check helm plugin dist FORCE clean
 
 all: build
 
@@ -93,5 +96,20 @@ helm:
 plugin:
 	CGO_ENABLED=0 $(GO) build $(RELEASE_FLAGS) -o $(PLUGIN) ./cmd/kubectl-restart_controller
 
+## dist: the plugin's release for krew: dist/ holds a tar.gz per platform (the binary built as
+## by `make plugin`), SHA256SUMS, and the krew manifest dist/plugins/restart-controller.yaml, its
+## uris under DIST_URL_BASE; hack/dist writes them and checks them against krew's rules.
+DIST_PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+DIST_URL_BASE ?= https://github.com/restart-controller/restart-controller/releases/download/$(VERSION)
+DIST_BINS := $(foreach p,$(DIST_PLATFORMS),bin/dist/$(subst /,_,$(p))/kubectl-restart_controller)
+dist: $(DIST_BINS)
+	$(GO) run ./hack/dist -version "$(VERSION)" -url-base "$(DIST_URL_BASE)" -platforms "$(DIST_PLATFORMS)" -bins bin/dist -out dist
+
+# One binary per platform (bin/dist/OS_ARCH/...); FORCE, since VERSION may differ from the last build's.
+bin/dist/%/kubectl-restart_controller: FORCE
+	CGO_ENABLED=0 GOOS=$(word 1,$(subst _, ,$*)) GOARCH=$(word 2,$(subst _, ,$*)) $(GO) build $(RELEASE_FLAGS) -o $@ ./cmd/kubectl-restart_controller
+
+FORCE:
+
 clean:
-	rm -rf bin .e2e.log
+	rm -rf bin dist .e2e.log

@@ -24,7 +24,7 @@ import (
 	"github.com/restart-controller/restart-controller/internal/config"
 )
 
-var update = flag.Bool("update", false, "rewrite the config block of values.yaml from examples/config.yaml")
+var update = flag.Bool("update", false, "rewrite what these tests generate: the config block of values.yaml (from examples/config.yaml), values.schema.json (from the config types) and the examples in docs/operations.md")
 
 const (
 	release   = "restart-controller"
