@@ -47,7 +47,6 @@ func importRules() []rule {
 		{pkg: "internal/memlimit"},
 		{pkg: "internal/server"},
 		{pkg: "internal/kube", tests: []string{"internal/testcluster"}},
-		{pkg: "internal/promtext"},
 		{pkg: "internal/testcluster"},
 		{pkg: "internal/explain/explaintest"},
 		{pkg: "internal/archtest"},
