@@ -38,7 +38,6 @@ func importRules() []rule {
 		{pkg: "internal/rollout"},
 		{pkg: "internal/refs"},
 		{pkg: "internal/optin"},
-		{pkg: "internal/strictdecode"},
 		{pkg: "internal/checksum"},
 		{pkg: "internal/sourcecodec"},
 		{pkg: "internal/objmeta"},
@@ -52,7 +51,7 @@ func importRules() []rule {
 		{pkg: "internal/archtest"},
 		// Configuration and the policies it configures.
 		{pkg: "internal/pacing", may: []string{"internal/rollout"}},
-		{pkg: "internal/config", may: []string{"internal/optin", "internal/pacing", "internal/refs", "internal/rollout", "internal/strictdecode"}},
+		{pkg: "internal/config", may: []string{"internal/optin", "internal/pacing", "internal/refs", "internal/rollout"}},
 		{pkg: "internal/cli", may: []string{"internal/config"}},
 		{pkg: "internal/access", may: []string{"internal/config"}},
 		{pkg: "internal/checksumkey", may: []string{"internal/checksum"}},
