@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -18,9 +19,7 @@ import (
 	"github.com/restart-controller/restart-controller/internal/checksum"
 	"github.com/restart-controller/restart-controller/internal/checksumkey"
 	"github.com/restart-controller/restart-controller/internal/config"
-	"github.com/restart-controller/restart-controller/internal/events"
 	"github.com/restart-controller/restart-controller/internal/keyread"
-	"github.com/restart-controller/restart-controller/internal/kube"
 	"github.com/restart-controller/restart-controller/internal/metrics"
 	"github.com/restart-controller/restart-controller/internal/restart"
 	"github.com/restart-controller/restart-controller/internal/watch"
@@ -73,9 +72,13 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 	m.Leader.Set(0)
 	m.WatchedWorkloads.Reset() // a reload may have removed kinds
 	m.DryRun.Set(0)
-	hostname, _ := os.Hostname() // the reporting instance, as client-go's tools/events names it
-	eventLog := events.New(cl.kube, kube.Scheme, "restart-controller", "restart-controller-"+hostname, events.QueueSize,
-		m.EventsDropped, log.Named("events"))
+	eventLog, stopEvents, err := startEvents(ctx, cl.kube, log.Named("events"))
+	if err != nil {
+		return fmt.Errorf("starting to record Events: %w", err)
+	}
+	// Deferred first, so it runs last: once the controller, the watches
+	// and the notifier have stopped, nothing records any more.
+	defer stopEvents()
 	recorder := restart.NewLimitedRecorder(eventLog, eventsPerSecond, eventBurst, m.EventsDropped)
 	if cfg.Settings.DryRun {
 		m.DryRun.Set(1)
@@ -87,7 +90,7 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 		return err
 	}
 	live.set(cat, watcher)
-	defer startNotifier(ctx, cfg, cl.kube, m, log.Named("notify"), ctrl)() // stops after the controller (defers run last first)
+	defer startNotifier(ctx, cfg, cl.kube.CoreV1(), m, log.Named("notify"), ctrl)() // stops after the controller (defers run last first)
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	var wg sync.WaitGroup
@@ -96,11 +99,6 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 	defer func() {
 		cancel(nil)
 		wg.Wait()
-	}()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		eventLog.Run(ctx)
 	}()
 	if err := watcher.Start(ctx); err != nil {
 		return fmt.Errorf("starting watches: %w", err) // a *watch.ConfigError is a configuration error: exit 2
@@ -126,7 +124,7 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 	if !cfg.Settings.LeaderElect {
 		m.Leader.Set(1)
 		ctrl.Run(ctx, context.WithoutCancel(ctx), cfg.Settings.Workers, drainTimeout)
-	} else if err := runAsLeader(ctx, cfg.Settings, cl.kube, log.Named("leader"), m, func(runCtx, writeCtx context.Context, fresh func() bool) {
+	} else if err := runAsLeader(ctx, cfg.Settings, cl.kube.CoordinationV1(), log.Named("leader"), m, func(runCtx, writeCtx context.Context, fresh func() bool) {
 		ctrl.WriteOnlyWhile(fresh)
 		ctrl.Run(runCtx, writeCtx, cfg.Settings.Workers, drainTimeout)
 	}); err != nil {
@@ -142,11 +140,17 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 type clients struct {
 	rest    *rest.Config
 	dynamic dynamic.Interface
-	// kube makes the typed calls (Secrets, Leases, Events, access reviews,
-	// discovery) without client-go's typed clients, which link every API
-	// group (internal/kube).
-	kube *kube.Client
-	meta metadata.Interface
+	// kube is client-go's typed clientset: Secrets, Leases, Events and
+	// access reviews.
+	kube kubernetes.Interface
+	// discovery is client-go's discovery client made on its own, not the
+	// clientset's: alone it bounds each request (32 s), and the watches
+	// look for missing CRDs with it every discoveryInterval.
+	discovery discovery.DiscoveryInterface
+	// protobufCore reads core/v1 in protobuf: the keyed reads of large
+	// sources (restart.APIFetch), as the source informers do.
+	protobufCore rest.Interface
+	meta         metadata.Interface
 }
 
 func newClients(s config.Settings) (*clients, error) {
@@ -158,8 +162,14 @@ func newClients(s config.Settings) (*clients, error) {
 	if c.dynamic, err = dynamic.NewForConfig(rc); err != nil {
 		return nil, fmt.Errorf("creating dynamic client: %w", err)
 	}
-	if c.kube, err = kube.New(rc); err != nil {
-		return nil, fmt.Errorf("creating API clients: %w", err)
+	if c.kube, err = kubernetes.NewForConfig(rc); err != nil {
+		return nil, fmt.Errorf("creating the typed clientset: %w", err)
+	}
+	if c.discovery, err = discovery.NewDiscoveryClientForConfig(rc); err != nil {
+		return nil, fmt.Errorf("creating the discovery client: %w", err)
+	}
+	if c.protobufCore, err = rest.RESTClientFor(watch.CoreProtobuf(rc)); err != nil {
+		return nil, fmt.Errorf("creating the protobuf core/v1 client: %w", err)
 	}
 	if c.meta, err = metadata.NewForConfig(rc); err != nil {
 		return nil, fmt.Errorf("creating metadata client: %w", err)
@@ -179,12 +189,12 @@ func assemble(cfg *config.Config, cl *clients, cat *catalog.Catalog, m *metrics.
 		return nil, nil, err
 	}
 	ctrl.PatchWith(cl.meta)
-	ctrl.ReadKeysWith(keyread.New(cfg.Sources, restart.APIFetch(cl.kube.ProtobufCore(), cl.dynamic), keyread.Capacity))
-	watcher := watch.New(cfg, cl.rest, cl.dynamic, cl.kube, cat, ctrl, m, log.Named("watch"), discoveryInterval)
+	ctrl.ReadKeysWith(keyread.New(cfg.Sources, restart.APIFetch(cl.protobufCore, cl.dynamic), keyread.Capacity))
+	watcher := watch.New(cfg, cl.rest, cl.dynamic, cl.discovery, cat, ctrl, m, log.Named("watch"), discoveryInterval)
 	watcher.ReadNamespacesWith(cl.meta)
-	watcher.ReportHealth(accessReviewer(cl.kube), healthEvents(recorder, selfReference(cfg.Settings, lookupEnv), log.Named("watch")))
+	watcher.ReportHealth(accessReviewer(cl.kube.AuthorizationV1().SelfSubjectAccessReviews()), healthEvents(recorder, selfReference(cfg.Settings, lookupEnv), log.Named("watch")))
 	watcher.BeforeWatching(func(ctx context.Context) error {
-		key, err := checksumkey.Ensure(ctx, cl.kube.Secrets(cfg.Settings.LeaseNamespace), cfg.Settings.LeaseNamespace, cfg.Settings.ChecksumKeySecret)
+		key, err := checksumkey.Ensure(ctx, cl.kube.CoreV1().Secrets(cfg.Settings.LeaseNamespace), cfg.Settings.LeaseNamespace, cfg.Settings.ChecksumKeySecret)
 		if err != nil {
 			return fmt.Errorf("loading the checksum key: %w", err)
 		}

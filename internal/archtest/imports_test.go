@@ -45,7 +45,6 @@ func importRules() []rule {
 		{pkg: "internal/logging"},
 		{pkg: "internal/memlimit"},
 		{pkg: "internal/server"},
-		{pkg: "internal/kube", tests: []string{"internal/testcluster"}},
 		{pkg: "internal/testcluster"},
 		{pkg: "internal/explain/explaintest"},
 		{pkg: "internal/archtest"},
@@ -56,9 +55,6 @@ func importRules() []rule {
 		{pkg: "internal/access", may: []string{"internal/config"}},
 		{pkg: "internal/checksumkey", may: []string{"internal/checksum"}},
 		{pkg: "internal/testfixture", may: []string{"internal/config"}},
-		// Leader election and Events on internal/kube's clients.
-		{pkg: "internal/election", tests: []string{"internal/kube", "internal/testcluster"}},
-		{pkg: "internal/events", tests: []string{"internal/kube", "internal/testcluster"}},
 		// Notifications to chat and webhook sinks, for the controller.
 		{pkg: "internal/notify", may: []string{"internal/config", "internal/metrics"}},
 		// The caches, and what fills and reads them.
@@ -67,7 +63,7 @@ func importRules() []rule {
 		{pkg: "internal/members", may: []string{"internal/catalog", "internal/checksum", "internal/objmeta", "internal/refs"}},
 		{pkg: "internal/templaterv", may: []string{"internal/catalog", "internal/config"}, tests: []string{"internal/testfixture"}},
 		{pkg: "internal/keyread", may: []string{"internal/catalog", "internal/checksum", "internal/config"}},
-		{pkg: "internal/watch", may: []string{"internal/access", "internal/catalog", "internal/checksum", "internal/config", "internal/kube", "internal/members", "internal/metrics", "internal/templaterv"},
+		{pkg: "internal/watch", may: []string{"internal/access", "internal/catalog", "internal/checksum", "internal/config", "internal/members", "internal/metrics", "internal/templaterv"},
 			tests: []string{"internal/testfixture"}},
 		// The one decision, pure, for the controller and explain alike.
 		{pkg: "internal/decision", may: []string{"internal/catalog", "internal/checksum", "internal/config", "internal/pacing", "internal/rollout"},
