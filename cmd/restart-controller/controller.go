@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -124,7 +125,7 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 	if !cfg.Settings.LeaderElect {
 		m.Leader.Set(1)
 		ctrl.Run(ctx, context.WithoutCancel(ctx), cfg.Settings.Workers, drainTimeout)
-	} else if err := runAsLeader(ctx, cfg.Settings, cl.kube.CoordinationV1(), log.Named("leader"), m, func(runCtx, writeCtx context.Context, fresh func() bool) {
+	} else if err := runAsLeader(ctx, cfg.Settings, cl.leases, log.Named("leader"), m, func(runCtx, writeCtx context.Context, fresh func() bool) {
 		ctrl.WriteOnlyWhile(fresh)
 		ctrl.Run(runCtx, writeCtx, cfg.Settings.Workers, drainTimeout)
 	}); err != nil {
@@ -140,9 +141,14 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 type clients struct {
 	rest    *rest.Config
 	dynamic dynamic.Interface
-	// kube is client-go's typed clientset: Secrets, Leases, Events and
-	// access reviews.
+	// kube is client-go's typed clientset: Secrets, Events and access
+	// reviews.
 	kube kubernetes.Interface
+	// leases is the leader election's client, made on its own as
+	// controller-runtime makes it: with a rate limiter of its own, a
+	// renewal never waits behind the clientset's other calls (a late
+	// renewal ends the process).
+	leases coordinationv1client.LeasesGetter
 	// discovery is client-go's discovery client made on its own, not the
 	// clientset's: alone it bounds each request (32 s), and the watches
 	// look for missing CRDs with it every discoveryInterval.
@@ -164,6 +170,9 @@ func newClients(s config.Settings) (*clients, error) {
 	}
 	if c.kube, err = kubernetes.NewForConfig(rc); err != nil {
 		return nil, fmt.Errorf("creating the typed clientset: %w", err)
+	}
+	if c.leases, err = coordinationv1client.NewForConfig(rc); err != nil {
+		return nil, fmt.Errorf("creating the leader election client: %w", err)
 	}
 	if c.discovery, err = discovery.NewDiscoveryClientForConfig(rc); err != nil {
 		return nil, fmt.Errorf("creating the discovery client: %w", err)
