@@ -68,7 +68,7 @@ type trackedRecorder struct {
 }
 
 func (r trackedRecorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...interface{}) {
-	r.busy.noted()()
+	r.busy.mark()
 	r.EventRecorder.Eventf(regarding, related, eventtype, reason, action, note, args...)
 }
 
@@ -79,17 +79,17 @@ type trackedSink struct {
 }
 
 func (s trackedSink) Create(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
-	defer s.busy.noted()()
+	defer s.busy.begin()()
 	return s.EventSink.Create(ctx, e)
 }
 
 func (s trackedSink) Update(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
-	defer s.busy.noted()()
+	defer s.busy.begin()()
 	return s.EventSink.Update(ctx, e)
 }
 
 func (s trackedSink) Patch(ctx context.Context, e *eventsv1.Event, data []byte) (*eventsv1.Event, error) {
-	defer s.busy.noted()()
+	defer s.busy.begin()()
 	return s.EventSink.Patch(ctx, e, data)
 }
 
@@ -101,8 +101,15 @@ type activity struct {
 	last     time.Time
 }
 
-// noted notes activity from now until the returned func is called.
-func (a *activity) noted() (done func()) {
+// mark notes that something happened now.
+func (a *activity) mark() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.last = time.Now()
+}
+
+// begin notes a write under way from now until the returned func is called.
+func (a *activity) begin() (end func()) {
 	a.mu.Lock()
 	a.inFlight++
 	a.last = time.Now()
