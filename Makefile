@@ -44,7 +44,7 @@ unit: helm
 	$(GO) -C hack/bench test -race -count=1 ./...
 
 e2e: cluster-bins helm
-	$(GO) test -count=1 -timeout 40m -v ./internal/testcluster/ ./internal/kube/ ./internal/election/ ./internal/events/ ./test/e2e/
+	$(GO) test -count=1 -timeout 40m -v ./internal/testcluster/ ./cmd/restart-controller/ ./test/e2e/
 
 ## fuzz: every fuzz target for FUZZTIME each (seed corpora run in `make unit` too).
 FUZZTIME ?= 30s

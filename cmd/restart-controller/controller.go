@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -19,9 +21,7 @@ import (
 	"github.com/restart-controller/restart-controller/internal/checksumkey"
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/decision"
-	"github.com/restart-controller/restart-controller/internal/events"
 	"github.com/restart-controller/restart-controller/internal/keyread"
-	"github.com/restart-controller/restart-controller/internal/kube"
 	"github.com/restart-controller/restart-controller/internal/metrics"
 	"github.com/restart-controller/restart-controller/internal/pacing"
 	"github.com/restart-controller/restart-controller/internal/restart"
@@ -64,12 +64,6 @@ func restConfig(s config.Settings) (*rest.Config, error) {
 // it (a reload runs it again with a new config), so it publishes what they
 // read through live. lookupEnv reads POD_NAME, POD_NAMESPACE and POD_UID,
 // which name the Pod that Events about degraded kinds are recorded on.
-//
-// Everything is built once, in order: the kinds are looked up first (a
-// configuration error the cluster reveals exits 2 before anything is
-// written), then the checksum key is loaded (created on first start), and
-// only then the caches, the decision's rules, the controller and the
-// watcher that feeds it, each given everything it uses.
 func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m *metrics.Metrics, live *live,
 	lookupEnv func(string) (string, bool), onSynced func()) error {
 	started := time.Now()
@@ -85,7 +79,7 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 		m.DryRun.Set(1)
 		log.Warn("dry run: decisions are logged and reported as Events, nothing is patched")
 	}
-	kinds, err := watch.Resolve(cfg, cl.kube)
+	kinds, err := watch.Resolve(cfg, cl.discovery)
 	if err != nil {
 		return fmt.Errorf("looking up the configured kinds: %w", err) // a *watch.ConfigError is a configuration error: exit 2
 	}
@@ -93,6 +87,22 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 	if err != nil {
 		return err
 	}
+	eventLog, stopEvents, err := startEvents(ctx, cl.kube, log.Named("events"))
+	if err != nil {
+		return fmt.Errorf("starting to record Events: %w", err)
+	}
+	// Deferred first, so it runs last: once the controller, the watches
+	// and the notifier have stopped, nothing records any more.
+	defer stopEvents()
+	recorder := restart.NewLimitedRecorder(eventLog, eventsPerSecond, eventBurst, m.EventsDropped)
+	notifier, stopNotifier := startNotifier(ctx, cfg, cl.kube.CoreV1(), m, log.Named("notify"))
+	defer stopNotifier() // after the controller has stopped (defers run last first)
+	lease := newLeaseLock(cfg.Settings, cl.leases)
+	ctrl, watcher, cat, err := assemble(cfg, cl, sums, recorder, notifier, lease, m, log, lookupEnv)
+	if err != nil {
+		return err
+	}
+	live.set(cat, watcher)
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	var wg sync.WaitGroup
@@ -102,43 +112,6 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 		cancel(nil)
 		wg.Wait()
 	}()
-	hostname, err := os.Hostname() // the reporting instance, as client-go's tools/events names it
-	if err != nil {
-		hostname = cfg.Settings.LeaderIdentity
-	}
-	eventLog := events.New(cl.kube, kube.Scheme, "restart-controller", "restart-controller-"+hostname, events.QueueSize,
-		m.EventsDropped, log.Named("events"))
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		eventLog.Run(ctx)
-	}()
-	recorder := restart.NewLimitedRecorder(eventLog, eventsPerSecond, eventBurst, m.EventsDropped)
-	notifier, stopNotifier := startNotifier(ctx, cfg, cl.kube, m, log.Named("notify"))
-	defer stopNotifier() // after the controller has stopped (defers run last first)
-	lease := newLeaseLock(cfg.Settings, cl.kube)
-
-	cat := catalog.New(catalog.BoundSources(sums))
-	rules := decision.NewRules(cfg, sums)
-	ctrl, err := restart.New(restart.Deps{
-		Config: cfg, Rules: rules, Catalog: cat,
-		Pacing: pacing.New(pacing.Deps{Catalog: cat, Rules: rules, Started: time.Now()}),
-		Client: cl.dynamic, Patch: restart.MetadataPatch(cl.meta), Fresh: lease.fresh,
-		Exists: restart.APIExists(cl.meta, cfg.Sources, cfg.SourceSelector.String()),
-		Keys:   keyread.New(cfg.Sources, restart.APIFetch(cl.kube.ProtobufCore(), cl.dynamic), keyread.Capacity),
-		Events: recorder, Notify: notifier, Metrics: m, Log: log.Named("restart"), Clock: time.Now,
-	})
-	if err != nil {
-		return err
-	}
-	watcher := watch.New(watch.Deps{
-		Config: cfg, Rest: cl.rest, Dynamic: cl.dynamic, Meta: cl.meta, Discovery: cl.kube, Catalog: cat, Handler: ctrl,
-		Metrics: m, Log: log.Named("watch"), Access: accessReviewer(cl.kube),
-		Health:            healthEvents(recorder, selfReference(cfg.Settings, lookupEnv), log.Named("watch")),
-		DiscoveryInterval: discoveryInterval,
-	})
-	live.set(cat, watcher)
-
 	if err := watcher.Start(ctx, kinds); err != nil {
 		return fmt.Errorf("starting watches: %w", err)
 	}
@@ -174,11 +147,39 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 	return nil
 }
 
+// assemble builds, in order, what the checksum key makes possible: the
+// caches (a source with too many keys to cache a digest each keeps its
+// whole-data checksums, keyed), the decision's rules, the controller with
+// everything it uses, and the watcher that feeds it.
+func assemble(cfg *config.Config, cl *clients, sums checksum.Hasher, recorder restart.EventRecorder, notifier restart.Notifier,
+	lease *leaseLock, m *metrics.Metrics, log hclog.Logger, lookupEnv func(string) (string, bool)) (*restart.Controller, *watch.Watcher, *catalog.Catalog, error) {
+	cat := catalog.New(catalog.BoundSources(sums))
+	rules := decision.NewRules(cfg, sums)
+	ctrl, err := restart.New(restart.Deps{
+		Config: cfg, Rules: rules, Catalog: cat,
+		Pacing: pacing.New(pacing.Deps{Catalog: cat, Rules: rules, Started: time.Now()}),
+		Client: cl.dynamic, Patch: restart.MetadataPatch(cl.meta), Fresh: lease.fresh,
+		Exists: restart.APIExists(cl.meta, cfg.Sources, cfg.SourceSelector.String()),
+		Keys:   keyread.New(cfg.Sources, restart.APIFetch(cl.protobufCore, cl.dynamic), keyread.Capacity),
+		Events: recorder, Notify: notifier, Metrics: m, Log: log.Named("restart"), Clock: time.Now,
+	})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	watcher := watch.New(watch.Deps{
+		Config: cfg, Rest: cl.rest, Dynamic: cl.dynamic, Meta: cl.meta, Discovery: cl.discovery, Catalog: cat, Handler: ctrl,
+		Metrics: m, Log: log.Named("watch"), Access: accessReviewer(cl.kube.AuthorizationV1().SelfSubjectAccessReviews()),
+		Health:            healthEvents(recorder, selfReference(cfg.Settings, lookupEnv), log.Named("watch")),
+		DiscoveryInterval: discoveryInterval,
+	})
+	return ctrl, watcher, cat, nil
+}
+
 // loadChecksumKey loads the checksum key from its Secret, creating it on
-// first start. It comes before any informer: a source with too many keys
-// to cache a digest each keeps its whole-data checksums, keyed.
+// first start: only once the configuration has been checked against the
+// cluster, so that a wrong one creates nothing.
 func loadChecksumKey(ctx context.Context, s config.Settings, cl *clients, log hclog.Logger) (checksum.Hasher, error) {
-	key, err := checksumkey.Ensure(ctx, cl.kube.Secrets(s.LeaseNamespace), s.LeaseNamespace, s.ChecksumKeySecret)
+	key, err := checksumkey.Ensure(ctx, cl.kube.CoreV1().Secrets(s.LeaseNamespace), s.LeaseNamespace, s.ChecksumKeySecret)
 	if err != nil {
 		return checksum.Hasher{}, fmt.Errorf("loading the checksum key: %w", err)
 	}
@@ -194,11 +195,22 @@ func loadChecksumKey(ctx context.Context, s config.Settings, cl *clients, log hc
 type clients struct {
 	rest    *rest.Config
 	dynamic dynamic.Interface
-	// kube makes the typed calls (Secrets, Leases, Events, access reviews,
-	// discovery) without client-go's typed clients, which link every API
-	// group (internal/kube).
-	kube *kube.Client
-	meta metadata.Interface
+	// kube is client-go's typed clientset: Secrets, Events and access
+	// reviews.
+	kube kubernetes.Interface
+	// leases is the leader election's client, made on its own as
+	// controller-runtime makes it: with a rate limiter of its own, a
+	// renewal never waits behind the clientset's other calls (a late
+	// renewal ends the process).
+	leases coordinationv1client.LeasesGetter
+	// discovery is client-go's discovery client made on its own, not the
+	// clientset's: alone it bounds each request (32 s), and the watches
+	// look for missing CRDs with it every discoveryInterval.
+	discovery discovery.DiscoveryInterface
+	// protobufCore reads core/v1 in protobuf: the keyed reads of large
+	// sources (restart.APIFetch), as the source informers do.
+	protobufCore rest.Interface
+	meta         metadata.Interface
 }
 
 func newClients(s config.Settings) (*clients, error) {
@@ -210,8 +222,17 @@ func newClients(s config.Settings) (*clients, error) {
 	if c.dynamic, err = dynamic.NewForConfig(rc); err != nil {
 		return nil, fmt.Errorf("creating dynamic client: %w", err)
 	}
-	if c.kube, err = kube.New(rc); err != nil {
-		return nil, fmt.Errorf("creating API clients: %w", err)
+	if c.kube, err = kubernetes.NewForConfig(rc); err != nil {
+		return nil, fmt.Errorf("creating the typed clientset: %w", err)
+	}
+	if c.leases, err = coordinationv1client.NewForConfig(rc); err != nil {
+		return nil, fmt.Errorf("creating the leader election client: %w", err)
+	}
+	if c.discovery, err = discovery.NewDiscoveryClientForConfig(rc); err != nil {
+		return nil, fmt.Errorf("creating the discovery client: %w", err)
+	}
+	if c.protobufCore, err = rest.RESTClientFor(watch.CoreProtobuf(rc)); err != nil {
+		return nil, fmt.Errorf("creating the protobuf core/v1 client: %w", err)
 	}
 	if c.meta, err = metadata.NewForConfig(rc); err != nil {
 		return nil, fmt.Errorf("creating metadata client: %w", err)

@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
 
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/restart"
@@ -18,21 +21,18 @@ import (
 // accessReviewer asks the API server, with a SelfSubjectAccessReview, whether
 // this process may use a verb on a resource. Every authenticated user may
 // create one (system:basic-user), so it needs no rule in the ClusterRole.
-func accessReviewer(authz accessReviews) watch.AccessChecker {
+func accessReviewer(reviews authorizationv1client.SelfSubjectAccessReviewInterface) watch.AccessChecker {
 	return func(ctx context.Context, verb string, gvr schema.GroupVersionResource, namespace string) (bool, string, error) {
-		status, err := authz.ReviewAccess(ctx, authorizationv1.ResourceAttributes{
-			Namespace: namespace, Verb: verb, Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource,
-		})
+		review, err := reviews.Create(ctx, &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+			ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: namespace, Verb: verb, Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource,
+			},
+		}}, metav1.CreateOptions{})
 		if err != nil {
-			return false, "", err
+			return false, "", fmt.Errorf("creating a SelfSubjectAccessReview: %w", err)
 		}
-		return status.Allowed, status.Reason, nil
+		return review.Status.Allowed, review.Status.Reason, nil
 	}
-}
-
-// accessReviews creates SelfSubjectAccessReviews: internal/kube's Client.
-type accessReviews interface {
-	ReviewAccess(ctx context.Context, attrs authorizationv1.ResourceAttributes) (authorizationv1.SubjectAccessReviewStatus, error)
 }
 
 // selfReference is the object Events about this process are recorded on: its

@@ -9,9 +9,14 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
 
 	"github.com/restart-controller/restart-controller/internal/config"
-	"github.com/restart-controller/restart-controller/internal/election"
+	"github.com/restart-controller/restart-controller/internal/logging"
 	"github.com/restart-controller/restart-controller/internal/metrics"
 )
 
@@ -20,37 +25,41 @@ import (
 var errLostLease = errors.New("lost the leader lease")
 
 // runAsLeader waits for the lease, then calls work until ctx ends or the
-// lease is lost. The caches are already warm when this starts, so a standby
-// takes over in about one lease period.
+// lease is lost. The election is client-go's (tools/leaderelection, on a
+// coordination/v1 Lease through resourcelock.LeaseLock). The caches are
+// already warm when this starts, so a standby takes over in about one lease
+// period.
 //
 // On SIGTERM (ctx ends) work drains first and the lease is released after
 // it, so the next leader never writes while this one still does. On a lost
 // lease, writeCtx is cancelled at once and every write stops.
 //
-// The lock's fresh reports whether the lease is certainly still this
+// work's fresh reports whether the lease is certainly still this
 // replica's: its last renewal began less than the renew deadline ago. A
 // replica frozen past its lease (SIGSTOP, a paused VM) wakes with writeCtx
 // still open until its elector notices, one API call later; its workers
 // ask fresh before every write and stop at once.
-func runAsLeader(ctx context.Context, s config.Settings, lock *leaseLock, log hclog.Logger, m *metrics.Metrics,
+func runAsLeader(ctx context.Context, s config.Settings, lease *leaseLock, log hclog.Logger, m *metrics.Metrics,
 	work func(runCtx, writeCtx context.Context)) error {
+	lock := lease.renewClock
 	// The election runs on a context that SIGTERM does not cancel: it is
 	// cancelled only after work has drained, which then releases the lease.
-	electionCtx, stopElection := context.WithCancel(context.WithoutCancel(ctx))
+	// client-go's elector logs through the klog logger the context carries.
+	electionCtx, stopElection := context.WithCancel(klog.NewContext(context.WithoutCancel(ctx), logging.Logr(log)))
 	defer stopElection()
 	var (
 		lost     bool
 		leading  atomic.Bool
 		workDone = make(chan struct{})
 	)
-	elector, err := election.New(election.Config{
-		Lock:            lock.renewClock,
+	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		Name:            s.LeaseName,
 		LeaseDuration:   s.LeaseDuration,
 		RenewDeadline:   s.LeaseRenewDeadline,
 		RetryPeriod:     s.LeaseRetryPeriod,
 		ReleaseOnCancel: true,
-		Log:             log,
-		Callbacks: election.Callbacks{
+		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(leaseCtx context.Context) {
 				defer close(workDone)
 				leading.Store(true)
@@ -111,47 +120,55 @@ type leaseLock struct {
 	fresh      func() bool
 }
 
-func newLeaseLock(s config.Settings, client election.LeaseClient) *leaseLock {
+func newLeaseLock(s config.Settings, leases coordinationv1client.LeasesGetter) *leaseLock {
 	if !s.LeaderElect {
 		return &leaseLock{fresh: func() bool { return true }}
 	}
-	lock := &renewClock{Lock: &election.LeaseLock{Client: client, Namespace: s.LeaseNamespace, Name: s.LeaseName, ID: s.LeaderIdentity}}
+	lock := &renewClock{Interface: &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: s.LeaseNamespace, Name: s.LeaseName},
+		Client:     leases,
+		LockConfig: resourcelock.ResourceLockConfig{Identity: s.LeaderIdentity},
+	}}
 	return &leaseLock{renewClock: lock, fresh: func() bool { return lock.renewedWithin(s.LeaseRenewDeadline) }}
 }
 
-// renewClock is a resource lock that remembers when its last successful
-// acquisition or renewal began. The lease runs from the holder's write as
-// others observe it, which is no earlier than when the write began, so a
-// write that began within the renew deadline (shorter than the lease)
-// leaves this replica the holder for certain. Time here is the monotonic
-// clock, which keeps running while the process is stopped.
+// renewClock is client-go's resource lock, remembering when its last
+// successful acquisition or renewal began. The lease runs from the holder's
+// write as others observe it, which is no earlier than when the write
+// began, so a write that began within the renew deadline (shorter than the
+// lease) leaves this replica the holder for certain. Time here is the
+// monotonic clock, which keeps running while the process is stopped. A
+// write that names no holder or another (the release) renews nothing.
 type renewClock struct {
-	election.Lock
+	resourcelock.Interface
 	mu      sync.Mutex
 	renewed time.Time
 }
 
-func (l *renewClock) Create(ctx context.Context, r election.Record) error {
+func (l *renewClock) Create(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
 	began := time.Now()
-	err := l.Lock.Create(ctx, r)
-	l.note(began, err)
+	err := l.Interface.Create(ctx, r)
+	l.note(began, r, err)
 	return err
 }
 
-func (l *renewClock) Update(ctx context.Context, r election.Record) error {
+func (l *renewClock) Update(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
 	began := time.Now()
-	err := l.Lock.Update(ctx, r)
-	l.note(began, err)
+	err := l.Interface.Update(ctx, r)
+	l.note(began, r, err)
 	return err
 }
 
-func (l *renewClock) note(began time.Time, err error) {
-	if err != nil {
-		return
-	}
+func (l *renewClock) note(began time.Time, r resourcelock.LeaderElectionRecord, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.renewed = began
+	switch {
+	case err != nil:
+	case r.HolderIdentity == l.Identity():
+		l.renewed = began
+	default:
+		l.renewed = time.Time{}
+	}
 }
 
 func (l *renewClock) renewedWithin(d time.Duration) bool {

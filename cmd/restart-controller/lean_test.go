@@ -12,8 +12,8 @@ import (
 )
 
 // The controller binary contains the controller: none of the packages
-// test/budgets/budgets.yaml forbids (the operator CLI's libraries, client-go's
-// typed scheme and clientset) is linked. It runs in `make unit`, so every change is checked.
+// test/budgets/budgets.yaml forbids (the operator CLI's libraries and its
+// own packages) is linked. It runs in `make unit`, so every change is checked.
 func TestControllerLinksNoForbiddenPackage(t *testing.T) {
 	b, err := budgets.Load()
 	if err != nil {

@@ -7,9 +7,9 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/restart-controller/restart-controller/internal/config"
-	"github.com/restart-controller/restart-controller/internal/kube"
 	"github.com/restart-controller/restart-controller/internal/metrics"
 	"github.com/restart-controller/restart-controller/internal/notify"
 )
@@ -19,7 +19,7 @@ import (
 // by the run before it stops the controller's own goroutines, runs once the
 // controller has stopped deciding: the senders then deliver what is queued
 // for a bounded time (notify.Options.Drain) and end.
-func startNotifier(ctx context.Context, cfg *config.Config, core *kube.Client, m *metrics.Metrics,
+func startNotifier(ctx context.Context, cfg *config.Config, core corev1client.SecretsGetter, m *metrics.Metrics,
 	log hclog.Logger) (n *notify.Notifier, stop func()) {
 	ns := cfg.Settings.LeaseNamespace
 	n = notify.New(cfg.Sinks, notify.Options{
@@ -28,7 +28,7 @@ func startNotifier(ctx context.Context, cfg *config.Config, core *kube.Client, m
 		ReadURL: func(ctx context.Context, secret, key string) (string, error) {
 			s, err := core.Secrets(ns).Get(ctx, secret, metav1.GetOptions{})
 			if err != nil {
-				return "", err
+				return "", err // the sender says what it was reading
 			}
 			v, ok := s.Data[key]
 			if !ok {

@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/yaml"
 
-	"github.com/restart-controller/restart-controller/internal/promtext"
 	"github.com/restart-controller/restart-controller/internal/testcluster"
 )
 
@@ -151,8 +150,8 @@ func (e *env) runFleetMode(ctx context.Context, m *fleetMode) error {
 	}
 	m.collect(w.snapshot(), issued, rsBefore, rsAfter, n)
 	if metrics, err := e.proc.metrics(); err == nil {
-		m.held, _ = promtext.Sum(metrics, "restart_controller_restarts_held")
-		m.rollouts, _ = promtext.Sum(metrics, "restart_controller_rollouts_total")
+		m.held, _ = metricSum(metrics, "restart_controller_restarts_held")
+		m.rollouts, _ = metricSum(metrics, "restart_controller_rollouts_total")
 	}
 	e.finishProgram()
 	logf("  %s: %d restarted (new ReplicaSets per Deployment %d–%d), last restart %s, every rollout complete %s, recorded %s after the update; controller CPU %.2f s; load %s → %s",

@@ -3,13 +3,15 @@
 // own so that `go list ./...` at the root lists the product (the controller,
 // its CLI and their tests) and nothing the benchmark alone needs. It builds
 // against the controller module in this repository (the replace below), whose
-// internal/testcluster and internal/promtext it uses: Go's internal rule is by
-// import path, and this module's path is inside the controller's.
+// internal/testcluster it uses: Go's internal rule is by import path, and this
+// module's path is inside the controller's.
 module github.com/restart-controller/restart-controller/hack/bench
 
 go 1.26.8
 
 require (
+	github.com/prometheus/client_model v0.6.3
+	github.com/prometheus/common v0.72.0
 	github.com/restart-controller/restart-controller v0.0.0
 	k8s.io/api v0.36.3
 	k8s.io/apimachinery v0.36.3

@@ -10,7 +10,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/restart-controller/restart-controller/internal/promtext"
 	"github.com/restart-controller/restart-controller/internal/testcluster"
 )
 
@@ -222,7 +221,7 @@ func (e *env) waitAPIQuiet(ctx context.Context) {
 		if err == nil {
 			var n float64
 			for _, verb := range []string{"POST", "PUT", "PATCH"} {
-				v, _ := promtext.Sum(string(b), "apiserver_request_total", `verb="`+verb+`"`)
+				v, _ := metricSum(string(b), "apiserver_request_total", `verb="`+verb+`"`)
 				n += v
 			}
 			if n != last {
@@ -254,10 +253,10 @@ func (e *env) counters(ctx context.Context) (counters, error) {
 	if err != nil {
 		return c, err
 	}
-	c.writes, _ = promtext.Sum(m, "deployment_restart_controller_deployment_annotation_updates_total")
-	c.conflicts, _ = promtext.Sum(m, "restart_controller_reconcile_errors_total", `reason="conflict"`)
-	c.patchSum, _ = promtext.Sum(m, "restart_controller_patch_duration_seconds_sum")
-	c.patchCount, _ = promtext.Sum(m, "restart_controller_patch_duration_seconds_count")
+	c.writes, _ = metricSum(m, "deployment_restart_controller_deployment_annotation_updates_total")
+	c.conflicts, _ = metricSum(m, "restart_controller_reconcile_errors_total", `reason="conflict"`)
+	c.patchSum, _ = metricSum(m, "restart_controller_patch_duration_seconds_sum")
+	c.patchCount, _ = metricSum(m, "restart_controller_patch_duration_seconds_count")
 	return c, nil
 }
 
@@ -270,7 +269,7 @@ func (e *env) apiserverPatches(ctx context.Context) (float64, error) {
 	}
 	var n float64
 	for _, r := range []string{"deployments", "statefulsets", "daemonsets"} {
-		v, _ := promtext.Sum(string(b), "apiserver_request_total", `verb="PATCH"`, `resource="`+r+`"`, `subresource=""`)
+		v, _ := metricSum(string(b), "apiserver_request_total", `verb="PATCH"`, `resource="`+r+`"`, `subresource=""`)
 		n += v
 	}
 	return n, nil
@@ -299,9 +298,9 @@ func (e *env) waitQuiet(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			depth, _ := promtext.Sum(m, "workqueue_depth")
-			inFlight, _ := promtext.Sum(m, "restart_controller_reconciles_in_flight")
-			waiting, _ := promtext.Sum(m, "deployment_restart_controller_changes_waiting_total")
+			depth, _ := metricSum(m, "workqueue_depth")
+			inFlight, _ := metricSum(m, "restart_controller_reconciles_in_flight")
+			waiting, _ := metricSum(m, "deployment_restart_controller_changes_waiting_total")
 			state = fmt.Sprintf("queue depth %.0f, in flight %.0f, changes waiting %.0f, %s", depth, inFlight, waiting, state)
 			busy = busy || depth != 0 || inFlight != 0 || waiting != 0
 		}

@@ -6,8 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"time"
-
-	"github.com/restart-controller/restart-controller/internal/promtext"
 )
 
 // largeFigures measure an attack on memory: ConfigMaps of many empty keys in a
@@ -112,7 +110,7 @@ func (e *env) heapInuse(file string) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	v, _ := promtext.Sum(m, "go_memstats_heap_inuse_bytes")
+	v, _ := metricSum(m, "go_memstats_heap_inuse_bytes")
 	return v, nil
 }
 
@@ -122,7 +120,7 @@ func (e *env) sourcesCached() (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	v, _ := promtext.Sum(m, "deployment_restart_controller_configs_total")
+	v, _ := metricSum(m, "deployment_restart_controller_configs_total")
 	return v, nil
 }
 

@@ -17,7 +17,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/restart-controller/restart-controller/internal/promtext"
 	"github.com/restart-controller/restart-controller/internal/testcluster"
 )
 
@@ -131,7 +130,7 @@ func (p *controllerProc) waitReady(ctx context.Context, timeout time.Duration) (
 				readyz = at
 			}
 			if text, err := p.fetch(client, "/metrics"); err == nil {
-				if v, ok := promtext.Sum(string(text), "restart_controller_ready"); ok && v == 1 {
+				if v, ok := metricSum(string(text), "restart_controller_ready"); ok && v == 1 {
 					return at, readyz, nil
 				}
 			}

@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/restart-controller/restart-controller/internal/promtext"
 )
 
 // programRun is one program's figures in one scenario at one scale. Every
@@ -276,7 +274,7 @@ func (e *env) goMemory() string {
 	if err != nil {
 		return "–"
 	}
-	v := func(name string) float64 { x, _ := promtext.Sum(m, name); return x / (1 << 20) }
+	v := func(name string) float64 { x, _ := metricSum(m, name); return x / (1 << 20) }
 	return fmt.Sprintf("heap in use %.1f, idle %.1f of which released %.1f, next GC at %.1f, stacks %.1f, other runtime %.1f MiB",
 		v("go_memstats_heap_inuse_bytes"), v("go_memstats_heap_idle_bytes"), v("go_memstats_heap_released_bytes"),
 		v("go_memstats_next_gc_bytes"), v("go_memstats_stack_sys_bytes"),

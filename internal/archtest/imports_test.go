@@ -38,7 +38,6 @@ func importRules() []rule {
 		{pkg: "internal/rollout"},
 		{pkg: "internal/refs"},
 		{pkg: "internal/optin"},
-		{pkg: "internal/strictdecode"},
 		{pkg: "internal/checksum"},
 		{pkg: "internal/sourcecodec"},
 		{pkg: "internal/objmeta"},
@@ -46,21 +45,16 @@ func importRules() []rule {
 		{pkg: "internal/logging"},
 		{pkg: "internal/memlimit"},
 		{pkg: "internal/server"},
-		{pkg: "internal/kube", tests: []string{"internal/testcluster"}},
-		{pkg: "internal/promtext"},
 		{pkg: "internal/testcluster"},
 		{pkg: "internal/explain/explaintest"},
 		{pkg: "internal/archtest"},
 		// Configuration, and the records the controller writes on workloads.
 		{pkg: "internal/record", may: []string{"internal/rollout"}},
-		{pkg: "internal/config", may: []string{"internal/optin", "internal/refs", "internal/rollout", "internal/strictdecode"}},
+		{pkg: "internal/config", may: []string{"internal/optin", "internal/refs", "internal/rollout"}},
 		{pkg: "internal/cli", may: []string{"internal/config"}},
 		{pkg: "internal/access", may: []string{"internal/config"}},
 		{pkg: "internal/checksumkey", may: []string{"internal/checksum"}},
 		{pkg: "internal/testfixture", may: []string{"internal/config"}},
-		// Leader election and Events on internal/kube's clients.
-		{pkg: "internal/election", tests: []string{"internal/kube", "internal/testcluster"}},
-		{pkg: "internal/events", tests: []string{"internal/kube", "internal/testcluster"}},
 		// Notifications to chat and webhook sinks, for the controller.
 		{pkg: "internal/notify", may: []string{"internal/config", "internal/metrics"}},
 		// The caches, and what fills and reads them.
@@ -69,7 +63,7 @@ func importRules() []rule {
 		{pkg: "internal/members", may: []string{"internal/catalog", "internal/checksum", "internal/objmeta", "internal/refs"}},
 		{pkg: "internal/templaterv", may: []string{"internal/catalog", "internal/config"}, tests: []string{"internal/testfixture"}},
 		{pkg: "internal/keyread", may: []string{"internal/catalog", "internal/checksum", "internal/config"}},
-		{pkg: "internal/watch", may: []string{"internal/access", "internal/catalog", "internal/checksum", "internal/config", "internal/kube", "internal/members", "internal/metrics", "internal/templaterv"},
+		{pkg: "internal/watch", may: []string{"internal/access", "internal/catalog", "internal/checksum", "internal/config", "internal/members", "internal/metrics", "internal/templaterv"},
 			tests: []string{"internal/testfixture"}},
 		// The one decision, pure, for the controller and explain alike.
 		{pkg: "internal/decision", may: []string{"internal/catalog", "internal/checksum", "internal/config", "internal/record", "internal/rollout"},

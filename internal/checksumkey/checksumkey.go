@@ -19,8 +19,7 @@ import (
 const DataKey = "key"
 
 // Secrets reads and creates the Secrets of one namespace: client-go's typed
-// SecretInterface (the CLI's) or internal/kube's Secrets (the controller's,
-// which does not link client-go's typed clients).
+// SecretInterface.
 type Secrets interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*corev1.Secret, error)
 	Create(ctx context.Context, secret *corev1.Secret, opts metav1.CreateOptions) (*corev1.Secret, error)

@@ -203,7 +203,7 @@ func layerAndDecode(data []byte, fs *pflag.FlagSet, getenv func(string) (string,
 	if err := l.envAndFlags(k, fs, getenv); err != nil {
 		return nil, err
 	}
-	return config.Decode(k.Raw(), l.origins, l.problems)
+	return config.Decode(k, l.origins, l.problems)
 }
 
 // layering records, while upper layers are loaded, where each key's value came

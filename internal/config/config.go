@@ -1,5 +1,5 @@
 // Package config is the controller's config file: its documented schema
-// (schema.go), strict decoding (package strictdecode) with every problem
+// (schema.go), strict decoding with koanf (decode.go) with every problem
 // named by its path (problems.go), and compilation into the immutable
 // Config the rest of the program reads (compile.go). Where values come from (the file, the
 // environment, flags) is package cli's concern; this package decodes the one
@@ -17,8 +17,6 @@ import (
 	"github.com/knadh/koanf/providers/rawbytes"
 	"github.com/knadh/koanf/v2"
 	yamlv3 "go.yaml.in/yaml/v3"
-
-	"github.com/restart-controller/restart-controller/internal/strictdecode"
 )
 
 // defaultsYAML is a string, not []byte, so that nothing can change it.
@@ -64,10 +62,12 @@ func singleDocument(data []byte) error {
 // reporting every problem at once. origins maps the keys whose value came
 // from an upper layer to where it came from (e.g. "env WORKERS"), and earlier
 // holds problems already found while layering; both end up in the error.
-func Decode(tree map[string]interface{}, origins map[string]string, earlier []Problem) (*Config, error) {
+func Decode(k *koanf.Koanf, origins map[string]string, earlier []Problem) (*Config, error) {
 	p := newProblems(origins, earlier)
 	var f File
-	strictdecode.Decode(tree, &f, p.decodeFailed)
+	if err := decodeFile(k, &f, p.decodeFailed); err != nil {
+		return nil, err
+	}
 	c := compile(&f, p)
 	if err := p.err(); err != nil {
 		return nil, err
@@ -81,7 +81,7 @@ func Parse(data []byte) (*Config, error) {
 	k, err := FileLayers(data)
 	if err == nil {
 		var c *Config
-		if c, err = Decode(k.Raw(), nil, nil); err == nil {
+		if c, err = Decode(k, nil, nil); err == nil {
 			return c, nil
 		}
 	}

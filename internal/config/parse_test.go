@@ -268,6 +268,36 @@ func TestParseErrors(t *testing.T) {
 			want: []string{`workloads[2].podTemplatePath: unexpected character '[' at offset 8: only [*] is supported`},
 		},
 		{
+			// What koanf's decoding (mapstructure) would get wrong alone
+			// (decode.go): two unknown keys of one map in one message, a
+			// fraction truncated into an integer, a key matched without its
+			// case, and mismatches named by Go types.
+			name: "decoded strictly",
+			file: `
+workers: 1.5
+kubeAPIBurst: 1152921504606846976
+references:
+- {source: configmap, from: ["volumes[*].configMap"], Name: name, nmae: x, sourc: y}
+waves: []
+namespaces: {a: b}
+leaderElection: {enabled: "yes"}
+kubeAPIQPS: fast
+ignoredErrors: [1]`,
+			want: []string{
+				`ignoredErrors[0]: must be a string, got number 1`,
+				`kubeAPIBurst: must be an integer, got number 1152921504606846976`,
+				`kubeAPIQPS: must be a number, got string "fast"`,
+				`leaderElection.enabled: must be a boolean, got string "yes"`,
+				`namespaces: must be a list, got a map`,
+				`references[0].Name: unknown field`,
+				`references[0].name: required`,
+				`references[0].nmae: unknown field`,
+				`references[0].sourc: unknown field`,
+				`waves: must be a map, got a list`,
+				`workers: must be an integer, got number 1.5`,
+			},
+		},
+		{
 			name: "settings beyond their bounds",
 			file: `
 restartCheckPeriod: 1ns

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/restart-controller/restart-controller/internal/refs"
-	"github.com/restart-controller/restart-controller/internal/strictdecode"
 )
 
 // File is the config file's schema. Decoding is strict: a key not named by a
@@ -364,18 +363,18 @@ type Scalar struct {
 	Set   bool
 }
 
-// DecodeValue implements strictdecode.ValueDecoder.
+// DecodeValue implements valueDecoder.
 func (s *Scalar) DecodeValue(v interface{}) error {
 	switch x := v.(type) {
 	case string, bool:
 		s.Value, s.Set = x, true
 		return nil
 	}
-	if f, ok := strictdecode.AsFloat(v); ok {
+	if f, ok := asFloat(v); ok {
 		s.Value, s.Set = f, true
 		return nil
 	}
-	return fmt.Errorf("must be a string, boolean or number, got %s", strictdecode.Describe(v))
+	return fmt.Errorf("must be a string, boolean or number, got %s", describe(v))
 }
 
 // MillisOrDuration is a duration written as a bare number of milliseconds
@@ -389,21 +388,21 @@ type SecondsOrDuration time.Duration
 // Duration is a duration written as a Go duration string, e.g. "15s".
 type Duration time.Duration
 
-// DecodeValue implements strictdecode.ValueDecoder.
+// DecodeValue implements valueDecoder.
 func (d *MillisOrDuration) DecodeValue(v interface{}) error {
 	x, err := numberOrDuration(v, time.Millisecond, "milliseconds", "250ms")
 	*d = MillisOrDuration(x)
 	return err
 }
 
-// DecodeValue implements strictdecode.ValueDecoder.
+// DecodeValue implements valueDecoder.
 func (d *SecondsOrDuration) DecodeValue(v interface{}) error {
 	x, err := numberOrDuration(v, time.Second, "seconds", "500ms")
 	*d = SecondsOrDuration(x)
 	return err
 }
 
-// DecodeValue implements strictdecode.ValueDecoder.
+// DecodeValue implements valueDecoder.
 func (d *Duration) DecodeValue(v interface{}) error {
 	if s, ok := v.(string); ok {
 		if x, err := time.ParseDuration(s); err == nil {
@@ -411,13 +410,13 @@ func (d *Duration) DecodeValue(v interface{}) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("must be a Go duration like \"15s\", got %s", strictdecode.Describe(v))
+	return fmt.Errorf("must be a Go duration like \"15s\", got %s", describe(v))
 }
 
 // numberOrDuration accepts numbers as strings too, because environment
 // variables and flags only carry strings.
 func numberOrDuration(v interface{}, unit time.Duration, unitName, example string) (time.Duration, error) {
-	f, isNumber := strictdecode.AsFloat(v)
+	f, isNumber := asFloat(v)
 	if s, ok := v.(string); ok {
 		var err error
 		if f, err = strconv.ParseFloat(s, 64); err == nil {
@@ -429,9 +428,9 @@ func numberOrDuration(v interface{}, unit time.Duration, unitName, example strin
 	if isNumber {
 		ns := f * float64(unit)
 		if math.IsNaN(ns) || math.Abs(ns) >= math.MaxInt64 {
-			return 0, fmt.Errorf("out of range: %s", strictdecode.Describe(v))
+			return 0, fmt.Errorf("out of range: %s", describe(v))
 		}
 		return time.Duration(ns), nil
 	}
-	return 0, fmt.Errorf("must be a number of %s or a Go duration like %q, got %s", unitName, example, strictdecode.Describe(v))
+	return 0, fmt.Errorf("must be a number of %s or a Go duration like %q, got %s", unitName, example, describe(v))
 }

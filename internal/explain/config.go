@@ -108,7 +108,7 @@ func ParseConfig(data []byte, file string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	compiled, err := config.Decode(k.Raw(), nil, nil)
+	compiled, err := config.Decode(k, nil, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -113,7 +113,7 @@ func New(counts func() (sources, workloads int)) *Metrics {
 			"patch_forbidden (watched, but may not patch: cannot restart). Absent once it works.",
 		"resource", "namespace", "reason")
 	m.EventsDropped = f.counter("restart_controller_events_dropped_total",
-		"Events not written because the Event rate limit was reached or the queue of Events to write was full (the restarts are still logged).")
+		"Events not written because the Event rate limit was reached (the restarts are still logged).")
 	m.reloadOK = f.gauge("restart_controller_config_last_reload_successful",
 		"1 when the last load of the config file succeeded; 0 when a changed file was refused and the previous config stays in force.")
 	m.reloadTime = f.gauge("restart_controller_config_last_reload_timestamp_seconds",

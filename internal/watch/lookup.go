@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
 )
 
 // ConfigError is a mistake in the configuration that only the cluster can
@@ -21,25 +22,14 @@ type ConfigError struct {
 
 func (e *ConfigError) Error() string { return strings.Join(e.Problems, "\n") }
 
-// builtinGroups are the API groups kube-apiserver serves itself: every group
-// of client-go's scheme (the core group "" among them; TestBuiltinGroups
-// keeps this list equal to it), plus the two served by its embedded
-// extension and aggregation servers. No CRD can add a resource to them, so a
-// resource missing from a served built-in group-version is a typo, not a CRD
-// that is not installed yet. A list, not client-go's scheme: importing that
-// links every API group's types into the controller.
-var builtinGroups = map[string]bool{
-	"": true, "admissionregistration.k8s.io": true, "apps": true, "authentication.k8s.io": true,
-	"authorization.k8s.io": true, "autoscaling": true, "batch": true, "certificates.k8s.io": true,
-	"coordination.k8s.io": true, "discovery.k8s.io": true, "events.k8s.io": true, "extensions": true,
-	"flowcontrol.apiserver.k8s.io": true, "internal.apiserver.k8s.io": true, "networking.k8s.io": true,
-	"node.k8s.io": true, "policy": true, "rbac.authorization.k8s.io": true, "resource.k8s.io": true,
-	"scheduling.k8s.io": true, "storage.k8s.io": true, "storagemigration.k8s.io": true,
-	"apiextensions.k8s.io": true, "apiregistration.k8s.io": true,
+// builtinGroup reports whether kube-apiserver serves the group itself: a
+// group of client-go's scheme (the core group "" among them), or one of the
+// two its embedded extension and aggregation servers serve. No CRD can add a
+// resource to them, so a resource missing from a served built-in
+// group-version is a typo, not a CRD that is not installed yet.
+func builtinGroup(group string) bool {
+	return group == "apiextensions.k8s.io" || group == "apiregistration.k8s.io" || scheme.Scheme.IsGroupRegistered(group)
 }
-
-// builtinGroup reports whether the API server itself serves the group.
-func builtinGroup(group string) bool { return builtinGroups[group] }
 
 // lookup is what discovery says of one configured resource.
 type lookup struct {

@@ -4,24 +4,25 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
-	"github.com/restart-controller/restart-controller/internal/kube"
 )
 
 // sourceInformer prefers protobuf: source data is the bulk of what the
 // controller receives, and JSON makes it parse every byte as text (a 100 kB
-// ConfigMap is a 100 kB JSON string to unescape). Kinds that internal/kube's
-// scheme knows (core/v1: ConfigMaps and Secrets among them) are therefore fetched
-// through a typed REST client speaking protobuf; any other kind through the
+// ConfigMap is a 100 kB JSON string to unescape). Kinds of core/v1
+// (ConfigMaps and Secrets among them) are therefore fetched through a REST
+// client speaking protobuf (CoreProtobuf); any other kind through the
 // dynamic client. Both are reduced to the same digests by the transform.
 // ConfigMaps and Secrets decode straight into reduced SourceStates, without
 // decoding their data (catalog.SourceReducer.ProtobufSources).
@@ -32,14 +33,14 @@ import (
 func sourceInformer(rc *rest.Config, client dynamic.Interface, gvr schema.GroupVersionResource, kind, namespace string, sel selectors,
 	reduce catalog.SourceReducer) (cache.SharedIndexInformer, error) {
 	gvk := gvr.GroupVersion().WithKind(kind)
-	if rc == nil || !kube.Scheme.Recognizes(gvk) {
+	if rc == nil || gvr.GroupVersion() != corev1.SchemeGroupVersion || !scheme.Scheme.Recognizes(gvk) {
 		return dynamicSourceInformer(client, gvr, namespace, sel), nil
 	}
-	example, err := kube.Scheme.New(gvk)
+	example, err := scheme.Scheme.New(gvk)
 	if err != nil {
 		return nil, fmt.Errorf("creating a %s: %w", gvk, err)
 	}
-	cfg := kube.RESTConfigFor(rc, gvr.GroupVersion(), true)
+	cfg := CoreProtobuf(rc)
 	if reducing, ok := reduce.ProtobufSources(gvk, cfg.NegotiatedSerializer); ok {
 		cfg.NegotiatedSerializer, example = reducing, &catalog.SourceState{}
 	}
@@ -51,10 +52,28 @@ func sourceInformer(rc *rest.Config, client dynamic.Interface, gvr schema.GroupV
 	return cache.NewSharedIndexInformer(lw, example, 0, cache.Indexers{}), nil
 }
 
+// CoreProtobuf is rc set up for a REST client of core/v1 that asks for
+// protobuf (answers in JSON still accepted), with the codecs of client-go's
+// scheme: the source informers of core/v1 kinds use it, and so do the keyed
+// reads of large sources (restart.APIFetch).
+func CoreProtobuf(rc *rest.Config) *rest.Config {
+	cfg := rest.CopyConfig(rc)
+	gv := corev1.SchemeGroupVersion
+	cfg.GroupVersion, cfg.APIPath = &gv, "/api"
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	cfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	return cfg
+}
+
 // dynamicSourceInformer is the informer client-go's dynamicinformer builds
 // (NewFilteredDynamicInformer with no resync, indexers or list options),
-// built here because that package links client-go's whole typed clientset
-// through its informers package.
+// built here because that package imports client-go's informers package:
+// the generated informers and listers of every API group, none of which the
+// controller uses.
 func dynamicSourceInformer(client dynamic.Interface, gvr schema.GroupVersionResource, namespace string, sel selectors) cache.SharedIndexInformer {
 	resource := client.Resource(gvr).Namespace(namespace)
 	lw := &cache.ListWatch{

@@ -78,8 +78,8 @@ type Watcher struct {
 	health health
 }
 
-// Discovery says which resources the API server serves in a group-version
-// (client-go's discovery client has this method).
+// Discovery says which resources the API server serves in a group-version:
+// client-go's discovery client.
 type Discovery interface {
 	// ServerResourcesForGroupVersion returns a NotFound error for a
 	// group-version that is not served.

@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,7 +20,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/restart-controller/restart-controller/charts"
-	"github.com/restart-controller/restart-controller/internal/promtext"
 	"github.com/restart-controller/restart-controller/internal/testcluster"
 )
 
@@ -256,17 +253,12 @@ containers: [{name: app, image: example/app:1, envFrom: [{configMapRef: {name: a
 }
 
 func persistentErrors(p *controllerProcess) (float64, error) {
-	resp, err := http.Get("http://" + p.metrics + "/metrics")
+	families, err := p.scrape()
 	if err != nil {
 		return 0, err
 	}
-	defer resp.Body.Close()
-	text, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	v, _ := promtext.Sum(string(text), "restart_controller_reconcile_errors_total", `reason="persistent"`)
-	return v, nil
+	v, _, err := metricSum(families, "restart_controller_reconcile_errors_total", `reason="persistent"`)
+	return v, err
 }
 
 // dropVerb removes verb on group/resource from the chart's ClusterRole, or

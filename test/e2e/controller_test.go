@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -12,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/restart-controller/restart-controller/internal/promtext"
 	"github.com/restart-controller/restart-controller/internal/testcluster"
 )
 
@@ -153,16 +151,14 @@ func (p *controllerProcess) LogTail(n int) string {
 
 // Metric returns the sum of every sample of the named metric (all label sets).
 func (p *controllerProcess) Metric(name string) (float64, error) {
-	resp, err := http.Get("http://" + p.metrics + "/metrics")
+	families, err := p.scrape()
 	if err != nil {
 		return 0, err
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	v, found, err := metricSum(families, name)
 	if err != nil {
 		return 0, err
 	}
-	v, found := promtext.Sum(string(body), name)
 	if !found {
 		return 0, fmt.Errorf("metric %s not exposed", name)
 	}

@@ -30,12 +30,12 @@ const (
 // TestMemoryAgainstFloor is the memory guard: in a fixed small scenario (five
 // Deployments, each reading a ConfigMap and a Secret, one restart) the
 // controller's peak RSS stays within its budget of that of the floor
-// program, the informers any such controller needs (test/floor). Both are
-// built here with the release flags, so their binaries are of the same age
-// (a binary file just written maps more of itself than later), and both
-// watch only this test's namespace, so the shared cluster's other objects do
-// not count. Memory, unlike timing, is steady enough on a busy machine for a
-// ratio to be a test (1.29 to 1.38 in six runs); timing stays in `make
+// program, what any such controller needs on the same client-go parts
+// (test/floor). Both are built here with the release flags, so their
+// binaries are of the same age (a binary file just written maps more of
+// itself than later), and both watch only this test's namespace, so the
+// shared cluster's other objects do not count. Memory, unlike timing, is steady enough on a busy machine for a
+// ratio to be a test (1.17 to 1.18 in three runs); timing stays in `make
 // bench`. Sources large enough to matter are the bench's scale scenario:
 // here their decoding would make the floor's own peak, at Go's default GC
 // target, vary more than the budget's margin.

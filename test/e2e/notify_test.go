@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/restart-controller/restart-controller/internal/notify"
-	"github.com/restart-controller/restart-controller/internal/promtext"
 )
 
 // sinkServer is a local HTTP server standing for a notification sink; it
@@ -56,16 +55,14 @@ func (s *sinkServer) received() []string {
 
 // sinkCount reads one sink's notification counter from the controller.
 func sinkCount(p *controllerProcess, metric, sink string) (float64, error) {
-	resp, err := http.Get("http://" + p.metrics + "/metrics")
+	families, err := p.scrape()
 	if err != nil {
 		return 0, err
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	v, found, err := metricSum(families, "restart_controller_notifications_"+metric+"_total", `sink="`+sink+`"`)
 	if err != nil {
 		return 0, err
 	}
-	v, found := promtext.Sum(string(body), "restart_controller_notifications_"+metric+"_total", `sink="`+sink+`"`)
 	if !found {
 		return 0, fmt.Errorf("%s{sink=%q} not exposed", metric, sink)
 	}

@@ -24,8 +24,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
-
-	"github.com/restart-controller/restart-controller/internal/promtext"
 )
 
 // These tests run the controller as the ServiceAccount of manifests/, with a
@@ -174,13 +172,15 @@ func (p *controllerProcess) readyz(t *testing.T) (int, string) {
 // `key="value"`; found is false when there is none.
 func (p *controllerProcess) metricWith(t *testing.T, name string, labels ...string) (value float64, found bool) {
 	t.Helper()
-	resp, err := http.Get("http://" + p.metrics + "/metrics")
+	families, err := p.scrape()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return promtext.Sum(string(body), name, labels...)
+	value, found, err = metricSum(families, name, labels...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return value, found
 }
 
 // failedReconciles counts reconciles that failed for any reason but a
