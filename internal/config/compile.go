@@ -453,7 +453,8 @@ func compileSources(kinds []FileSourceKind, p *problems) []SourceKind {
 				p.addf(fmt.Sprintf("%s.dataFields[%d]", path, j), "must not be empty")
 			}
 		}
-		out[i] = SourceKind{Name: k.Name, GVR: gvr, DataFields: k.DataFields, Members: members}
+		out[i] = SourceKind{Name: k.Name, GVR: gvr, DataFields: k.DataFields, Members: members,
+			EnvVarKind: compileEnvVarKind(path+".envVarKind", k.Name, k.EnvVarKind, p)}
 	}
 	return out
 }

@@ -152,8 +152,8 @@ func TestExampleIsTheDefault(t *testing.T) {
 		t.Errorf("fleet-safety annotation keys missing: %+v", a)
 	}
 	wantSources := []SourceKind{
-		{Name: "configmap", GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, DataFields: []string{"data", "binaryData"}},
-		{Name: "secret", GVR: schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, DataFields: []string{"data"}},
+		{Name: "configmap", GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, DataFields: []string{"data", "binaryData"}, EnvVarKind: "CONFIGMAP"},
+		{Name: "secret", GVR: schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, DataFields: []string{"data"}, EnvVarKind: "SECRET"},
 	}
 	if !reflect.DeepEqual(defaults.Sources, wantSources) {
 		t.Errorf("sources = %+v", defaults.Sources)

@@ -318,6 +318,12 @@ type FileSourceKind struct {
 	// status.objects[*] with key id and value version. Only with
 	// lifecycle: updatesOnly, where it is required.
 	Items FileSourceItems `json:"items"`
+	// EnvVarKind is the last part of the variable the envVar restart
+	// strategy sets for a source of this kind, STAKATER_<NAME>_<KIND>
+	// (Reloader's name); default: the kind's name in upper case, as
+	// Reloader's CONFIGMAP and SECRET. Reloader names its CSI variables
+	// SECRETPROVIDERCLASS.
+	EnvVarKind string `json:"envVarKind"`
 }
 
 // FileSourceItems finds (key, value) pairs in an object: Path leads to the

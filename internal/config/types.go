@@ -165,6 +165,9 @@ type SourceKind struct {
 	// Members is set for a kind of lifecycle updatesOnly: its objects are
 	// members of the source named by Members.Name, their data its items.
 	Members *refs.Members
+	// EnvVarKind ends the envVar strategy's variable for a source of the
+	// kind: STAKATER_<NAME>_<EnvVarKind> (EnvVarName).
+	EnvVarKind string
 }
 
 // WorkloadKind is a watched pod-template workload resource.
