@@ -3,6 +3,8 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -192,4 +194,65 @@ func waitPodsRun(t *testing.T, ns, name string, rs appsv1.ReplicaSet, variable, 
 		}
 		return running == 1, nil
 	})
+}
+
+// Re-applying a manifest from git after an envVar restart keeps the
+// variable and rolls nothing: client-side apply merges env by name and
+// removes only what it applied before, and server-side apply by another
+// field manager leaves the entry restart-controller set (operations.md,
+// "GitOps").
+func TestGitOpsReapplyKeepsEnvVars(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	keys := keysFor("envgit")
+	startEnvVarController(t, ns, keys)
+	createConfigMap(t, ns, "app", map[string]string{"k": "1"})
+	manifest := filepath.Join(t.TempDir(), "web.yaml")
+	if err := os.WriteFile(manifest, []byte(`apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: `+ns+`
+  labels: {app: web}
+  annotations: {`+keys.optIn+`: enabled}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: app, image: example/app:1, env: [{name: LEVEL, value: debug}], envFrom: [{configMapRef: {name: app}}]}]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	apply := func(args ...string) {
+		t.Helper()
+		if out, err := env.cluster.Kubectl(ctxFor(t), append([]string{"apply", "-f", manifest}, args...)...); err != nil {
+			t.Fatalf("kubectl apply %v: %v\n%s", args, err, out)
+		}
+	}
+	source := sourceID("configmap", ns, "app")
+	apply()
+	waitAppliedUnder(t, keys.applied, ns, "web", map[string]string{source: currentChecksum(t, "configmap", ns, "app", nil)})
+	waitReplicaSets(t, ns, "web", 1)
+	setConfigMapKey(t, ns, "app", "k", "2")
+	sum := currentChecksum(t, "configmap", ns, "app", nil)
+	waitAppliedUnder(t, keys.applied, ns, "web", map[string]string{source: sum})
+	waitReplicaSets(t, ns, "web", 2)
+	want := map[string][]corev1.EnvVar{"app": {{Name: "LEVEL", Value: "debug"}, {Name: "STAKATER_APP_CONFIGMAP", Value: sum}}}
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"client-side apply (kubectl, Argo CD)", nil},
+		{"server-side apply by another field manager (Flux)", []string{"--server-side", "--field-manager", "flux-kustomize-controller", "--force-conflicts"}},
+	} {
+		apply(tc.args...)
+		d, err := env.kube.AppsV1().Deployments(ns).Get(ctxFor(t), "web", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkEnv(t, "after "+tc.name, d.Spec.Template.Spec.Containers, want)
+	}
+	assertReplicaSetsStay(t, ns, "web", 2)
 }
