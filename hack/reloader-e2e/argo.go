@@ -50,30 +50,39 @@ var (
 // the restart controller writes on the Rollout (the template annotation, or
 // spec.restartAt), not what Argo does with it.
 func argoStandIn(ctx context.Context, kubeconfig string) error {
-	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return fmt.Errorf("reading the kubeconfig: %w", err)
-	}
-	client, err := dynamic.NewForConfig(rc)
+	client, err := installCRD(ctx, kubeconfig, rolloutCRD, rolloutsGVR)
 	if err != nil {
 		return err
-	}
-	var crd unstructured.Unstructured
-	if err := yaml.Unmarshal([]byte(rolloutCRD), &crd.Object); err != nil {
-		return err
-	}
-	if _, err := client.Resource(crdGVR).Create(ctx, &crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("installing the Rollout CRD: %w", err)
-	}
-	// Served once a list succeeds.
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := client.Resource(rolloutsGVR).List(ctx, metav1.ListOptions{Limit: 1})
-		return err == nil, nil
-	}); err != nil {
-		return fmt.Errorf("waiting for Rollouts to be served: %w", err)
 	}
 	go wait.UntilWithContext(ctx, func(ctx context.Context) { settleRollouts(ctx, client) }, 300*time.Millisecond)
 	return nil
+}
+
+// installCRD installs a CRD and waits until its resource is served.
+func installCRD(ctx context.Context, kubeconfig, manifest string, gvr schema.GroupVersionResource) (dynamic.Interface, error) {
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("reading the kubeconfig: %w", err)
+	}
+	client, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	var crd unstructured.Unstructured
+	if err := yaml.Unmarshal([]byte(manifest), &crd.Object); err != nil {
+		return nil, err
+	}
+	if _, err := client.Resource(crdGVR).Create(ctx, &crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("installing the CRD of %s: %w", gvr.GroupResource(), err)
+	}
+	// Served once a list succeeds.
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := client.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1})
+		return err == nil, nil
+	}); err != nil {
+		return nil, fmt.Errorf("waiting for %s to be served: %w", gvr.GroupResource(), err)
+	}
+	return client, nil
 }
 
 // settleRollouts writes the healthy status of every Rollout whose status

@@ -9,7 +9,10 @@
 // on their PATH as `helm`: that shim turns the --set values into our config
 // with `migrate` (internal/migrate), starts restart-controller on the host
 // against the local cluster in Reloader's place, and creates a stand-in
-// Deployment of that name (kwok makes it ready). None of Reloader's code is
+// Deployment of that name (kwok makes it ready). Neither Argo Rollouts nor
+// OpenShift runs here: their CRDs are installed, with stand-ins writing the
+// status their controllers would (argo.go, openshift.go), so the suites'
+// specs of Rollouts and DeploymentConfigs run. None of Reloader's code is
 // copied: its suites run from its own checkout, with `go test -modfile` so
 // that its files are not changed. OPENSHIFT_API, when set, is a source
 // directory of github.com/openshift/api used through a replace (Reloader

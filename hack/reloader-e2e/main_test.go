@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // The shim reads helm's command line as Reloader's suites write it
@@ -49,6 +51,35 @@ func TestReportSummary(t *testing.T) {
 	for _, want := range []string{"| core | 2 | 1 | 1 | 1 |", "- CronJob runs a job: timed out\n", "passed on a retry:\n- StatefulSet reloads\n"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("summary lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+// The DeploymentConfig stand-in rolls a new generation out as the next
+// version when a ConfigChange trigger asks for it, or for the first
+// rollout; without one the version stays, and the generation is observed.
+func TestDeploymentConfigStandIn(t *testing.T) {
+	dc := func(version int64, triggers ...interface{}) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]interface{}{
+			"metadata": map[string]interface{}{"name": "web", "generation": int64(3)},
+			"spec":     map[string]interface{}{"replicas": int64(2), "triggers": triggers},
+			"status":   map[string]interface{}{"latestVersion": version, "observedGeneration": int64(2)},
+		}}
+		return u
+	}
+	configChange := map[string]interface{}{"type": "ConfigChange"}
+	for _, tc := range []struct {
+		name string
+		dc   *unstructured.Unstructured
+		want int64
+	}{
+		{"ConfigChange trigger", dc(4, configChange), 5},
+		{"no trigger", dc(4), 4},
+		{"first rollout", dc(0), 1},
+	} {
+		s := rolledOut(tc.dc)
+		if s["latestVersion"] != tc.want || s["observedGeneration"] != int64(3) || s["readyReplicas"] != int64(2) {
+			t.Errorf("%s: status %v, want version %d at generation 3 with 2 ready", tc.name, s, tc.want)
 		}
 	}
 }

@@ -30,6 +30,7 @@ const (
 	envShimDir    = "RC_SHIM_DIR"    // per-release config, pid and log files
 	envController = "RC_CONTROLLER"  // the restart-controller binary
 	envAnnotation = "RC_RESTART_KEY" // the restart annotation the suites wait for
+	envOpenShift  = "RC_OPENSHIFT"   // "1": the cluster serves DeploymentConfigs
 )
 
 // helmArgs is what the shim reads of a helm command line.
@@ -154,6 +155,10 @@ func writeConfig(path string, h helmArgs) error {
 	if err != nil {
 		return err
 	}
+	// The suites never set reloader.isOpenshift; Reloader's releases that
+	// restarted DeploymentConfigs found OpenShift's API by themselves, and
+	// so does the shim (migrate --openshift).
+	o.IsOpenshift = o.IsOpenshift || os.Getenv(envOpenShift) == "1"
 	res, err := migrate.Config(o, true)
 	if err != nil {
 		return err

@@ -24,9 +24,9 @@ func SourceVerbs() []string { return []string{"list", "watch"} }
 // WorkloadVerbs: informers list and watch workloads, and restarts patch them.
 func WorkloadVerbs() []string { return []string{"list", "watch", "patch"} }
 
-// ReadWholeVerbs: the runNow and recreate strategies read the whole
-// workload (its Job template, or all of it) just before they act; the
-// cache keeps only its reduced state.
+// ReadWholeVerbs: the runNow, recreate and envVar strategies read the whole
+// workload (its Job template, all of it, or its containers) just before
+// they act; the cache keeps only its reduced state.
 func ReadWholeVerbs() []string { return []string{"get"} }
 
 // RunNowVerbs: runNow creates a Job, and reads it back to follow it.
@@ -106,12 +106,12 @@ func Needs(c *config.Config) []Need {
 
 // strategyNeeds are the verbs a kind's restart strategies use beyond a patch:
 // none for templateAnnotation and timestampAt, so an install that configures
-// neither runNow nor recreate grants nothing more.
+// none of runNow, recreate and envVar grants nothing more.
 func strategyNeeds(w config.WorkloadKind, ns string) []Need {
 	var out []Need
 	runNow, recreate := w.Restart.Uses(config.RunNow), w.Restart.Uses(config.Recreate)
-	if runNow || recreate {
-		out = append(out, Need{Resource: w.GVR.GroupResource(), Verbs: ReadWholeVerbs(), Namespace: ns, Why: "workload kind restarted by runNow or recreate"})
+	if runNow || recreate || w.Restart.Uses(config.EnvVar) {
+		out = append(out, Need{Resource: w.GVR.GroupResource(), Verbs: ReadWholeVerbs(), Namespace: ns, Why: "workload kind restarted by runNow, recreate or envVar"})
 	}
 	if runNow {
 		out = append(out, Need{Resource: config.JobResource().GroupResource(), Verbs: RunNowVerbs(), Namespace: ns, Why: "Jobs started by runNow"})

@@ -58,7 +58,8 @@ notifications:
 // Every kind is listed and watched in each watched namespace; workloads
 // are patched; only the strategies that need more get more: runNow (CronJobs
 // by default) reads its CronJobs whole and creates and reads Jobs, recreate
-// deletes and creates its kind; the checksum key Secret is the one Secret
+// deletes and creates its kind, envVar (here picked by annotation) reads
+// its kind whole; the checksum key Secret is the one Secret
 // read, and the Lease is asked for only with leader election.
 func TestNeedsFollowTheConfiguration(t *testing.T) {
 	c := parse(t, `
@@ -67,6 +68,8 @@ workloads:
 - {group: apps, version: v1, resource: deployments, podTemplatePath: spec.template}
 - {group: batch, version: v1, resource: cronjobs, podTemplatePath: spec.jobTemplate.spec.template, restart: {strategy: runNow}}
 - {group: batch, version: v1, resource: jobs, podTemplatePath: spec.template, restart: {strategy: recreate}}
+- {group: apps, version: v1, resource: statefulsets, podTemplatePath: spec.template,
+   restart: {byAnnotation: [{value: env-vars, strategy: envVar}]}}
 `)
 	c.Settings.LeaderElect = false
 	got := grants(Needs(c))
@@ -76,6 +79,7 @@ workloads:
 			ns + " deployments.apps: list,watch,patch",
 			ns + " cronjobs.batch: list,watch,patch", ns + " cronjobs.batch: get", ns + " jobs.batch: create,get",
 			ns + " jobs.batch: list,watch,patch", ns + " jobs.batch: get", ns + " jobs.batch: delete,create",
+			ns + " statefulsets.apps: list,watch,patch", ns + " statefulsets.apps: get",
 			ns + " events.events.k8s.io: create,patch",
 		} {
 			if !slices.Contains(got, want) {

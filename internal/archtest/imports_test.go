@@ -79,7 +79,7 @@ func importRules() []rule {
 			tests: []string{"internal/testfixture"}},
 		{pkg: "internal/check", may: []string{"internal/access", "internal/cli", "internal/config", "internal/explain", "internal/explain/explaintest"},
 			tests: []string{"internal/testfixture"}},
-		{pkg: "internal/migrate", may: []string{"internal/config", "examples"}},
+		{pkg: "internal/migrate", may: []string{"internal/config", "examples"}, tests: []string{"internal/testfixture"}},
 		// Binaries, tools and whole-system tests put the rooms together.
 		{pkg: "cmd/...", may: []string{"internal/..."}, tests: []string{"test/budgets"}},
 		{pkg: "hack/...", may: []string{"internal/..."}},

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/restart-controller/restart-controller/internal/checksum"
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/objmeta"
 	"github.com/restart-controller/restart-controller/internal/record"
@@ -389,14 +390,20 @@ func mergeReferences(found []placedRef) []Reference {
 	return out
 }
 
-// templateHash digests the pod template with the restart timestamp left out.
-// Our own patch may have created the annotations map or the metadata map to
-// hold the timestamp, so empty ones are left out as well. The input belongs to
-// the informer, so the maps on the way are copied rather than edited.
+// templateHash digests the pod template with what the controller's own
+// restarts write left out: the restart timestamp, and the envVar strategy's
+// variables (envVarMark). Our own patch may have created the annotations
+// map or the metadata map to hold the timestamp, so empty ones are left out
+// as well. The input belongs to the informer, so the maps on the way are
+// copied rather than edited.
 func templateHash(template map[string]interface{}, timestampKey string) string {
 	view := make(map[string]interface{}, len(template))
 	for k, v := range template {
-		if k != "metadata" {
+		switch k {
+		case "metadata":
+		case "spec":
+			view[k] = withoutEnvVarMarks(v)
+		default:
 			view[k] = v
 		}
 	}
@@ -429,4 +436,79 @@ func templateHash(template map[string]interface{}, timestampKey string) string {
 	}
 	sum := sha256.Sum256(raw)
 	return hex.EncodeToString(sum[:8])
+}
+
+// withoutEnvVarMarks returns the pod spec without the variables the envVar
+// strategy sets in its containers. They are a restart's marks, as the
+// restart timestamp is: left in, each restart would look like a template
+// change made by someone else, and the checksums recorded with it would be
+// taken again without a restart on the next decision. Only the controller's
+// own values count (envVarMark): Reloader's STAKATER_ variables hold its
+// SHA-1 digests and stay in, so a workload switched from Reloader keeps its
+// template hash. The spec is copied only where a mark is dropped.
+func withoutEnvVarMarks(spec interface{}) interface{} {
+	m, ok := spec.(map[string]interface{})
+	if !ok {
+		return spec
+	}
+	containers, ok := m["containers"].([]interface{})
+	if !ok {
+		return spec
+	}
+	var out []interface{}
+	for i, c := range containers {
+		cm, ok := c.(map[string]interface{})
+		if !ok {
+			continue
+		}
+		env, ok := cm["env"].([]interface{})
+		if !ok || !slices.ContainsFunc(env, envVarMark) {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(containers)
+		}
+		kept := slices.DeleteFunc(slices.Clone(env), envVarMark)
+		copied := make(map[string]interface{}, len(cm))
+		for k, v := range cm {
+			copied[k] = v
+		}
+		if len(kept) == 0 {
+			delete(copied, "env") // the variable was the container's only one
+		} else {
+			copied["env"] = kept
+		}
+		out[i] = copied
+	}
+	if out == nil {
+		return spec
+	}
+	view := make(map[string]interface{}, len(m))
+	for k, v := range m {
+		view[k] = v
+	}
+	view["containers"] = out
+	return view
+}
+
+// envVarMark reports whether an env entry is one the envVar strategy wrote:
+// a config.EnvVarPrefix name holding a keyed checksum of this controller,
+// or nothing (a deleted source's; the API server drops an empty value).
+func envVarMark(e interface{}) bool {
+	m, ok := e.(map[string]interface{})
+	if !ok {
+		return false
+	}
+	name, _ := m["name"].(string)
+	if !strings.HasPrefix(name, config.EnvVarPrefix) || m["valueFrom"] != nil {
+		return false
+	}
+	switch value := m["value"].(type) {
+	case nil:
+		return true
+	case string:
+		version, _, _ := checksum.Parse(value)
+		return value == "" || version == checksum.Version
+	}
+	return false
 }

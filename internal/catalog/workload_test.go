@@ -307,6 +307,15 @@ spec:
     spec:
       containers: [{name: app, image: "shop/w:1"}]
 `
+	const withEnv = `
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: w, namespace: shop}
+spec:
+  template:
+    spec:
+      containers: [{name: app, image: "shop/w:1", env: [{name: LEVEL, value: debug}]}]
+`
 	set := func(u *unstructured.Unstructured, value interface{}, path ...string) {
 		if err := unstructured.SetNestedField(u.Object, value, path...); err != nil {
 			t.Fatalf("fixture: setting %v: %v", path, err)
@@ -355,6 +364,29 @@ spec:
 			setTimestamp(u)
 			set(u, "v", "spec", "template", "metadata", "annotations", "k")
 		}, false},
+		// The envVar strategy's variables are restart marks too.
+		{"envVar variable added, the container had no env", withAnnotations, func(u *unstructured.Unstructured) {
+			setEnv(t, u, env("STAKATER_APP_CONFIGMAP", "v3.k1:0123456789abcdef"))
+		}, true},
+		{"envVar variable of a deleted source (no value)", withAnnotations, func(u *unstructured.Unstructured) {
+			setEnv(t, u, map[string]interface{}{"name": "STAKATER_APP_CONFIGMAP"})
+		}, true},
+		{"envVar variable added beside the container's own", withEnv, func(u *unstructured.Unstructured) {
+			setEnv(t, u, env("LEVEL", "debug"), env("STAKATER_APP_CONFIGMAP", "v3.k1:0123456789abcdef"))
+		}, true},
+		{"a variable named so, with another value (Reloader's SHA-1)", withAnnotations, func(u *unstructured.Unstructured) {
+			setEnv(t, u, env("STAKATER_APP_CONFIGMAP", "2fd4e1c67a2d28fced849ee1bb76e7391b93eb12"))
+		}, false},
+		{"a variable named so, read from a source", withAnnotations, func(u *unstructured.Unstructured) {
+			setEnv(t, u, map[string]interface{}{"name": "STAKATER_APP_CONFIGMAP",
+				"valueFrom": map[string]interface{}{"configMapKeyRef": map[string]interface{}{"name": "x", "key": "y"}}})
+		}, false},
+		{"an unkeyed digest (version 1) is no mark", withAnnotations, func(u *unstructured.Unstructured) {
+			setEnv(t, u, env("STAKATER_APP_CONFIGMAP", "0123456789abcdef"))
+		}, false},
+		{"another variable holding a checksum", withAnnotations, func(u *unstructured.Unstructured) {
+			setEnv(t, u, env("APP_CONFIGMAP", "v3.k1:0123456789abcdef"))
+		}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -380,6 +412,27 @@ spec:
 				t.Errorf("hash before %s after %s: same = %v, want %v", before, after, before == after, tc.same)
 			}
 		})
+	}
+}
+
+func env(name, value string) map[string]interface{} {
+	return map[string]interface{}{"name": name, "value": value}
+}
+
+// setEnv sets the env of the workload's first container.
+func setEnv(t *testing.T, u *unstructured.Unstructured, vars ...map[string]interface{}) {
+	t.Helper()
+	containers, found, err := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+	if err != nil || !found {
+		t.Fatalf("fixture: no containers: %v", err)
+	}
+	list := make([]interface{}, len(vars))
+	for i, v := range vars {
+		list[i] = v
+	}
+	containers[0].(map[string]interface{})["env"] = list
+	if err := unstructured.SetNestedSlice(u.Object, containers, "spec", "template", "spec", "containers"); err != nil {
+		t.Fatalf("fixture: %v", err)
 	}
 }
 

@@ -453,7 +453,8 @@ func compileSources(kinds []FileSourceKind, p *problems) []SourceKind {
 				p.addf(fmt.Sprintf("%s.dataFields[%d]", path, j), "must not be empty")
 			}
 		}
-		out[i] = SourceKind{Name: k.Name, GVR: gvr, DataFields: k.DataFields, Members: members}
+		out[i] = SourceKind{Name: k.Name, GVR: gvr, DataFields: k.DataFields, Members: members,
+			EnvVarKind: compileEnvVarKind(path+".envVarKind", k.Name, k.EnvVarKind, p)}
 	}
 	return out
 }
@@ -499,24 +500,44 @@ func compileConditions(path string, conds []FileCondition, p *problems) []Condit
 	var out []Condition
 	for j, c := range conds {
 		at := fmt.Sprintf("%s[%d]", path, j)
-		if !c.Equals.Set {
-			p.add(at+".equals", errRequired)
-		}
-		if c.Path == "" {
-			p.add(at+".path", errRequired)
+		cp, ok := conditionPath(at+".path", c.Path, p)
+		switch {
+		case c.NoElement.set() && c.Equals.Set:
+			p.addf(at, "has both equals and noElement; give one")
 			continue
+		case c.NoElement.set():
+			ep, eok := conditionPath(at+".noElement.path", c.NoElement.Path, p)
+			if !c.NoElement.Equals.Set {
+				p.add(at+".noElement.equals", errRequired)
+				eok = false
+			}
+			if ok && eok {
+				out = append(out, Condition{Path: cp, Element: &Condition{Path: ep, Equals: c.NoElement.Equals.Value}})
+			}
+		case !c.Equals.Set:
+			p.addf(at+".equals", "required (or noElement)")
+		case ok:
+			out = append(out, Condition{Path: cp, Equals: c.Equals.Value})
 		}
-		cp, err := refs.ParsePath(c.Path)
-		if err == nil && cp.HasWildcard() {
-			err = errors.New("must not contain [*]: a condition reads one value")
-		}
-		if err != nil {
-			p.add(at+".path", err)
-			continue
-		}
-		out = append(out, Condition{Path: cp, Equals: c.Equals.Value})
 	}
 	return out
+}
+
+// conditionPath parses the path of a condition: it reads one value.
+func conditionPath(at, value string, p *problems) (refs.Path, bool) {
+	if value == "" {
+		p.add(at, errRequired)
+		return refs.Path{}, false
+	}
+	cp, err := refs.ParsePath(value)
+	if err == nil && cp.HasWildcard() {
+		err = errors.New("must not contain [*]: a condition reads one value")
+	}
+	if err != nil {
+		p.add(at, err)
+		return refs.Path{}, false
+	}
+	return cp, true
 }
 
 // checkGVR checks the parts of a resource the way the API server names them,

@@ -152,8 +152,8 @@ func TestExampleIsTheDefault(t *testing.T) {
 		t.Errorf("fleet-safety annotation keys missing: %+v", a)
 	}
 	wantSources := []SourceKind{
-		{Name: "configmap", GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, DataFields: []string{"data", "binaryData"}},
-		{Name: "secret", GVR: schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, DataFields: []string{"data"}},
+		{Name: "configmap", GVR: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, DataFields: []string{"data", "binaryData"}, EnvVarKind: "CONFIGMAP"},
+		{Name: "secret", GVR: schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, DataFields: []string{"data"}, EnvVarKind: "SECRET"},
 	}
 	if !reflect.DeepEqual(defaults.Sources, wantSources) {
 		t.Errorf("sources = %+v", defaults.Sources)
@@ -352,7 +352,7 @@ workloads:
 				`waves.maxInFlight: must be between 1 and 100000, got 0`,
 				`waves.unpacedUpTo: must be between 0 and 100000, got -1`,
 				`workloads[0].rollout.deadline: must be between 1s and 24h0m0s, got 100ms`,
-				`workloads[0].rollout.status: must be one of deployment, statefulset, daemonset, argo-rollout, conditions, none, job, got "deploy"`,
+				`workloads[0].rollout.status: must be one of deployment, statefulset, daemonset, argo-rollout, deploymentconfig, conditions, none, job, got "deploy"`,
 				`workloads[1].rollout.readyConditions: only the conditions rule reads them; this kind's rule is daemonset`,
 				`workloads[2].rollout.deadline: must be between 1s and 24h0m0s, got 48h0m0s`,
 				`workloads[2].rollout.readyConditions[0]: must not be empty`,
@@ -649,15 +649,27 @@ workloads:
   - {equals: OnDelete}
   - {path: spec.b, equals: {x: 1}}
   - {path: spec.c, equals: [OnDelete]}
-  - {path: spec.d, equals: x, other: y}`,
+  - {path: spec.d, equals: x, other: y}
+  - {path: spec.e, equals: x, noElement: {path: type, equals: y}}
+  - {path: spec.f, noElement: {equals: y}}
+  - {path: spec.g, noElement: {path: "a[*]", equals: y, x: 1}}
+  - {path: spec.h, noElement: {path: type}}
+  - {noElement: {path: type, equals: {}}}`,
 			want: []string{
 				`orderByResourceVersion: must be a boolean, got string "yes"`,
 				`workloads[0].notRolledWhen[1].path: must not contain [*]: a condition reads one value`,
-				`workloads[0].notRolledWhen[2].equals: required`,
+				`workloads[0].notRolledWhen[2].equals: required (or noElement)`,
 				`workloads[0].notRolledWhen[3].path: required`,
 				`workloads[0].notRolledWhen[4].equals: must be a string, boolean or number, got a map`,
 				`workloads[0].notRolledWhen[5].equals: must be a string, boolean or number, got a list`,
 				`workloads[0].notRolledWhen[6].other: unknown field`,
+				`workloads[0].notRolledWhen[7]: has both equals and noElement; give one`,
+				`workloads[0].notRolledWhen[8].noElement.path: required`,
+				`workloads[0].notRolledWhen[9].noElement.path: must not contain [*]: a condition reads one value`,
+				`workloads[0].notRolledWhen[9].noElement.x: unknown field`,
+				`workloads[0].notRolledWhen[10].noElement.equals: required`,
+				`workloads[0].notRolledWhen[11].noElement.equals: must be a string, boolean or number, got a map`,
+				`workloads[0].notRolledWhen[11].path: required`,
 			},
 		},
 		{
@@ -823,6 +835,45 @@ workloads:
 	}
 	if got := str.String(); got != "spec.mode is manual" {
 		t.Errorf("String() = %q", got)
+	}
+}
+
+// A noElement condition holds when no element of the list has the value:
+// an OpenShift DeploymentConfig without a ConfigChange trigger. A missing or
+// null list has no element; a value that is not a list says nothing.
+func TestConditionNoElement(t *testing.T) {
+	c, err := Parse([]byte(`
+workloads:
+- group: apps.openshift.io
+  version: v1
+  resource: deploymentconfigs
+  podTemplatePath: spec.template
+  notRolledWhen:
+  - {path: spec.triggers, noElement: {path: type, equals: ConfigChange}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cond := c.Workloads[0].NotRolledWhen[0]
+	trigger := func(typ string) interface{} { return map[string]interface{}{"type": typ} }
+	for _, tc := range []struct {
+		name string
+		obj  map[string]interface{}
+		want bool
+	}{
+		{"a ConfigChange trigger", spec("triggers", []interface{}{trigger("ImageChange"), trigger("ConfigChange")}), false},
+		{"only an ImageChange trigger", spec("triggers", []interface{}{trigger("ImageChange")}), true},
+		{"an empty list", spec("triggers", []interface{}{}), true},
+		{"no list", spec("replicas", int64(1)), true},
+		{"a null list", spec("triggers", nil), true},
+		{"elements that are no maps", spec("triggers", []interface{}{"ConfigChange"}), true},
+		{"not a list", spec("triggers", "ConfigChange"), false},
+	} {
+		if got := cond.Holds(tc.obj); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if got, want := cond.String(), "spec.triggers has no element whose type is ConfigChange"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
 	}
 }
 

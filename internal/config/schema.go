@@ -317,6 +317,12 @@ type FileSourceKind struct {
 	// status.objects[*] with key id and value version. Only with
 	// lifecycle: updatesOnly, where it is required.
 	Items FileSourceItems `json:"items"`
+	// EnvVarKind is the last part of the variable the envVar restart
+	// strategy sets for a source of this kind, STAKATER_<NAME>_<KIND>
+	// (Reloader's name); default: the kind's name in upper case, as
+	// Reloader's CONFIGMAP and SECRET. Reloader names its CSI variables
+	// SECRETPROVIDERCLASS.
+	EnvVarKind string `json:"envVarKind"`
 }
 
 // FileSourceItems finds (key, value) pairs in an object: Path leads to the
@@ -349,13 +355,31 @@ type FileWorkloadKind struct {
 	MinInterval Duration `json:"minInterval"`
 }
 
-// FileCondition holds when the value at Path equals Equals.
+// FileCondition holds when the value at Path equals Equals, or, written
+// with NoElement instead of Equals, when no element of the list at Path
+// matches NoElement.
 type FileCondition struct {
 	// Path leads from the workload object to a value, e.g. spec.paused.
 	Path string `json:"path"`
 	// Equals is a string, boolean or number.
 	Equals Scalar `json:"equals"`
+	// NoElement holds when no element of the list at Path has the value
+	// Equals at Path (from the element): e.g. an OpenShift
+	// DeploymentConfig whose spec.triggers has no element of type
+	// ConfigChange rolls nothing on a template change. A missing list has
+	// no element.
+	NoElement FileElementCondition `json:"noElement"`
 }
+
+// FileElementCondition is what NoElement looks for in each element of a
+// list: the value at Path, from the element, equal to Equals.
+type FileElementCondition struct {
+	Path   string `json:"path"`
+	Equals Scalar `json:"equals"`
+}
+
+// set reports whether any of its fields was given.
+func (e FileElementCondition) set() bool { return e.Path != "" || e.Equals.Set }
 
 // Scalar is a string, boolean or number of the file; numbers are float64.
 type Scalar struct {

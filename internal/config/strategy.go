@@ -30,10 +30,71 @@ const (
 	// Recreate deletes the workload and creates it again from what it was
 	// (Jobs, which cannot be re-run otherwise). Only by configuration.
 	Recreate StrategyName = "recreate"
+	// EnvVar sets Reloader's variable, STAKATER_<NAME>_<KIND>, to the
+	// changed source's checksum in the containers that read the source
+	// (Reloader's --reload-strategy env-vars): the kind's controller rolls
+	// the pods as for any template change. Only by configuration: it
+	// changes the containers, which GitOps tools compare.
+	EnvVar StrategyName = "envVar"
 )
 
 // StrategyNames lists every strategy, for validation and error messages.
-var StrategyNames = []StrategyName{TemplateAnnotation, TimestampAt, RunNow, Recreate}
+var StrategyNames = []StrategyName{TemplateAnnotation, TimestampAt, RunNow, Recreate, EnvVar}
+
+// EnvVarPrefix begins every variable the envVar strategy sets, as
+// Reloader's do.
+const EnvVarPrefix = "STAKATER_"
+
+// EnvVarName is the variable the envVar strategy sets for a source: Reloader's
+// name, EnvVarPrefix + the source's name + "_" + its kind's EnvVarKind, the
+// name converted by EnvVarPart. A source in another namespace than the
+// workload's (a listed NAMESPACE/NAME) has the namespace before its name,
+// so that it never shares a variable with the workload's own source of that
+// name; Reloader reads no other namespace.
+func EnvVarName(kind SourceKind, namespace, name, workloadNamespace string) string {
+	if namespace != workloadNamespace {
+		name = namespace + "_" + name
+	}
+	return EnvVarPrefix + EnvVarPart(name) + "_" + kind.EnvVarKind
+}
+
+// EnvVarPart is Reloader's conversion of a name into part of a variable
+// name (util.ConvertToEnvVarName): upper case; letters and digits kept;
+// any run of other characters after a letter or digit becomes one "_",
+// and one at the start is dropped ("my-app.v2" is MY_APP_V2, "app-" APP_).
+func EnvVarPart(s string) string {
+	var b strings.Builder
+	upper := strings.ToUpper(s)
+	valid := false
+	for i := 0; i < len(upper); i++ {
+		c := upper[i]
+		if 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' {
+			b.WriteByte(c)
+			valid = true
+			continue
+		}
+		if valid {
+			b.WriteByte('_')
+		}
+		valid = false
+	}
+	return b.String()
+}
+
+// compileEnvVarKind checks a source kind's envVarKind, or derives it from
+// the kind's name.
+func compileEnvVarKind(path, name, value string, p *problems) string {
+	if value == "" {
+		return EnvVarPart(name)
+	}
+	for i := 0; i < len(value); i++ {
+		if c := value[i]; !('A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_') {
+			p.addf(path, "must be upper-case letters, digits and _, as Reloader's SECRETPROVIDERCLASS, got %q", value)
+			break
+		}
+	}
+	return value
+}
 
 // Strategy is how a restart of a workload is carried out.
 type Strategy struct {
@@ -91,6 +152,8 @@ func (s Strategy) String() string {
 		return fmt.Sprintf("%s (a Job from %s)", s.Name, s.JobTemplate)
 	case Recreate:
 		return fmt.Sprintf("%s (delete it and create it again)", s.Name)
+	case EnvVar:
+		return fmt.Sprintf("%s (%s<NAME>_<KIND> set to the source's checksum in the containers that read it)", s.Name, EnvVarPrefix)
 	}
 	return fmt.Sprintf("%s (the restart time in the pod template's annotations)", TemplateAnnotation)
 }
@@ -101,8 +164,8 @@ type FileRestart struct {
 	// Value, in byAnnotation only, is the value of annotations.restartStrategy
 	// that picks this strategy.
 	Value string `json:"value"`
-	// Strategy: templateAnnotation (the default), timestampAt, runNow or
-	// recreate (README, "Restart strategies").
+	// Strategy: templateAnnotation (the default), timestampAt, runNow,
+	// recreate or envVar (README, "Restart strategies").
 	Strategy string `json:"strategy"`
 	// Field (timestampAt, required) is where the restart time is written,
 	// e.g. spec.restartAt; DoneField (optional) is the status field the

@@ -33,7 +33,7 @@ workloads:
 	}
 	want := []string{
 		`annotations.restartStrategy: must differ from annotations.rollout (both "com.xing.deployment-restart.rollout")`,
-		`workloads[0].restart.strategy: must be one of templateAnnotation, timestampAt, runNow, recreate, got "rolling"`,
+		`workloads[0].restart.strategy: must be one of templateAnnotation, timestampAt, runNow, recreate, envVar, got "rolling"`,
 		`workloads[1].restart.doneField: unexpected character '[' at offset 6: only [*] is supported`,
 		`workloads[1].restart.field: required`,
 		`workloads[2].restart.field: only the timestampAt strategy reads it; this one is runNow`,
@@ -116,4 +116,91 @@ func TestReloaderPresetRolloutStrategy(t *testing.T) {
 		return
 	}
 	t.Fatal("the preset watches no Rollouts")
+}
+
+// EnvVarPart is Reloader's util.ConvertToEnvVarName (v1.4.21), byte for
+// byte: the envVar strategy must name the variable Reloader named, or a
+// migrated workload would get a second one beside Reloader's.
+func TestEnvVarPart(t *testing.T) {
+	for in, want := range map[string]string{
+		"app":             "APP",
+		"my-app.v2":       "MY_APP_V2",
+		"a--b":            "A_B",
+		"-app":            "APP",
+		"app-":            "APP_",
+		"app--":           "APP_",
+		"App_Config":      "APP_CONFIG",
+		"123":             "123",
+		"":                "",
+		"..":              "",
+		"shop_db.secret1": "SHOP_DB_SECRET1",
+		"über":            "BER",
+	} {
+		if got := EnvVarPart(in); got != want {
+			t.Errorf("EnvVarPart(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// The variable of a source: STAKATER_<NAME>_<KIND>, as Reloader names it
+// (its getEnvVarName); a source of another namespace has it before its name.
+func TestEnvVarName(t *testing.T) {
+	c, err := Parse([]byte(`
+sources:
+- {name: configmap, group: "", version: v1, resource: configmaps, dataFields: [data, binaryData]}
+- {name: secret, group: "", version: v1, resource: secrets, dataFields: [data]}
+- {name: secretproviderclasspodstatus, group: secrets-store.csi.x-k8s.io, version: v1, resource: secretproviderclasspodstatuses,
+   lifecycle: updatesOnly, nameFrom: status.secretProviderClassName, items: {path: "status.objects[*]", key: id, value: version},
+   envVarKind: SECRETPROVIDERCLASS}
+- {name: my-kind, group: example.com, version: v1, resource: things, dataFields: [spec]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		kind                int
+		namespace, name, in string
+		want                string
+	}{
+		{0, "shop", "app-config", "shop", "STAKATER_APP_CONFIG_CONFIGMAP"},
+		{1, "shop", "db.password", "shop", "STAKATER_DB_PASSWORD_SECRET"},
+		{2, "shop", "vault-db", "shop", "STAKATER_VAULT_DB_SECRETPROVIDERCLASS"},
+		{3, "shop", "x", "shop", "STAKATER_X_MY_KIND"},
+		{0, "base", "app-config", "shop", "STAKATER_BASE_APP_CONFIG_CONFIGMAP"},
+	} {
+		if got := EnvVarName(c.Sources[tc.kind], tc.namespace, tc.name, tc.in); got != tc.want {
+			t.Errorf("%s %s/%s read in %s: %s, want %s", c.Sources[tc.kind].Name, tc.namespace, tc.name, tc.in, got, tc.want)
+		}
+	}
+}
+
+// envVar takes none of the other strategies' fields, and envVarKind names
+// only what a variable name can hold.
+func TestEnvVarStrategyErrors(t *testing.T) {
+	_, err := Parse([]byte(`
+sources:
+- {name: configmap, group: "", version: v1, resource: configmaps, dataFields: [data], envVarKind: config-map}
+- {name: secret, group: "", version: v1, resource: secrets, dataFields: [data]}
+workloads:
+- {group: apps, version: v1, resource: deployments, podTemplatePath: spec.template, restart: {strategy: envVar, field: spec.x}}
+`))
+	want := []string{
+		`sources[0].envVarKind: must be upper-case letters, digits and _, as Reloader's SECRETPROVIDERCLASS, got "config-map"`,
+		`workloads[0].restart.field: only the timestampAt strategy reads it; this one is envVar`,
+	}
+	if got := errorLines(t, err); !reflect.DeepEqual(got, want) {
+		t.Errorf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	c, err := Parse([]byte(`
+workloads:
+- {group: apps, version: v1, resource: deployments, podTemplatePath: spec.template,
+   restart: {byAnnotation: [{value: env-vars, strategy: envVar}]}}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := c.Workloads[0].Restart
+	if r.Strategy.Name != TemplateAnnotation || r.StrategyOf("env-vars").Name != EnvVar || !r.Uses(EnvVar) {
+		t.Errorf("restart %+v", r)
+	}
 }

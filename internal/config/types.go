@@ -165,6 +165,9 @@ type SourceKind struct {
 	// Members is set for a kind of lifecycle updatesOnly: its objects are
 	// members of the source named by Members.Name, their data its items.
 	Members *refs.Members
+	// EnvVarKind ends the envVar strategy's variable for a source of the
+	// kind: STAKATER_<NAME>_<EnvVarKind> (EnvVarName).
+	EnvVarKind string
 }
 
 // WorkloadKind is a watched pod-template workload resource.
@@ -182,17 +185,24 @@ type WorkloadKind struct {
 	MinInterval time.Duration
 }
 
-// Condition holds when the single value at Path equals Equals.
+// Condition holds when the single value at Path equals Equals; or, with
+// Element set, when no element of the list at Path satisfies Element.
 type Condition struct {
 	Path refs.Path
 	// Equals is a string, a bool or a float64.
 	Equals interface{}
+	// Element, when set, is the condition each element of the list at Path
+	// is tested with (its Path from the element); Equals is unused then.
+	Element *Condition
 }
 
 // Holds reports whether the condition holds for the object. Numbers compare
 // by value, whatever their Go type: JSON gives int64 or float64.
 func (c Condition) Holds(obj map[string]interface{}) bool {
 	v, ok := c.Path.Value(obj)
+	if c.Element != nil {
+		return c.noElement(v, ok)
+	}
 	if !ok {
 		return false
 	}
@@ -212,8 +222,30 @@ func (c Condition) Holds(obj map[string]interface{}) bool {
 	}
 }
 
-// String describes the condition for logs and Events, e.g. "spec.paused is true".
+// noElement: a missing (or null) list has no element; a value that is not
+// a list says nothing, so the condition does not hold on it.
+func (c Condition) noElement(v interface{}, found bool) bool {
+	if !found || v == nil {
+		return true
+	}
+	list, ok := v.([]interface{})
+	if !ok {
+		return false
+	}
+	for _, e := range list {
+		if m, ok := e.(map[string]interface{}); ok && c.Element.Holds(m) {
+			return false
+		}
+	}
+	return true
+}
+
+// String describes the condition for logs and Events, e.g. "spec.paused is
+// true", "spec.triggers has no element whose type is ConfigChange".
 func (c Condition) String() string {
+	if c.Element != nil {
+		return fmt.Sprintf("%s has no element whose %s is %v", c.Path, c.Element.Path, c.Element.Equals)
+	}
 	return fmt.Sprintf("%s is %v", c.Path, c.Equals)
 }
 

@@ -11,8 +11,8 @@ import (
 
 // Usage is the subcommand's help; %[1]s is how the CLI is invoked.
 const Usage = `Usage:
-  %[1]s migrate [--values FILE]... [--set KEY=VALUE]... [--namespace NS] [--reloader-pace] [-o FILE] [--strict]
-  %[1]s migrate [--env NAME=VALUE]... [--reloader-pace] [-o FILE] [--strict] -- RELOADER-FLAGS...
+  %[1]s migrate [--values FILE]... [--set KEY=VALUE]... [--namespace NS] [--reloader-pace] [--openshift] [-o FILE] [--strict]
+  %[1]s migrate [--env NAME=VALUE]... [--reloader-pace] [--openshift] [-o FILE] [--strict] -- RELOADER-FLAGS...
 
 Writes the restart-controller config file that gives a stakater/Reloader
 installation's behaviour, from its Helm values (as "helm install" takes
@@ -27,6 +27,8 @@ Flags:
   --env NAME=VALUE   an environment variable Reloader reads, with flags after "--" (repeatable)
   --reloader-pace    restart on every change at once, as Reloader does: no grace period,
                      waves or breaker (by default the controller's pacing stays)
+  --openshift        Reloader restarted OpenShift DeploymentConfigs (its releases that did
+                     found OpenShift by themselves; Helm: reloader.isOpenshift=true)
   -o FILE            write the config file here instead of standard output
   --strict           exit 1 when any of Reloader's behaviour is lost
 
@@ -52,6 +54,7 @@ func Main(name string, args []string, stdout, stderr io.Writer) int {
 	output := fs.String("o", "", "")
 	strict := fs.Bool("strict", false, "")
 	reloaderPace := fs.Bool("reloader-pace", false, "")
+	openshift := fs.Bool("openshift", false, "")
 	usage := func(err error) int {
 		if err != nil && !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintf(stderr, "migrate: %v\n\n", err)
@@ -72,6 +75,7 @@ func Main(name string, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return usage(err)
 	}
+	o.IsOpenshift = o.IsOpenshift || *openshift
 	res, err := Config(o, *reloaderPace)
 	if err != nil {
 		fmt.Fprintf(stderr, "migrate: %v\n", err)

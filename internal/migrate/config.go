@@ -63,6 +63,7 @@ func Config(o Options, reloaderPace bool) (Result, error) {
 	m.annotations(o.Annotations)
 	m.scope(o)
 	m.kinds(o)
+	m.reloadStrategy(o.ReloadStrategy)
 	m.behaviour(o)
 	m.process(o)
 	m.pace(reloaderPace)
@@ -219,7 +220,84 @@ func (m *mapping) kinds(o Options) {
 	if !slices.Contains(o.WorkloadTypesToIgnore, "jobs") {
 		m.recreateJobs()
 	}
+	if o.IsOpenshift {
+		m.deploymentConfigs()
+	}
 	m.csi(o)
+}
+
+// workloads returns the tree's workload kinds, copied so that they can be
+// changed: the defaults' when no kind was dropped or added before.
+func (m *mapping) workloads() []any {
+	from := m.tree["workloads"]
+	if from == nil {
+		from = m.defaults["workloads"]
+	}
+	list, _ := from.([]any)
+	out := make([]any, len(list))
+	for i, e := range list {
+		out[i] = copyTree(e)
+	}
+	m.tree["workloads"] = out
+	return out
+}
+
+// deploymentConfigs adds OpenShift's DeploymentConfigs as examples/config.yaml
+// shows them. Reloader's releases that restarted them found OpenShift by
+// themselves; v1.4.21's chart still grants them (reloader.isOpenshift) and
+// its end-to-end suites still expect them restarted, but its code restarting
+// them was removed: migrate keeps what the installation asked for.
+func (m *mapping) deploymentConfigs() {
+	m.tree["workloads"] = append(m.workloads(), map[string]any{
+		"group": "apps.openshift.io", "version": "v1", "resource": "deploymentconfigs", "podTemplatePath": "spec.template",
+		"rollout": map[string]any{"status": "deploymentconfig"},
+		"notRolledWhen": []any{
+			map[string]any{"path": "spec.paused", "equals": true},
+			map[string]any{"path": "spec.triggers", "noElement": map[string]any{"path": "type", "equals": "ConfigChange"}},
+		},
+	})
+	m.differs("DeploymentConfigs", "restarted (a deploymentconfigs.apps.openshift.io kind): Reloader v1.4.21 grants them "+
+		"(reloader.isOpenshift) but no longer restarts them, earlier releases did; one paused or without a ConfigChange "+
+		"trigger is reported not rolled (a RestartNotRolled Warning Event)")
+}
+
+// reloadStrategy maps --reload-strategy. env-vars is the envVar strategy
+// for every kind restarted through its pod template's annotation
+// (templateAnnotation), picked by annotation or not. Not given, Reloader
+// uses env-vars; the controller's default (templateAnnotation) is kept
+// instead, as a difference: envVar is opt-in, changing the containers that
+// GitOps tools compare (Reloader itself advises annotations under GitOps),
+// and an installation that never chose env-vars chose nothing about its
+// containers. Its pods roll the same way either way.
+func (m *mapping) reloadStrategy(s string) {
+	switch s {
+	case "env-vars":
+		for _, e := range entries(m.workloads()) {
+			restart, _ := e["restart"].(map[string]any)
+			if restart == nil {
+				restart = map[string]any{}
+				e["restart"] = restart
+			}
+			byAnnotation := entries(restart["byAnnotation"])
+			for _, r := range append([]map[string]any{restart}, byAnnotation...) {
+				if name, _ := r["strategy"].(string); name == "" || name == string(config.TemplateAnnotation) {
+					r["strategy"] = string(config.EnvVar)
+				}
+			}
+		}
+		m.differs("--reload-strategy=env-vars", "a restart sets STAKATER_<NAME>_<KIND> (the envVar strategy) to the source's keyed "+
+			"checksum, not a SHA-1 of its data, in every container that reads the source (Reloader: the first one); "+
+			"CronJobs start a Job and Jobs are re-created without it")
+	case "annotations":
+		m.differs("--reload-strategy=annotations", "a restart writes com.xing.deployment-restart.timestamp into the pod template, "+
+			"not reloader.stakater.com/last-reloaded-from; the pods roll the same way")
+	case "":
+		m.differs("--reload-strategy", "not given: Reloader's default is env-vars, written here as the controller's default, "+
+			"a timestamp annotation on the pod template (the containers, which GitOps tools compare, are left alone; the pods "+
+			"roll the same way); migrate with --reload-strategy=env-vars (Helm reloader.reloadStrategy=env-vars) for STAKATER_ variables")
+	default:
+		m.lost("--reload-strategy", "%q is neither env-vars nor annotations; Reloader refuses it at start", s)
+	}
 }
 
 // dropSource removes a source kind and everything that names it: its
@@ -270,9 +348,6 @@ func (m *mapping) dropWorkload(group, resource string) {
 func (m *mapping) behaviour(o Options) {
 	if o.AutoReloadAll {
 		m.tree["optInAll"] = true
-	}
-	if o.ReloadStrategy == "env-vars" {
-		m.differs("--reload-strategy=env-vars", "a restart sets an annotation on the pod template, not a STAKATER_* environment variable; the pods roll the same way")
 	}
 	// Reloader's flags, both off by default; on here by default.
 	life := map[string]any{}
@@ -375,6 +450,25 @@ func header(findings []Finding) []byte {
 		}
 	}
 	return b.Bytes()
+}
+
+// copyTree copies the maps and lists of a decoded YAML tree.
+func copyTree(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = copyTree(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = copyTree(e)
+		}
+		return out
+	}
+	return v
 }
 
 // entries reads a list of maps out of a decoded YAML tree.

@@ -27,6 +27,8 @@ func (m *mapping) csi(o Options) {
 		"name": csiSource, "group": "secrets-store.csi.x-k8s.io", "version": "v1", "resource": "secretproviderclasspodstatuses",
 		"lifecycle": "updatesOnly", "nameFrom": "status.secretProviderClassName",
 		"items": map[string]any{"path": "status.objects[*]", "key": "id", "value": "version"},
+		// Reloader's env-vars name: STAKATER_<NAME>_SECRETPROVIDERCLASS.
+		"envVarKind": "SECRETPROVIDERCLASS",
 	})
 	m.tree["references"] = append(m.tree["references"].([]any), map[string]any{
 		"source": csiSource, "from": []any{"volumes[*].csi"}, "name": "volumeAttributes.secretProviderClass",

@@ -45,6 +45,9 @@ func TestConfigCSI(t *testing.T) {
 	if !cfg.SourceLifecycle.Unknown(csiSource) {
 		t.Error("the CSI kind is not of lifecycle updatesOnly")
 	}
+	if k := cfg.Sources[len(cfg.Sources)-1]; k.Name != csiSource || k.EnvVarKind != "SECRETPROVIDERCLASS" {
+		t.Errorf("the CSI kind %+v: want Reloader's SECRETPROVIDERCLASS as envVarKind", k)
+	}
 
 	// Helm values name it reloader.enableCSIIntegration.
 	v := Values{}

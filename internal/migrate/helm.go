@@ -253,6 +253,9 @@ func FromHelmValues(v Values, releaseNamespace string) (Options, error) {
 	if err != nil {
 		return Options{}, fmt.Errorf("reading Helm values: %w", err)
 	}
+	// The chart grants Reloader DeploymentConfigs with it; no flag of
+	// Reloader's carries it.
+	o.IsOpenshift = v.isTrue("reloader.isOpenshift")
 	return o, nil
 }
 

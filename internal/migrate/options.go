@@ -34,7 +34,13 @@ type Options struct {
 	NamespaceSelectors []string
 	ResourceSelectors  []string
 	IsArgoRollouts     bool
-	// ReloadStrategy is "env-vars" (Reloader's default) or "annotations".
+	// IsOpenshift: Reloader restarted OpenShift DeploymentConfigs (Helm
+	// reloader.isOpenshift, or migrate's --openshift; Reloader has no flag
+	// for it: its releases that restarted them found OpenShift's API by
+	// themselves).
+	IsOpenshift bool
+	// ReloadStrategy is "env-vars" or "annotations" as given, "" when not
+	// given (Reloader then uses env-vars; Config says what is written).
 	ReloadStrategy       string
 	ReloadOnCreate       bool
 	ReloadOnDelete       bool
@@ -73,8 +79,7 @@ func DefaultOptions() Options {
 			Match:         "reloader.stakater.com/match",
 			Ignore:        "reloader.stakater.com/ignore",
 		},
-		ReloadStrategy: "env-vars",
-		LogLevel:       "info",
+		LogLevel: "info",
 	}
 }
 

@@ -94,7 +94,7 @@ func (c *Controller) write(ctx context.Context, s decision.Snapshot, v decision.
 		err = errLeaseStale
 		if c.Fresh() {
 			wr := strategy.Writer{Client: c.Client, Annotations: c.Config.Annotations, Patch: c.timedPatch,
-				TemplateFields: c.templateFields[key.Resource]}
+				TemplateFields: c.templateFields[key.Resource], Sources: c.Config.Sources, Extractors: c.Config.Extractors}
 			err = wr.Restart(ctx, key, s.Workload, v)
 		}
 	} else {
@@ -104,9 +104,9 @@ func (c *Controller) write(ctx context.Context, s decision.Snapshot, v decision.
 			return false, fmt.Errorf("building patch for %s: %w", key, err)
 		}
 		err = c.timedPatch(ctx, key, body)
-		if v.Plan.Restart && !errors.Is(err, errLeaseStale) && !apierrors.IsNotFound(err) {
-			c.Metrics.RestartPatched(key.Namespace, err == nil)
-		}
+	}
+	if strategy.PatchesWorkload(v.Plan) && !errors.Is(err, errLeaseStale) && !apierrors.IsNotFound(err) {
+		c.Metrics.RestartPatched(key.Namespace, err == nil)
 	}
 	if err != nil {
 		c.Pacing.Unreserve(key)

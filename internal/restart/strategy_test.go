@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
@@ -108,6 +109,13 @@ type strategyHarness struct {
 
 func newStrategyHarness(t *testing.T, data map[string]string, objs ...*unstructured.Unstructured) *strategyHarness {
 	t.Helper()
+	return newStrategyHarnessWith(t, nil, data, objs...)
+}
+
+// newStrategyHarnessWith is newStrategyHarness with the config changed by
+// change before the controller is built.
+func newStrategyHarnessWith(t *testing.T, change func(*config.Config), data map[string]string, objs ...*unstructured.Unstructured) *strategyHarness {
+	t.Helper()
 	cfg := exampleConfig(t)
 	extra, err := config.Parse([]byte(`
 workloads:
@@ -118,6 +126,9 @@ workloads:
 		t.Fatal(err)
 	}
 	cfg.Workloads = append(cfg.Workloads, extra.Workloads...)
+	if change != nil {
+		change(cfg)
+	}
 	h := &harness{t: t, cfg: cfg, sources: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
 		workloads: map[schema.GroupVersionResource]cache.Indexer{}, inAPIOnly: map[catalog.SourceID]bool{}}
 	cat := catalog.New()
@@ -129,13 +140,13 @@ workloads:
 	}
 	h.setSource(data)
 	s := &strategyHarness{harness: h, kinds: map[string]schema.GroupVersionResource{
-		"Rollout": rolloutsGVR, "CronJob": cronjobsGVR, "Job": jobsGVR}}
+		"Rollout": rolloutsGVR, "CronJob": cronjobsGVR, "Job": jobsGVR, "Deployment": deploymentsGVR}}
 	in := make([]runtime.Object, len(objs))
 	for i, u := range objs {
 		in[i] = u.DeepCopy()
 	}
 	h.client = fake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		rolloutsGVR: "RolloutList", cronjobsGVR: "CronJobList", jobsGVR: "JobList"}, in...)
+		rolloutsGVR: "RolloutList", cronjobsGVR: "CronJobList", jobsGVR: "JobList", deploymentsGVR: "DeploymentList"}, in...)
 	h.c = newController(t, cfg, cat, h.client, h.exists)
 	for _, u := range objs {
 		s.cache(u)
@@ -440,5 +451,131 @@ func TestRunNowJobRecoversAfterDeadline(t *testing.T) {
 				t.Errorf("record once the Job is %s: %+v, want %s (%s)", tt.end, rec, tt.wantResult, tt.wantReason)
 			}
 		})
+	}
+}
+
+const envVarDeployment = `
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: shop
+  uid: uid-web
+  resourceVersion: "41"
+  annotations: {com.xing.deployment-restart: enabled, com.xing.deployment-restart.strategy: env-vars}
+spec:
+  replicas: 2
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - {name: web, image: shop/web:1, env: [{name: LEVEL, value: debug}], envFrom: [{configMapRef: {name: app}}]}
+      - {name: proxy, image: shop/proxy:1}
+`
+
+// envVarHarness restarts Deployments whose strategy annotation says
+// env-vars by the envVar strategy.
+func envVarHarness(t *testing.T, data map[string]string, objs ...*unstructured.Unstructured) *strategyHarness {
+	t.Helper()
+	return newStrategyHarnessWith(t, func(cfg *config.Config) {
+		alt, err := config.Parse([]byte(`
+workloads:
+- {group: apps, version: v1, resource: deployments, podTemplatePath: spec.template,
+   restart: {byAnnotation: [{value: env-vars, strategy: envVar}]}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range cfg.Workloads {
+			if cfg.Workloads[i].GVR == deploymentsGVR {
+				cfg.Workloads[i].Restart = alt.Workloads[0].Restart
+			}
+		}
+	}, data, objs...)
+}
+
+// TestEnvVarPatch: a Deployment whose annotation picks envVar gets Reloader's
+// variable, holding the keyed checksum recorded for the ConfigMap, in the
+// container that reads it and in no other, in the one patch that records
+// the checksums, on the resourceVersion it was decided on. The variable is
+// no template change for the next decision, which restarts nothing more.
+func TestEnvVarPatch(t *testing.T) {
+	s := newStrategyHarness(t, dataV2)
+	u := s.settled(fromYAML(t, envVarDeployment), dataV1)
+	s = envVarHarness(t, dataV2, u)
+	if err := s.reconcile(deploymentsGVR, "web"); err != nil {
+		t.Fatal(err)
+	}
+	patches := s.patches()
+	if len(patches) != 1 {
+		t.Fatalf("%d patches, want 1", len(patches))
+	}
+	if got := patches[0].GetPatchType(); got != types.MergePatchType {
+		t.Errorf("patch type %s", got)
+	}
+	sum := sourceState(t, cmApp, dataV2).Checksum(testSums, nil)
+	if !strings.HasPrefix(sum, "v3.") {
+		t.Fatalf("checksum %q is not keyed", sum)
+	}
+	applied := annotation(t, map[string]string{cmApp.String(): sum})
+	w := s.reduce(u)
+	want := `{"metadata":{"annotations":{"` + appliedKey + `":"` + strings.ReplaceAll(applied, `"`, `\"`) + `",` +
+		`"` + templateHashKey + `":"` + w.TemplateHash + `"},"resourceVersion":"41"},` +
+		`"spec":{"template":{"spec":{"containers":[` +
+		`{"env":[{"name":"LEVEL","value":"debug"},{"name":"STAKATER_APP_CONFIGMAP","value":"` + sum + `"}],` +
+		`"envFrom":[{"configMapRef":{"name":"app"}}],"image":"shop/web:1","name":"web"},` +
+		`{"image":"shop/proxy:1","name":"proxy"}]}}}}`
+	var body map[string]interface{}
+	if err := json.Unmarshal(patches[0].GetPatch(), &body); err != nil {
+		t.Fatal(err)
+	}
+	delete(body["metadata"].(map[string]interface{})["annotations"].(map[string]interface{}), rolloutKey)
+	if got := jsonOf(t, body); got != want {
+		t.Errorf("patch\n got %s\nwant %s", got, want)
+	}
+	if !strings.Contains(string(patches[0].GetPatch()), rolloutKey) {
+		t.Error("the restart carries no rollout record")
+	}
+	var gets []string
+	for _, a := range s.client.Actions() {
+		if a.GetVerb() == "get" {
+			gets = append(gets, a.GetResource().Resource)
+		}
+	}
+	if !reflect.DeepEqual(gets, []string{"deployments"}) {
+		t.Errorf("reads %v: the strategy reads the whole workload once", gets)
+	}
+
+	patched := s.get(deploymentsGVR, "web")
+	if got := s.reduce(patched).TemplateHash; got != w.TemplateHash {
+		t.Errorf("template hash %s after the restart, %s before: the variable counts as a template change", got, w.TemplateHash)
+	}
+	if _, found, _ := unstructured.NestedString(patched.Object, "spec", "template", "metadata", "annotations", timestampKey); found {
+		t.Error("the restart timestamp was written too")
+	}
+	s.cache(patched)
+	if err := s.reconcile(deploymentsGVR, "web"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(s.patches()); n != 1 {
+		t.Errorf("%d patches after the restart's own write came back, want 1", n)
+	}
+}
+
+// TestEnvVarCacheBehind: decided on a cached workload older than the API
+// server's, the envVar restart writes nothing: a conflict, decided again on
+// fresh state.
+func TestEnvVarCacheBehind(t *testing.T) {
+	s := newStrategyHarness(t, dataV2)
+	u := s.settled(fromYAML(t, envVarDeployment), dataV1)
+	s = envVarHarness(t, dataV2, u)
+	stale := u.DeepCopy()
+	stale.SetResourceVersion("40")
+	s.cache(stale)
+	err := s.reconcile(deploymentsGVR, "web")
+	if !apierrors.IsConflict(err) {
+		t.Fatalf("reconcile: %v, want a conflict", err)
+	}
+	if n := len(s.patches()); n != 0 {
+		t.Errorf("%d patches on a stale decision", n)
 	}
 }

@@ -156,6 +156,51 @@ func argoRollout(o object) Status {
 	return Status{Phase: Complete, Message: fmt.Sprintf("%d replicas updated and available", want)}
 }
 
+// deploymentConfig follows `oc rollout status` for OpenShift
+// DeploymentConfigs: a paused one, or one without a ConfigChange trigger (a
+// template change then waits for `oc rollout latest`), is not rolling; once
+// the latest generation is observed, the Progressing condition's reason
+// decides (NewReplicationControllerAvailable: complete;
+// ProgressDeadlineExceeded or RolloutCancelled: failed), else the replica
+// counts say what is still waited for. OpenShift's controller writes the
+// new replication controller's reason in the same status update that
+// observes the generation, so a complete reason is never the previous
+// rollout's.
+func deploymentConfig(o object) Status {
+	if paused, _ := o.boolean("spec", "paused"); paused {
+		return Status{Phase: NotRolling, Reason: "Paused", Message: "the DeploymentConfig is paused"}
+	}
+	if !o.hasElement([]string{"spec", "triggers"}, "type", "ConfigChange") {
+		return Status{Phase: NotRolling, Reason: "NoConfigChangeTrigger",
+			Message: "no ConfigChange trigger: a template change rolls out only by `oc rollout latest`"}
+	}
+	if s, ok := generationNotObserved(o); ok {
+		return s
+	}
+	c, _ := o.condition("Progressing")
+	switch c.reason {
+	case "NewReplicationControllerAvailable":
+		return Status{Phase: Complete, Message: c.message}
+	case "ProgressDeadlineExceeded", "RolloutCancelled":
+		return Status{Phase: Failed, Reason: c.reason, Message: c.message}
+	case "DeploymentConfigPaused":
+		return Status{Phase: NotRolling, Reason: "Paused", Message: c.message}
+	}
+	want := o.intOr(0, "spec", "replicas")
+	updated := o.intOr(0, "status", "updatedReplicas")
+	total := o.intOr(0, "status", "replicas")
+	available := o.intOr(0, "status", "availableReplicas")
+	switch {
+	case updated < want:
+		return progressing("LessUpdated", "updated %d/%d", updated, want)
+	case total > updated:
+		return progressing("OldReplicasPending", "%d old replicas pending termination", total-updated)
+	case available < updated:
+		return progressing("LessAvailable", "available %d/%d", available, updated)
+	}
+	return progressing("NotReportedAvailable", "version %d not reported available yet", o.intOr(0, "status", "latestVersion"))
+}
+
 // generic follows kstatus for kinds it has no rule for: the latest generation
 // observed, where status.observedGeneration exists; a Stalled condition
 // that is True is a failure and a Reconciling one means progress; then the
@@ -307,6 +352,19 @@ func (o object) conditions() []condition {
 		out = append(out, cond)
 	}
 	return out
+}
+
+// hasElement reports whether the list at path has a map element whose
+// field equals value.
+func (o object) hasElement(path []string, field, value string) bool {
+	for _, item := range o.list(path...) {
+		if m, ok := item.(map[string]interface{}); ok {
+			if s, _ := object(m).str(field); s == value {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (o object) condition(typ string) (condition, bool) {

@@ -67,6 +67,9 @@ const (
 	KindStatefulSet Kind = "statefulset"
 	KindDaemonSet   Kind = "daemonset"
 	KindArgoRollout Kind = "argo-rollout"
+	// KindDeploymentConfig reads OpenShift DeploymentConfigs
+	// (apps.openshift.io) as `oc rollout status` does.
+	KindDeploymentConfig Kind = "deploymentconfig"
 	// KindConditions is the generic rule for kinds added by configuration.
 	KindConditions Kind = "conditions"
 	// KindNone follows nothing: every restart counts as NotRolling. For kinds
@@ -78,7 +81,7 @@ const (
 )
 
 // Kinds lists every rule name, for validation and error messages.
-var Kinds = []Kind{KindDeployment, KindStatefulSet, KindDaemonSet, KindArgoRollout, KindConditions, KindNone, KindJob}
+var Kinds = []Kind{KindDeployment, KindStatefulSet, KindDaemonSet, KindArgoRollout, KindDeploymentConfig, KindConditions, KindNone, KindJob}
 
 // DefaultReadyConditions are the condition types the generic rule reads when
 // a kind does not name its own: the first of them the object carries decides.
@@ -101,7 +104,8 @@ type Rule struct {
 
 // BuiltinKind returns the rule a workload resource gets when its
 // configuration names none: the built-in one of the four kinds the default
-// configuration watches, the generic one for any other.
+// configuration watches and of OpenShift's DeploymentConfigs, the generic
+// one for any other.
 func BuiltinKind(gvr schema.GroupVersionResource) Kind {
 	switch gvr.GroupResource() {
 	case schema.GroupResource{Group: "apps", Resource: "deployments"}:
@@ -112,6 +116,8 @@ func BuiltinKind(gvr schema.GroupVersionResource) Kind {
 		return KindDaemonSet
 	case schema.GroupResource{Group: "argoproj.io", Resource: "rollouts"}:
 		return KindArgoRollout
+	case schema.GroupResource{Group: "apps.openshift.io", Resource: "deploymentconfigs"}:
+		return KindDeploymentConfig
 	}
 	return KindConditions
 }
@@ -132,6 +138,8 @@ func (r Rule) Evaluate(obj map[string]interface{}) Status {
 		s = daemonSet(o)
 	case KindArgoRollout:
 		s = argoRollout(o)
+	case KindDeploymentConfig:
+		s = deploymentConfig(o)
 	case KindJob:
 		s = job(o)
 	case KindNone:

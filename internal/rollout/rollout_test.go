@@ -17,11 +17,12 @@ import (
 // holds the expected phase and reason, by the rule of its file's kind.
 func TestEvaluateFixtures(t *testing.T) {
 	files := map[string]Kind{
-		"deployment.yaml":  KindDeployment,
-		"statefulset.yaml": KindStatefulSet,
-		"daemonset.yaml":   KindDaemonSet,
-		"rollout.yaml":     KindArgoRollout,
-		"conditions.yaml":  KindConditions,
+		"deployment.yaml":       KindDeployment,
+		"statefulset.yaml":      KindStatefulSet,
+		"daemonset.yaml":        KindDaemonSet,
+		"rollout.yaml":          KindArgoRollout,
+		"deploymentconfig.yaml": KindDeploymentConfig,
+		"conditions.yaml":       KindConditions,
 	}
 	for file, kind := range files {
 		raw, err := os.ReadFile(filepath.Join("testdata", file))
@@ -109,12 +110,13 @@ func TestHostileShapes(t *testing.T) {
 
 func TestBuiltinKind(t *testing.T) {
 	for gvr, want := range map[schema.GroupVersionResource]Kind{
-		{Group: "apps", Version: "v1", Resource: "deployments"}:           KindDeployment,
-		{Group: "apps", Version: "v1", Resource: "statefulsets"}:          KindStatefulSet,
-		{Group: "apps", Version: "v1", Resource: "daemonsets"}:            KindDaemonSet,
-		{Group: "argoproj.io", Version: "v1alpha1", Resource: "rollouts"}: KindArgoRollout,
-		{Group: "batch", Version: "v1", Resource: "cronjobs"}:             KindConditions,
-		{Group: "example.com", Version: "v1", Resource: "deployments"}:    KindConditions,
+		{Group: "apps", Version: "v1", Resource: "deployments"}:                    KindDeployment,
+		{Group: "apps", Version: "v1", Resource: "statefulsets"}:                   KindStatefulSet,
+		{Group: "apps", Version: "v1", Resource: "daemonsets"}:                     KindDaemonSet,
+		{Group: "argoproj.io", Version: "v1alpha1", Resource: "rollouts"}:          KindArgoRollout,
+		{Group: "apps.openshift.io", Version: "v1", Resource: "deploymentconfigs"}: KindDeploymentConfig,
+		{Group: "batch", Version: "v1", Resource: "cronjobs"}:                      KindConditions,
+		{Group: "example.com", Version: "v1", Resource: "deployments"}:             KindConditions,
 	} {
 		if got := BuiltinKind(gvr); got != want {
 			t.Errorf("%s: got %s, want %s", gvr, got, want)

@@ -18,6 +18,20 @@ import (
 // with a conflict when the cache is behind; the retry then decides again on
 // fresh state instead of restarting twice on a stale view.
 func BuildPatch(templateFields []string, annotations config.Annotations, w *catalog.WorkloadState, plan decision.Plan, now time.Time) ([]byte, error) {
+	patch, err := buildPatch(templateFields, annotations, w, plan, now)
+	if err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(patch)
+	if err != nil {
+		return nil, fmt.Errorf("encoding patch: %w", err)
+	}
+	return body, nil
+}
+
+// buildPatch is BuildPatch's patch before it is encoded, for the strategies
+// that add to it (envVar).
+func buildPatch(templateFields []string, annotations config.Annotations, w *catalog.WorkloadState, plan decision.Plan, now time.Time) (map[string]interface{}, error) {
 	applied, err := json.Marshal(plan.Applied) // map keys sorted: stable output
 	if err != nil {
 		return nil, fmt.Errorf("encoding applied checksums: %w", err)
@@ -35,29 +49,29 @@ func BuildPatch(templateFields []string, annotations config.Annotations, w *cata
 			"annotations":     ann,
 		},
 	}
-	// runNow and recreate restart by another write (strategy.go): this
-	// patch records what they delivered.
+	// runNow, recreate and envVar restart by other writes (strategy.go):
+	// this patch records what they delivered.
 	switch {
 	case plan.Restart && plan.Strategy.Name == config.TimestampAt:
 		fields, _ := plan.Strategy.Field.Fields()
 		nest(patch, fields[:len(fields)-1], map[string]interface{}{fields[len(fields)-1]: Time(now, w.RestartMark)})
-	case plan.Restart && plan.Strategy.Name != config.RunNow && plan.Strategy.Name != config.Recreate:
-		// RFC 3339 with nanoseconds: two restarts within one second must still
-		// change the template, or the second would roll nothing.
-		leaf := map[string]interface{}{
-			"metadata": map[string]interface{}{
-				"annotations": map[string]interface{}{
-					annotations.RestartTimestamp: now.UTC().Format(time.RFC3339Nano),
-				},
+	case plan.Restart && !OtherWrites(plan):
+		nest(patch, templateFields, timestampLeaf(annotations, now))
+	}
+	return patch, nil
+}
+
+// timestampLeaf is the pod template's restart timestamp, below the template.
+// RFC 3339 with nanoseconds: two restarts within one second must still
+// change the template, or the second would roll nothing.
+func timestampLeaf(annotations config.Annotations, now time.Time) map[string]interface{} {
+	return map[string]interface{}{
+		"metadata": map[string]interface{}{
+			"annotations": map[string]interface{}{
+				annotations.RestartTimestamp: now.UTC().Format(time.RFC3339Nano),
 			},
-		}
-		nest(patch, templateFields, leaf)
+		},
 	}
-	body, err := json.Marshal(patch)
-	if err != nil {
-		return nil, fmt.Errorf("encoding patch: %w", err)
-	}
-	return body, nil
 }
 
 // templateRecordOf is the plan's template record; a plan built by hand

@@ -1,7 +1,8 @@
 // Package strategy carries out the restarts that are more than the one
 // merge patch of a pod template's annotation (config.Strategy): the time a
 // timestampAt strategy writes, the Job a runNow restart starts and follows,
-// and the object a recreate restart deletes and creates again. The
+// the object a recreate restart deletes and creates again, and the
+// containers' variables an envVar restart sets. The
 // controller (internal/restart) decides and lends its client and its patch;
 // this package only writes as the strategy says.
 package strategy
@@ -21,6 +22,7 @@ import (
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/decision"
+	"github.com/restart-controller/restart-controller/internal/refs"
 )
 
 // Time is the time a timestampAt strategy writes: RFC 3339 in seconds, as
@@ -37,9 +39,21 @@ func Time(now time.Time, current string) string {
 }
 
 // OtherWrites reports whether a plan's restart is written otherwise than
-// by the one merge patch of the workload.
+// by the one merge patch of the workload BuildPatch makes: from the whole
+// workload, read just before (runNow, recreate, envVar).
 func OtherWrites(plan decision.Plan) bool {
-	return plan.Restart && (plan.Strategy.Name == config.RunNow || plan.Strategy.Name == config.Recreate)
+	switch plan.Strategy.Name {
+	case config.RunNow, config.Recreate, config.EnvVar:
+		return plan.Restart
+	}
+	return false
+}
+
+// PatchesWorkload reports whether a plan's restart is one patch of the
+// workload (every strategy but runNow and recreate): what Reloader's reload
+// counter counts.
+func PatchesWorkload(plan decision.Plan) bool {
+	return plan.Restart && plan.Strategy.Name != config.RunNow && plan.Strategy.Name != config.Recreate
 }
 
 // Writer is what the controller lends to carry out a restart.
@@ -51,6 +65,11 @@ type Writer struct {
 	Patch func(ctx context.Context, key catalog.WorkloadKey, body []byte) error
 	// TemplateFields lead to the pod template of the workload's kind.
 	TemplateFields []string
+	// Sources and Extractors are the config's source kinds and reference
+	// extractors: the envVar strategy names its variables after the first
+	// and finds the containers that read a source with the second.
+	Sources    []config.SourceKind
+	Extractors []*refs.Extractor
 }
 
 // errWorkloadBehind: the restart was decided on a cached workload older
@@ -58,8 +77,9 @@ type Writer struct {
 // resourceVersion is, and the workload is decided again on fresh state.
 var errWorkloadBehind = errors.New("changed since it was cached")
 
-// Restart carries out a runNow or recreate restart of the workload as the
-// verdict decided it. NotFound is returned as it is: the workload is gone.
+// Restart carries out a runNow, recreate or envVar restart of the workload
+// as the verdict decided it. NotFound is returned as it is: the workload is
+// gone.
 func (wr Writer) Restart(ctx context.Context, key catalog.WorkloadKey, w decision.Workload, v decision.Verdict) error {
 	obj, err := wr.Client.Resource(key.Resource).Namespace(key.Namespace).Get(ctx, key.Name, metav1.GetOptions{})
 	if err != nil {
@@ -68,8 +88,11 @@ func (wr Writer) Restart(ctx context.Context, key catalog.WorkloadKey, w decisio
 	if obj.GetResourceVersion() != w.State.ResourceVersion {
 		return apierrors.NewConflict(key.Resource.GroupResource(), key.Name, errWorkloadBehind)
 	}
-	if v.Plan.Strategy.Name == config.RunNow {
+	switch v.Plan.Strategy.Name {
+	case config.RunNow:
 		return wr.runNow(ctx, key, w, v, obj)
+	case config.EnvVar:
+		return wr.envVar(ctx, key, w, v, obj)
 	}
 	return wr.recreate(ctx, key, w.State, v, obj)
 }

@@ -103,3 +103,33 @@ func CSIKind(t testing.TB) (source, reference string) {
 	}
 	return source, reference
 }
+
+// DeploymentConfigKind returns the OpenShift DeploymentConfig workload kind
+// that examples/config.yaml shows in a comment, uncommented: its entry of
+// workloads[], a YAML list item ending in a newline. Tests that configure
+// the kind use it, so the documented example stays one that works.
+func DeploymentConfigKind(t testing.TB) string {
+	t.Helper()
+	data, err := os.ReadFile(ExamplePath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const first = "#   - {group: apps.openshift.io, version: v1, resource: deploymentconfigs,"
+	var kind string
+	in := false
+	for _, line := range strings.Split(string(data), "\n") {
+		switch {
+		case strings.HasPrefix(line, first):
+			in = true
+		case in && !strings.HasPrefix(line, "#      "):
+			in = false
+		}
+		if in {
+			kind += strings.TrimPrefix(line, "#   ") + "\n"
+		}
+	}
+	if kind == "" {
+		t.Fatal("examples/config.yaml no longer shows the DeploymentConfig kind in a comment")
+	}
+	return kind
+}
