@@ -81,7 +81,7 @@ func importRules() []rule {
 		{pkg: "internal/strategy", may: []string{"internal/catalog", "internal/decision", "internal/config", "internal/record", "internal/refs", "internal/rollout"}},
 		{pkg: "internal/restart", may: append([]string{"internal/catalog", "internal/checksum", "internal/sourcecodec", "internal/metrics", "internal/decision", "internal/pacing", "internal/keyread", "internal/notify", "internal/strategy"}, policy...),
 			tests: []string{"internal/decision/decisiontest", "internal/explain", "internal/testfixture"}},
-		{pkg: "internal/explain", may: append([]string{"internal/decision", "internal/catalog", "internal/checksum", "internal/checksumkey", "internal/explain/explaintest", "internal/members"}, policy...),
+		{pkg: "internal/explain", may: append([]string{"internal/decision", "internal/pacing", "internal/catalog", "internal/checksum", "internal/checksumkey", "internal/explain/explaintest", "internal/members"}, policy...),
 			tests: []string{"internal/testfixture"}},
 		{pkg: "internal/check", may: []string{"internal/access", "internal/cli", "internal/config", "internal/explain", "internal/explain/explaintest"},
 			tests: []string{"internal/testfixture"}},

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
@@ -21,6 +22,10 @@ import (
 // Cluster reads objects with the caller's credentials: get and list only.
 type Cluster struct {
 	Dynamic dynamic.Interface
+	// Kube is the typed client, for what status reads beside the
+	// configured kinds (the leader's Lease, the metrics through the API
+	// server's proxy); nil in tests of the configured kinds.
+	Kube kubernetes.Interface
 }
 
 // Target is what a KIND/NAME argument names: a configured source kind or a
