@@ -389,7 +389,7 @@ func (c *Config) decision(snap decision.Snapshot, r *WorkloadReport, pace pacing
 			// Only these ends are the objects' and the clock's to tell: a
 			// hold ends on an event, a queue's recheck is no end, and
 			// the breaker's quiet time is timed by the controller's memory.
-			until := v.Until
+			until := c.inWindowZone(v.Until, snap.Now)
 			d.Until = &until
 		}
 		d.Reasons = append(d.Reasons, v.Reasons...)
@@ -459,6 +459,20 @@ func (c *Config) decision(snap decision.Snapshot, r *WorkloadReport, pace pacing
 		d.Record = plan.Applied
 	}
 	return d
+}
+
+// inWindowZone is the opening of a restart window at until in the window's
+// time zone, as its schedule says it and the decision's reason prints it;
+// any other time as it is. The verdict names no window, so it is the one
+// closed at now that opens at until (another that opens then is the same
+// instant).
+func (c *Config) inWindowZone(until, now time.Time) time.Time {
+	for _, w := range c.Windows {
+		if open, opens, _ := w.At(now); !open && opens.Equal(until) && w.Location != nil {
+			return until.In(w.Location)
+		}
+	}
+	return until
 }
 
 // compare tells whether a recorded checksum matches the data now, in

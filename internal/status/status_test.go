@@ -22,7 +22,7 @@ var update = flag.Bool("update", false, "rewrite the golden files and the README
 // incidentConfig has a restart window, and a cap of one paced rollout in
 // flight so that one change's rollout keeps another's first wave waiting.
 const incidentConfig = `
-restartWindows: [{name: nights, schedule: "0 22 * * *", duration: 2h, timeZone: UTC}]
+restartWindows: [{name: nights, schedule: "0 22 * * *", duration: 2h, timeZone: Europe/Berlin}]
 waves: {maxInFlight: 1}
 `
 
@@ -154,8 +154,9 @@ func TestIncidentReasons(t *testing.T) {
 	if len(got) != len(want) {
 		t.Errorf("%d restarts listed, want %d", len(got), len(want))
 	}
-	if u := got["batch"].Until; u == nil || !u.Equal(time.Date(2026, 5, 1, 22, 0, 0, 0, time.UTC)) {
-		t.Errorf("batch waits until %v, want its window's opening at 22:00", u)
+	// The opening in the window's time zone, as its schedule says it.
+	if u := got["batch"].Until; u == nil || u.Format(time.RFC3339) != "2026-05-01T22:00:00+02:00" || !strings.HasSuffix(got["batch"].Ends, "at 2026-05-01T22:00:00+02:00") {
+		t.Errorf("batch waits until %v (%s), want its window's opening at 22:00 in Berlin", u, got["batch"].Ends)
 	}
 	if u := got["api"].Until; u == nil || !u.Equal(now.Add(30*time.Minute)) {
 		t.Errorf("api waits until %v, want its interval's end at 12:30", u)
