@@ -159,7 +159,7 @@ func Connect(ctx context.Context, kube *genericclioptions.ConfigFlags, cfg *Conf
 	} else if cfg.Sums, err = checksum.NewHasher(key); err != nil {
 		fmt.Fprintf(env.Stderr, "note: %v; keyed checksums are not compared\n", err)
 	}
-	return &Cluster{Dynamic: client, Kube: kc}, namespace, nil
+	return &Cluster{Dynamic: client, Kube: kc, REST: rc}, namespace, nil
 }
 
 // explainTarget explains a workload, or a source and its readers, and says

@@ -576,6 +576,12 @@ func (c *Config) notWatched(namespace string, objLabels map[string]string) strin
 	return strings.Join(why, "; ")
 }
 
+// NamespaceNotWatched says why the controller does not act on the
+// workloads of a namespace, or "" when it does.
+func (c *Config) NamespaceNotWatched(namespace string) string {
+	return c.namespaceNotWatched(namespace)
+}
+
 // namespaceNotWatched says why the controller does not watch a namespace,
 // or does not act on its workloads, or "".
 func (c *Config) namespaceNotWatched(namespace string) string {

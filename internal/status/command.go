@@ -93,6 +93,11 @@ func Main(ctx context.Context, args []string, env explain.Env) int {
 	}
 	scope, scopeText := Scope(cfg, *all, namespace)
 	listing := Read(ctx, cl, cfg, scope)
+	if cfg.Sums.KeyID() == "" {
+		// Connect said why on stderr; the report must say what it costs.
+		listing.NotRead(fmt.Sprintf("the checksum key (Secret %s/%s): the checksums recorded with it cannot be compared, "+
+			"so a restart due for them is not seen (they show as records)", cfg.Settings.LeaseNamespace, cfg.Settings.ChecksumKeySecret))
+	}
 	controller := ReadController(ctx, cl, cfg, *service, *metricsURL, time.Now())
 	report := Build(listing, scopeText, time.Now().UTC())
 	report.Controller = controller

@@ -339,6 +339,11 @@ func notes(l *Listing, rep *Report) []string {
 			"when they last changed lives in the controller's memory only (a newly started controller counts from its own start), "+
 			"so whether that time has passed cannot be told from the objects", l.cfg.Breaker.Quiet))
 	}
+	for _, ns := range l.scope {
+		if why := l.cfg.NamespaceNotWatched(ns); ns != "" && why != "" {
+			out = append(out, why+": the controller does not act on its workloads")
+		}
+	}
 	if l.cfg.MaxInFlight > 0 && !l.coversWatched() && rep.Workloads.OptedIn > 0 {
 		out = append(out, fmt.Sprintf("the cap on paced rollouts in flight (%d) counts those of every namespace; "+
 			"only those of %s were read", l.cfg.MaxInFlight, rep.Scope))
