@@ -20,6 +20,7 @@ import (
 	"github.com/restart-controller/restart-controller/internal/check"
 	"github.com/restart-controller/restart-controller/internal/explain"
 	"github.com/restart-controller/restart-controller/internal/migrate"
+	"github.com/restart-controller/restart-controller/internal/status"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -31,10 +32,11 @@ const name = "kubectl restart-controller"
 
 const usage = `Usage:
   %[1]s explain KIND/NAME [flags]   what the controller would do with a workload, or whom a source's change restarts
+  %[1]s status [-n NS | -A] [flags] what the controller is doing: changes in progress, held and waiting restarts, rollouts, leader and health
   %[1]s check --config FILE [flags] validate a config file, and the cluster and RBAC it needs
   %[1]s migrate [flags]             write the config that gives a Reloader installation's behaviour
 
-Run "%[1]s explain --help", "%[1]s check --help" or "%[1]s migrate --help" for their flags.
+Run "%[1]s explain --help", "%[1]s status --help", "%[1]s check --help" or "%[1]s migrate --help" for their flags.
 `
 
 func main() {
@@ -52,6 +54,8 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		switch args[0] {
 		case "explain":
 			return explain.Main(ctx, args[1:], env)
+		case "status":
+			return status.Main(ctx, args[1:], env)
 		case "check":
 			return check.Main(ctx, args[1:], env)
 		case "migrate":

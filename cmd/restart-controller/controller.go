@@ -231,7 +231,7 @@ func newClients(s config.Settings) (*clients, error) {
 	if c.discovery, err = discovery.NewDiscoveryClientForConfig(rc); err != nil {
 		return nil, fmt.Errorf("creating the discovery client: %w", err)
 	}
-	if c.protobufCore, err = rest.RESTClientFor(watch.CoreProtobuf(rc)); err != nil {
+	if c.protobufCore, err = rest.RESTClientFor(catalog.CoreProtobuf(rc)); err != nil {
 		return nil, fmt.Errorf("creating the protobuf core/v1 client: %w", err)
 	}
 	if c.meta, err = metadata.NewForConfig(rc); err != nil {

@@ -16,6 +16,7 @@ func TestPointToPlugin(t *testing.T) {
 		{nil, false, 0, ""},
 		{[]string{"--config", "x"}, false, 0, ""},
 		{[]string{"explain", "deploy/web"}, true, 2, "kubectl restart-controller explain ..."},
+		{[]string{"status", "-A"}, true, 2, "kubectl restart-controller status ..."},
 		{[]string{"check", "--config", "x"}, true, 2, "kubectl restart-controller check ..."},
 	}
 	for _, c := range cases {

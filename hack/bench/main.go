@@ -34,6 +34,8 @@ const defaultScenarios = "default,fleet"
 
 type options struct {
 	controller     string // the copy that runs
+	plugin         string // the operator CLI, for the status step
+	statusRuns     int
 	floor          string // the floor program (test/floor), built by make bench
 	controllerPath string // as given
 	version        string
@@ -139,6 +141,8 @@ func parseOptions() options {
 
 func defineFlags(o *options, l *listFlags) {
 	flag.StringVar(&o.controller, "controller", "bin/restart-controller", "controller binary to measure")
+	flag.StringVar(&o.plugin, "plugin", "bin/kubectl-restart_controller", "the operator CLI, whose status -A the status scenario measures (make plugin builds it)")
+	flag.IntVar(&o.statusRuns, "status-runs", 3, "status scenario: runs of status -A, the last with -o json")
 	flag.StringVar(&o.floor, "floor", "bin/floor", "the floor program (test/floor; the memory guard's floor, built by make bench)")
 	flag.StringVar(&o.configFile, "config", "examples/config.yaml", "controller config file")
 	flag.StringVar(&l.controllerArgs, "controller-args", "", "extra controller flags, space separated (e.g. \"--workers 16 --kube-api-qps 200 --kube-api-burst 400\")")
@@ -164,7 +168,7 @@ func defineFlags(o *options, l *listFlags) {
 	flag.StringVar(&o.workDir, "workdir", "", "folder for clusters, controller logs and profiles (default: a new temp folder)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the etcd data of each cluster (otherwise removed after each scale)")
 	flag.StringVar(&o.out, "out", "", "also write the Markdown report to this file")
-	flag.StringVar(&l.scenarios, "scenarios", defaultScenarios, "scenarios to run, in order: default (the issue's, at --scales), 10k (--scale-workloads over --scale-sources), fleet (--fleet)")
+	flag.StringVar(&l.scenarios, "scenarios", defaultScenarios, "scenarios to run, in order: default (the issue's, at --scales), 10k (--scale-workloads over --scale-sources), fleet (--fleet), status (status -A over the 10k scenario's objects)")
 	flag.IntVar(&o.scaleWorkloads, "scale-workloads", 10000, "10k scenario: opted-in workloads (Deployments, StatefulSets, DaemonSets); given alone, runs --scenarios 10k")
 	flag.IntVar(&o.scaleSources, "scale-sources", 30000, "10k scenario: small ConfigMaps and Secrets, half each (at least 2 per workload)")
 	flag.IntVar(&o.scaleChanges, "scale-changes", 1000, "10k scenario: simultaneous changes, one per workload")
@@ -196,8 +200,11 @@ func (o *options) setLists(l listFlags) {
 // validate checks what no scenario checks; each scenario checks its own
 // sizes (scenario.validate).
 func (o *options) validate() {
-	if slices.Contains(o.scenarios, "10k") && o.scaleSources < 2*o.scaleWorkloads {
+	if (slices.Contains(o.scenarios, "10k") || slices.Contains(o.scenarios, "status")) && o.scaleSources < 2*o.scaleWorkloads {
 		fail("--scale-sources must be at least 2 × --scale-workloads")
+	}
+	if slices.Contains(o.scenarios, "status") && (o.scaleChanges < 0 || o.scaleChanges > o.scaleWorkloads) {
+		fail("--scale-changes: 0 to --scale-workloads (one source of each of the first workloads)")
 	}
 	if o.update != "put" && o.update != "merge-patch" {
 		fail("--update: want put or merge-patch, got %q", o.update)
@@ -223,6 +230,17 @@ func (o *options) resolvePaths() {
 		}
 		if _, err := os.Stat(*p); err != nil {
 			fail("%v", err)
+		}
+	}
+	if slices.Contains(o.scenarios, "status") {
+		if o.plugin, err = filepath.Abs(o.plugin); err != nil {
+			fail("%v", err)
+		}
+		if err := checkPlugin(o.plugin); err != nil {
+			fail("%v", err)
+		}
+		if o.statusRuns < 1 {
+			fail("--status-runs: at least 1")
 		}
 	}
 	if o.workDir == "" {

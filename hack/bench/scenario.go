@@ -84,6 +84,7 @@ func scenarios(o options) []*scenario {
 				floorPeakRSS: targetFloorRSSRatio, floorCPUReady: targetFloorCPURatio},
 		},
 		{name: "fleet", about: "paced against unpaced restarts of one ConfigMap's readers (fleet.go)", run: fleetReport},
+		{name: "status", about: "the operator CLI's status -A over the 10k scenario's objects, the controller down (statusbench.go)", run: statusReport},
 	}
 }
 

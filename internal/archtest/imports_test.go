@@ -22,8 +22,8 @@ const module = "github.com/restart-controller/restart-controller"
 type rule struct {
 	pkg string
 	may []string
-	// tests lists what its tests may import besides (the explain parity
-	// test of internal/restart drives both sides).
+	// tests lists what its tests may import besides (the parity test of
+	// internal/restart drives the controller, explain and status).
 	tests []string
 }
 
@@ -74,9 +74,11 @@ func importRules() []rule {
 			tests: []string{"internal/rollout", "internal/decision/decisiontest"}},
 		{pkg: "internal/strategy", may: []string{"internal/catalog", "internal/decision", "internal/config", "internal/record", "internal/refs", "internal/rollout"}},
 		{pkg: "internal/restart", may: append([]string{"internal/catalog", "internal/checksum", "internal/sourcecodec", "internal/metrics", "internal/decision", "internal/pacing", "internal/keyread", "internal/notify", "internal/strategy"}, policy...),
-			tests: []string{"internal/decision/decisiontest", "internal/explain", "internal/testfixture"}},
-		{pkg: "internal/explain", may: append([]string{"internal/decision", "internal/catalog", "internal/checksum", "internal/checksumkey", "internal/explain/explaintest", "internal/members"}, policy...),
+			tests: []string{"internal/decision/decisiontest", "internal/explain", "internal/status", "internal/testfixture"}},
+		{pkg: "internal/explain", may: append([]string{"internal/decision", "internal/pacing", "internal/catalog", "internal/checksum", "internal/checksumkey", "internal/explain/explaintest", "internal/members"}, policy...),
 			tests: []string{"internal/testfixture"}},
+		{pkg: "internal/status", may: []string{"internal/explain", "internal/decision", "internal/catalog", "internal/members", "internal/config", "internal/record"},
+			tests: []string{"internal/checksum", "internal/explain/explaintest", "internal/rollout"}},
 		{pkg: "internal/check", may: []string{"internal/access", "internal/cli", "internal/config", "internal/explain", "internal/explain/explaintest"},
 			tests: []string{"internal/testfixture"}},
 		{pkg: "internal/migrate", may: []string{"internal/config", "examples"}, tests: []string{"internal/testfixture"}},

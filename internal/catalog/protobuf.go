@@ -7,6 +7,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 
 	"github.com/restart-controller/restart-controller/internal/checksum"
 	"github.com/restart-controller/restart-controller/internal/sourcecodec"
@@ -155,3 +157,21 @@ func encodedWholeSums(e *sourcecodec.Source, fields []sourcecodec.Field, sums ch
 
 // unsafeString is a read-only view of b as a string, for hashing.
 func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+// CoreProtobuf is rc set up for a REST client of core/v1 that asks for
+// protobuf (answers in JSON still accepted), with the codecs of client-go's
+// scheme: the source informers of core/v1 kinds use it, the keyed reads of
+// large sources (restart.APIFetch) and status's lists of sources, so that
+// all read sources as the reducing serializer (ProtobufSources) expects.
+func CoreProtobuf(rc *rest.Config) *rest.Config {
+	cfg := rest.CopyConfig(rc)
+	gv := corev1.SchemeGroupVersion
+	cfg.GroupVersion, cfg.APIPath = &gv, "/api"
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	cfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	return cfg
+}

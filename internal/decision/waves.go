@@ -151,6 +151,17 @@ func EvaluateWaves(w config.Waves, readers []Reader, released bool) WaveState {
 	return s
 }
 
+// WaveCount is how many waves a paced change of reach readers takes, by
+// the arithmetic of the wave gate: for people (status's "wave 2 of 4"),
+// never for a decision. Zero readers take none.
+func WaveCount(w config.Waves, reach int) int {
+	if reach <= 0 {
+		return 0
+	}
+	n, _ := waveAt(w, reach-1)
+	return n
+}
+
 // waveAt returns the wave under way when settled readers have completed
 // (the first wave whose end lies beyond them) and the end of that wave,
 // counted in readers from the first.

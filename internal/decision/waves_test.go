@@ -38,6 +38,16 @@ func restart(ms []Reader, k int, result rollout.Result) {
 	}
 }
 
+// A change's wave count is the wave of its last reader.
+func TestWaveCount(t *testing.T) {
+	w := config.Waves{First: 1, Growth: 2}
+	for reach, want := range map[int]int{0: 0, 1: 1, 2: 2, 3: 2, 4: 3, 7: 3, 8: 4, 60: 6} {
+		if got := WaveCount(w, reach); got != want {
+			t.Errorf("%d readers: %d waves, want %d", reach, got, want)
+		}
+	}
+}
+
 func TestWaveBoundaries(t *testing.T) {
 	for _, tc := range []struct {
 		w       config.Waves

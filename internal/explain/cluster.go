@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
@@ -21,6 +23,12 @@ import (
 // Cluster reads objects with the caller's credentials: get and list only.
 type Cluster struct {
 	Dynamic dynamic.Interface
+	// Kube is the typed client, for what status reads beside the
+	// configured kinds (the leader's Lease, the metrics through the API
+	// server's proxy), and REST its config, for the protobuf lists of
+	// ConfigMaps and Secrets; nil in tests of the configured kinds.
+	Kube kubernetes.Interface
+	REST *rest.Config
 }
 
 // Target is what a KIND/NAME argument names: a configured source kind or a

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/dynamic"
@@ -103,7 +102,11 @@ func Main(ctx context.Context, args []string, env Env) int {
 	if cfg.File == "" {
 		fmt.Fprintf(env.Stderr, "note: no config file at %s; using the built-in defaults (pass --config)\n", DefaultConfigFile)
 	}
-	cl, namespace, mapper, err := connect(ctx, kube, cfg, env)
+	cl, namespace, err := Connect(ctx, kube, cfg, env, "explain")
+	if err != nil {
+		return fail(exitFailed, "%v", err)
+	}
+	mapper, err := kube.ToRESTMapper()
 	if err != nil {
 		return fail(exitFailed, "%v", err)
 	}
@@ -124,15 +127,16 @@ func Main(ctx context.Context, args []string, env Env) int {
 	return code
 }
 
-// connect builds the clients from the kubeconfig flags, and reads the
-// checksum key if the caller may (without it, keyed checksums are reported
-// as not comparable, not as changed).
-func connect(ctx context.Context, kube *genericclioptions.ConfigFlags, cfg *Config, env Env) (*Cluster, string, meta.RESTMapper, error) {
+// Connect builds the clients from the kubeconfig flags, with the user
+// agent restart-controller-COMMAND, and reads the checksum key if the
+// caller may (without it, keyed checksums are reported as not comparable,
+// not as changed). It returns the namespace of the flags or the context.
+func Connect(ctx context.Context, kube *genericclioptions.ConfigFlags, cfg *Config, env Env, command string) (*Cluster, string, error) {
 	rc, err := kube.ToRESTConfig()
 	if err != nil {
-		return nil, "", nil, err
+		return nil, "", err
 	}
-	rc.UserAgent = "restart-controller-explain/" + env.Version
+	rc.UserAgent = "restart-controller-" + command + "/" + env.Version
 	if rc.Timeout == 0 {
 		// --request-timeout, if given, wins; an unreachable address fails
 		// instead of hanging.
@@ -140,24 +144,22 @@ func connect(ctx context.Context, kube *genericclioptions.ConfigFlags, cfg *Conf
 	}
 	namespace, _, err := kube.ToRawKubeConfigLoader().Namespace()
 	if err != nil {
-		return nil, "", nil, err
-	}
-	mapper, err := kube.ToRESTMapper()
-	if err != nil {
-		return nil, "", nil, err
+		return nil, "", err
 	}
 	client, err := dynamic.NewForConfig(rc)
 	if err != nil {
-		return nil, "", nil, err
+		return nil, "", err
 	}
-	if kc, err := kubernetes.NewForConfig(rc); err == nil {
-		if key, err := checksumkey.Read(ctx, kc.CoreV1().Secrets(cfg.Settings.LeaseNamespace), cfg.Settings.LeaseNamespace, cfg.Settings.ChecksumKeySecret); err != nil {
-			fmt.Fprintf(env.Stderr, "note: cannot read the checksum key (%v); keyed checksums are not compared\n", err)
-		} else if cfg.Sums, err = checksum.NewHasher(key); err != nil {
-			fmt.Fprintf(env.Stderr, "note: %v; keyed checksums are not compared\n", err)
-		}
+	kc, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, "", err
 	}
-	return &Cluster{Dynamic: client}, namespace, mapper, nil
+	if key, err := checksumkey.Read(ctx, kc.CoreV1().Secrets(cfg.Settings.LeaseNamespace), cfg.Settings.LeaseNamespace, cfg.Settings.ChecksumKeySecret); err != nil {
+		fmt.Fprintf(env.Stderr, "note: cannot read the checksum key (%v); keyed checksums are not compared\n", err)
+	} else if cfg.Sums, err = checksum.NewHasher(key); err != nil {
+		fmt.Fprintf(env.Stderr, "note: %v; keyed checksums are not compared\n", err)
+	}
+	return &Cluster{Dynamic: client, Kube: kc, REST: rc}, namespace, nil
 }
 
 // explainTarget explains a workload, or a source and its readers, and says

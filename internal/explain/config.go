@@ -5,9 +5,11 @@
 // change of a key would restart. It reads with the caller's credentials and
 // never writes; it reuses the controller's own code (config, refs, catalog's
 // transforms, and the decision of package decision, on a snapshot read from
-// the cluster: waves from the workloads of the namespace, holds and records
-// from their annotations) so its answers cannot drift from the
-// controller's behaviour. No source value is ever printed, only checksums.
+// the cluster: holds and records from the workloads' annotations, and a
+// due restart paced by the controller's own pacing state (package pacing)
+// over the workloads listed, a Fleet) so its answers cannot drift from the
+// controller's behaviour. Package status decides every workload of a
+// listing with the same code. No source value is ever printed, only checksums.
 package explain
 
 import (

@@ -44,6 +44,9 @@ type RolloutReport struct {
 	Sources []string  `json:"sources,omitempty"`
 	// Job is the Job a runNow restart started, in the workload's namespace.
 	Job string `json:"job,omitempty"`
+	// Deadline, for a rollout under way, is when it is judged failed if
+	// not complete.
+	Deadline *time.Time `json:"deadline,omitempty"`
 	// Note says what the controller does next with it.
 	Note string `json:"note"`
 }
@@ -68,7 +71,7 @@ func (c *Config) holdReport(w *catalog.WorkloadState, sources decision.Sources) 
 		r.EndsWhen = fmt.Sprintf("the failed rollout (%s) completes after all, or %s changes again: then it restarts in its wave",
 			record.FailedWorkload(h.Cause), h.Source)
 		if id, ok := decision.ParseSourceID(h.Source); ok {
-			r.Release = fmt.Sprintf("kubectl annotate %s %s -n %s %s=%s --overwrite", id.Kind, id.Name, id.Namespace, c.Annotations.Release, h.Change)
+			r.Release = c.ReleaseCommand(id, h.Change)
 		}
 		if over, why := c.rules().HoldOver(h, sources); over {
 			r.InForce, r.EndsWhen, r.Release = false, why+": the hold is over", ""
@@ -92,12 +95,20 @@ func (c *Config) rolloutReport(w *catalog.WorkloadState, deadline time.Duration)
 		if deadline <= 0 {
 			deadline = rollout.DefaultDeadline
 		}
+		ends := rec.At.Add(deadline).UTC()
+		r.Deadline = &ends
 		r.Note = fmt.Sprintf("followed until it completes, or judged failed at %s (the deadline, %s after the restart)",
-			rec.At.Add(deadline).UTC().Format(time.RFC3339), deadline)
+			ends.Format(time.RFC3339), deadline)
 	case rec.Result == rollout.ResultFailed:
 		r.Note = "the restarts of the same changes not made yet are held; still followed, and recorded complete if it completes after all"
 	default:
 		r.Note = "ended"
 	}
 	return r
+}
+
+// ReleaseCommand is the command that releases a change of a source: its
+// held or waiting restarts go on.
+func (c *Config) ReleaseCommand(id catalog.SourceID, change string) string {
+	return fmt.Sprintf("kubectl annotate %s %s -n %s %s=%s --overwrite", id.Kind, id.Name, id.Namespace, c.Annotations.Release, change)
 }

@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/checksum"
@@ -116,6 +117,13 @@ type Decision struct {
 	Record map[string]string `json:"record,omitempty"`
 	// Strategy, for a restart, is how it would be carried out.
 	Strategy string `json:"strategy,omitempty"`
+	// Gate, for a hold, a wait or a queue, is the gate of the decision
+	// that stops the restart (decision.Gate): "window", "breaker", ...
+	Gate string `json:"gate,omitempty"`
+	// Until is when a wait for a restart window or a minimum interval ends,
+	// which the objects and the clock tell; other stops end on an event,
+	// or when only the controller's memory could tell.
+	Until *time.Time `json:"until,omitempty"`
 }
 
 // graceNote is what explain can honestly say about grace periods, which live
@@ -143,12 +151,31 @@ func (c *Config) ExplainWorkloadIn(kind config.WorkloadKind, obj *unstructured.U
 	if !ok {
 		return nil, fmt.Errorf("reducing %s: got %T", obj.GetName(), reduced)
 	}
+	return c.explain(kind, w, obj, fetch, c.listedPacing(kind, w, fleet), now), nil
+}
+
+// ExplainListed explains a workload status listed, from its reduced state
+// alone, paced over the fleet it was listed with: the decision is
+// ExplainWorkloadIn's. Status keeps no objects (at 10,000 workloads they
+// would be most of its memory), so the places of the references are not
+// named (Sources[].Uses), and, listed with the workload selector, the
+// workload's labels match it.
+func (c *Config) ExplainListed(kind config.WorkloadKind, w *catalog.WorkloadState, fetch SourceFetcher, pacer *Pacer, now time.Time) *WorkloadReport {
+	return c.explain(kind, w, nil, fetch, func(snap decision.Snapshot, deliver []catalog.SourceID) decision.Pacing {
+		return pacer.Facts(snap.Key, snap.Workload.State.References, deliver, snap.Sources, snap.Now)
+	}, now)
+}
+
+// explain explains the reduced workload w, with its object when kept (nil:
+// listed by status), its sources read through fetch and a due restart
+// paced by pace.
+func (c *Config) explain(kind config.WorkloadKind, w *catalog.WorkloadState, obj *unstructured.Unstructured, fetch SourceFetcher, pace pacingFunc, now time.Time) *WorkloadReport {
 	// Regex source lists are matched against the sources that exist now, as
 	// the controller matches them against its cache (Catalog.Workload).
 	w, unlisted := c.withMatches(w)
 	recordedHash := record.ParseTemplate(w.AppliedTemplateHash).Hash
 	r := &WorkloadReport{
-		Workload:         workloadName(obj),
+		Workload:         kubectlName(w.GroupVersionKind(), w.Name),
 		Namespace:        w.Namespace,
 		Resource:         resourceString(kind),
 		OptedIn:          w.OptedIn,
@@ -158,7 +185,14 @@ func (c *Config) ExplainWorkloadIn(kind config.WorkloadKind, obj *unstructured.U
 		TemplateRecorded: w.HasApplied && recordedHash != "" && recordedHash == w.TemplateHash,
 		Sources:          []WorkloadSource{},
 	}
-	r.NotWatched = c.notWatched(w.Namespace, obj.GetLabels())
+	var usesOf map[catalog.SourceID][]Use
+	if obj != nil {
+		r.Workload = workloadName(obj)
+		r.NotWatched = c.notWatched(w.Namespace, obj.GetLabels())
+		usesOf = c.usesByID(kind, obj, w)
+	} else {
+		r.NotWatched = c.namespaceNotWatched(w.Namespace)
+	}
 	r.Watched = r.NotWatched == ""
 
 	applied, appliedErr := map[string]string{}, error(nil)
@@ -168,7 +202,7 @@ func (c *Config) ExplainWorkloadIn(kind config.WorkloadKind, obj *unstructured.U
 			r.RecordError = appliedErr.Error()
 		}
 	}
-	lookup, unreadable := c.readSources(r, kind, obj, w, applied, fetch, !r.TemplateRecorded || appliedErr != nil)
+	lookup, unreadable := c.readSources(r, usesOf, w, applied, fetch, !r.TemplateRecorded || appliedErr != nil)
 	r.Hold = c.holdReport(w, lookup)
 	r.Rollout = c.rolloutReport(w, kind.Rollout.Deadline)
 	switch {
@@ -183,14 +217,14 @@ func (c *Config) ExplainWorkloadIn(kind config.WorkloadKind, obj *unstructured.U
 	case unreadable:
 		r.Decision = Decision{Action: ActionUnknown, Reasons: []string{"a source it reads could not be read with your credentials; see the sources"}}
 	default:
-		r.Decision = c.decision(c.snapshot(kind, w, lookup, fetch, now), r, fleet)
+		r.Decision = c.decision(c.snapshot(kind, w, lookup, fetch, now), r, pace)
 	}
 	if h := r.Hold; h != nil && h.InForce && (r.Decision.Action == ActionRestart || r.Decision.Action == ActionRecord) {
 		// The decision lets it go (an unpaced change is never held, a
 		// released breaker restarts): the write it makes removes the hold.
 		h.InForce, h.EndsWhen, h.Release = false, "the write the controller would now make removes it", ""
 	}
-	return r, nil
+	return r
 }
 
 // withMatches returns the workload with the sources its regex source lists
@@ -215,13 +249,13 @@ func (c *Config) withMatches(w *catalog.WorkloadState) (*catalog.WorkloadState, 
 }
 
 // readSources reads every source the workload reads, with the caller's
-// credentials, into the report's table; it returns them for the decision,
+// credentials, into the report's table (the places of each as usesOf
+// names them); it returns them for the decision,
 // and whether any could not be read. recordOnly: the decision records the
 // checksums afresh (it cannot trust what is recorded, or the pod template
 // changed since).
-func (c *Config) readSources(r *WorkloadReport, kind config.WorkloadKind, obj *unstructured.Unstructured, w *catalog.WorkloadState,
+func (c *Config) readSources(r *WorkloadReport, usesOf map[catalog.SourceID][]Use, w *catalog.WorkloadState,
 	applied map[string]string, fetch SourceFetcher, recordOnly bool) (decision.Sources, bool) {
-	usesOf := c.usesByID(kind, obj, w)
 	lookup := decision.Sources{}
 	unreadable := false
 	for _, ref := range w.References {
@@ -318,13 +352,13 @@ func (c *Config) snapshot(kind config.WorkloadKind, w *catalog.WorkloadState, lo
 }
 
 // decision runs the controller's decision (package decision) on the
-// snapshot, with the pacing facts from the namespace's listing when a
-// restart is due, and says why it came out as it did.
-func (c *Config) decision(snap decision.Snapshot, r *WorkloadReport, list FleetLister) Decision {
+// snapshot, with the pacing facts pace gathers when a restart is due, and
+// says why it came out as it did.
+func (c *Config) decision(snap decision.Snapshot, r *WorkloadReport, pace pacingFunc) Decision {
 	rules := c.rules()
 	v := rules.Decide(snap)
 	if v.NeedsPacing {
-		facts := c.pacingFacts(snap.Key, snap.Workload, v.Deliver, snap.Sources, list, snap.Now)
+		facts := pace(snap, v.Deliver)
 		snap.Pacing = &facts
 		v = rules.Pace(snap, v)
 	}
@@ -350,7 +384,14 @@ func (c *Config) decision(snap decision.Snapshot, r *WorkloadReport, list FleetL
 			v.Ended.Verdict.Result))
 		return d
 	case waits:
-		d.Action = string(v.Action)
+		d.Action, d.Gate = string(v.Action), string(v.Gate)
+		if v.Gate == decision.GateWindow || v.Gate == decision.GateMinInterval {
+			// Only these ends are the objects' and the clock's to tell: a
+			// hold ends on an event, a queue's recheck is no end, and
+			// the breaker's quiet time is timed by the controller's memory.
+			until := c.inWindowZone(v.Until, snap.Now)
+			d.Until = &until
+		}
 		d.Reasons = append(d.Reasons, v.Reasons...)
 		for _, id := range plan.Changed {
 			d.Changed = append(d.Changed, id.String())
@@ -361,8 +402,8 @@ func (c *Config) decision(snap decision.Snapshot, r *WorkloadReport, list FleetL
 		if v.Gate == decision.GateWindow || v.Gate == decision.GateMinInterval {
 			for _, id := range plan.Changed {
 				if src, ok := snap.Sources[id]; ok {
-					d.Reasons = append(d.Reasons, fmt.Sprintf("to let the change of %s go now: kubectl annotate %s %s -n %s %s=%s --overwrite",
-						shortID(id.Kind, id.Name), id.Kind, id.Name, id.Namespace, c.Annotations.Release, src.Change(c.Sums)))
+					d.Reasons = append(d.Reasons, fmt.Sprintf("to let the change of %s go now: %s",
+						shortID(id.Kind, id.Name), c.ReleaseCommand(id, src.Change(c.Sums))))
 				}
 			}
 		}
@@ -418,6 +459,20 @@ func (c *Config) decision(snap decision.Snapshot, r *WorkloadReport, list FleetL
 		d.Record = plan.Applied
 	}
 	return d
+}
+
+// inWindowZone is the opening of a restart window at until in the window's
+// time zone, as its schedule says it and the decision's reason prints it;
+// any other time as it is. The verdict names no window, so it is the one
+// closed at now that opens at until (another that opens then is the same
+// instant).
+func (c *Config) inWindowZone(until, now time.Time) time.Time {
+	for _, w := range c.Windows {
+		if open, opens, _ := w.At(now); !open && opens.Equal(until) && w.Location != nil {
+			return until.In(w.Location)
+		}
+	}
+	return until
 }
 
 // compare tells whether a recorded checksum matches the data now, in
@@ -521,6 +576,12 @@ func (c *Config) notWatched(namespace string, objLabels map[string]string) strin
 	return strings.Join(why, "; ")
 }
 
+// NamespaceNotWatched says why the controller does not act on the
+// workloads of a namespace, or "" when it does.
+func (c *Config) NamespaceNotWatched(namespace string) string {
+	return c.namespaceNotWatched(namespace)
+}
+
 // namespaceNotWatched says why the controller does not watch a namespace,
 // or does not act on its workloads, or "".
 func (c *Config) namespaceNotWatched(namespace string) string {
@@ -546,10 +607,15 @@ func (c *Config) namespaceNotWatched(namespace string) string {
 	return ""
 }
 
+// notOptedIn says why the workload is not opted in; obj nil: listed by
+// status, which keeps no annotations.
 func (c *Config) notOptedIn(obj *unstructured.Unstructured) string {
 	if len(c.OptIns) > 0 || len(c.SourceLists) > 0 {
 		return "not opted in: it has none of the config's opt-in annotations with its value (" +
 			strings.Join(c.OptInDescriptions(), "; ") + ")"
+	}
+	if obj == nil {
+		return fmt.Sprintf("not opted in: its annotation %s is not \"enabled\"", c.Annotations.OptIn)
 	}
 	v, ok := obj.GetAnnotations()[c.Annotations.OptIn]
 	if !ok {
@@ -560,12 +626,16 @@ func (c *Config) notOptedIn(obj *unstructured.Unstructured) string {
 
 // workloadName is kubectl's name for an object: "deployment.apps/web".
 func workloadName(obj *unstructured.Unstructured) string {
-	gvk := obj.GroupVersionKind()
-	name := strings.ToLower(gvk.Kind)
+	return kubectlName(obj.GroupVersionKind(), obj.GetName())
+}
+
+// kubectlName is kubectl's name of an object of a kind.
+func kubectlName(gvk schema.GroupVersionKind, name string) string {
+	kind := strings.ToLower(gvk.Kind)
 	if gvk.Group != "" {
-		name += "." + gvk.Group
+		kind += "." + gvk.Group
 	}
-	return name + "/" + obj.GetName()
+	return kind + "/" + name
 }
 
 func resourceString(kind config.WorkloadKind) string {

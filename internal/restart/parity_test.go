@@ -3,6 +3,7 @@ package restart
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/explain"
+	"github.com/restart-controller/restart-controller/internal/status"
 )
 
 // explainer is explain over the fleet harness's fake cluster, with the
@@ -60,6 +62,27 @@ func (e *explainer) action(t *testing.T, name string) string {
 	return r.Decision.Action
 }
 
+// statusActions are status's verdicts on the workloads it lists (held,
+// waiting, queued, due or undecided), from one listing of the fake API
+// server's workloads and the cache's source; a workload it does not list
+// has nothing to restart.
+func (e *explainer) statusActions(t *testing.T) map[string]string {
+	t.Helper()
+	l := status.NewListing(e.cfg, []string{""}, nil)
+	if src, ok := e.f.c.Catalog.Source(cmApp); ok {
+		l.AddSourceState(cmApp, src)
+	}
+	kind := e.f.kindOf(deploymentsGVR)
+	for _, k := range e.f.keys {
+		l.AddWorkload(kind, e.f.get(k.Name))
+	}
+	out := map[string]string{}
+	for _, rs := range status.Build(l, "all namespaces", e.f.c.Clock()).Restarts {
+		out[strings.TrimPrefix(rs.Workload, "deployments.apps/shop/")] = rs.Action
+	}
+	return out
+}
+
 // controllerAction is the controller's verdict on the named workload from
 // its caches and memory, without acting on it.
 func (f *fleetHarness) controllerAction(t *testing.T, name string) string {
@@ -86,7 +109,8 @@ func (f *fleetHarness) controllerAction(t *testing.T, name string) string {
 	return string(v.Action)
 }
 
-// Explain's verdict is the controller's, workload by workload, through the
+// Explain's verdict is the controller's, and status's is explain's, workload
+// by workload (status deciding them all from one listing), through the
 // states of a change of a source shared by ten workloads: first sight, up
 // to date, due (waves: one restarts, the rest queue), rolling out, failed
 // (held), held, released, recovered, and a breaker hold.
@@ -96,10 +120,14 @@ func TestExplainAgreesWithController(t *testing.T) {
 	agree := func(state string, want map[string]string) {
 		t.Helper()
 		f.sync()
+		listed := e.statusActions(t)
 		for _, k := range f.keys {
 			got, ctl := e.action(t, k.Name), f.controllerAction(t, k.Name)
 			if got != ctl {
 				t.Errorf("%s: %s: explain says %q, the controller %q", state, k.Name, got, ctl)
+			}
+			if st, ok := listed[k.Name]; ok && st != got || !ok && got != explain.ActionNothing && got != explain.ActionRecord {
+				t.Errorf("%s: %s: status says %q (listed: %v), explain %q", state, k.Name, st, ok, got)
 			}
 			if w, ok := want[k.Name]; ok && ctl != w {
 				t.Errorf("%s: %s: the controller says %q, want %q", state, k.Name, ctl, w)

@@ -40,7 +40,7 @@ func sourceInformer(rc *rest.Config, client dynamic.Interface, gvr schema.GroupV
 	if err != nil {
 		return nil, fmt.Errorf("creating a %s: %w", gvk, err)
 	}
-	cfg := CoreProtobuf(rc)
+	cfg := catalog.CoreProtobuf(rc)
 	if reducing, ok := reduce.ProtobufSources(gvk, cfg.NegotiatedSerializer); ok {
 		cfg.NegotiatedSerializer, example = reducing, &catalog.SourceState{}
 	}
@@ -50,23 +50,6 @@ func sourceInformer(rc *rest.Config, client dynamic.Interface, gvr schema.GroupV
 	}
 	lw := cache.NewFilteredListWatchFromClient(restClient, gvr.Resource, namespace, sel.apply)
 	return cache.NewSharedIndexInformer(lw, example, 0, cache.Indexers{}), nil
-}
-
-// CoreProtobuf is rc set up for a REST client of core/v1 that asks for
-// protobuf (answers in JSON still accepted), with the codecs of client-go's
-// scheme: the source informers of core/v1 kinds use it, and so do the keyed
-// reads of large sources (restart.APIFetch).
-func CoreProtobuf(rc *rest.Config) *rest.Config {
-	cfg := rest.CopyConfig(rc)
-	gv := corev1.SchemeGroupVersion
-	cfg.GroupVersion, cfg.APIPath = &gv, "/api"
-	cfg.ContentType = runtime.ContentTypeProtobuf
-	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	cfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
-	if cfg.UserAgent == "" {
-		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
-	}
-	return cfg
 }
 
 // dynamicSourceInformer is the informer client-go's dynamicinformer builds
