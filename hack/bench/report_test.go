@@ -97,7 +97,9 @@ func TestTrendRunHasEveryProgramsHeadlineFigures(t *testing.T) {
 	}
 	c := run.Results[1]
 	want := trend.Result{Scenario: "default", Scale: 1, Program: progController, PeakRSSMiB: 36, CPUToReadySeconds: 1.2, ReadySeconds: 2,
-		FanOut: []trend.Latency{{Changes: 2, P50Seconds: 0.1, P99Seconds: 0.5}, {Changes: 4, P50Seconds: 0.2, P99Seconds: 0.3}}}
+		FanOut: []trend.Latency{
+			{Changes: 2, P50Seconds: 0.1, P99Seconds: 0.5, Comparisons: 1, P99RatioMedian: 1.25, P99RatioMin: 1.25, P99RatioMax: 1.25},
+			{Changes: 4, P50Seconds: 0.2, P99Seconds: 0.3, Comparisons: 1, P99RatioMedian: 3, P99RatioMin: 3, P99RatioMax: 3}}}
 	if c.Scenario != want.Scenario || c.Program != want.Program || c.PeakRSSMiB != want.PeakRSSMiB || c.CPUToReadySeconds != want.CPUToReadySeconds ||
 		c.ReadySeconds != want.ReadySeconds || len(c.FanOut) != 2 || c.FanOut[0] != want.FanOut[0] || c.FanOut[1] != want.FanOut[1] {
 		t.Errorf("controller result %+v, want %+v", c, want)
