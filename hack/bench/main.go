@@ -104,6 +104,7 @@ func main() {
 		runs = append(runs, res...)
 		report.WriteString(renderScenario(o, sc, res, began))
 	}
+	report.WriteString(renderSlopes(runs))
 	fmt.Println()
 	fmt.Print(report.String())
 	if o.out != "" {

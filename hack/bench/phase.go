@@ -55,6 +55,11 @@ type phaseRun struct {
 // program runs: latency is update issued → the restart that carries it, as
 // the benchmark's own watch sees it.
 func (e *env) runPhase(ctx context.Context, name string, changes []sourceRef, concurrent bool, grace time.Duration) (*phaseResult, error) {
+	if concurrent {
+		// Every fan-out starts on a control plane done with the phase
+		// before (new ReplicaSets, statuses), whichever program runs.
+		e.waitAPIQuiet(ctx)
+	}
 	logf("--- %s (%d changes)", name, len(changes))
 	run, err := e.preparePhase(changes)
 	if err != nil {
