@@ -60,7 +60,7 @@ func TestTheTargetIsCheckedOnTheMedianOfThePairs(t *testing.T) {
 		t.Errorf("target %q\n%s", got, report)
 	}
 	for _, want := range []string{
-		"| ×1 | pair 2 | controller, then patcher | 2 | 0.050 s / 0.900 s | 0.050 s / 0.300 s | 3.00× |",
+		"| ×1 | pair 2 | controller, then patcher | 2 | 0.050 s / 0.900 s | 0.050 s / 0.300 s | 3.00× | 1.00× | 0.900 s / 0.300 s (3.00×) |",
 		"| ×1 | pair 3 | patcher, then controller | 2 |",
 		"| ×1 | **median** | | 2 | | | **1.25×** (1.00–3.00×) |",
 	} {
