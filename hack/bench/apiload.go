@@ -244,12 +244,19 @@ type ctrlSnapshot struct {
 }
 
 func (e *env) ctrlSnapshot() (ctrlSnapshot, error) {
-	if !e.recording {
-		return ctrlSnapshot{}, nil
+	if e.proc == nil || e.proc.addr == "" {
+		return ctrlSnapshot{}, nil // the floor
 	}
 	m, err := e.proc.metrics()
 	if err != nil {
 		return ctrlSnapshot{}, err
+	}
+	if !e.recording {
+		// The patcher: from its change seen (OnUpdate) to its worker.
+		return ctrlSnapshot{
+			queueSum: sumOf(m, "zerologic_queue_wait_seconds_sum"), queueN: sumOf(m, "zerologic_queue_wait_seconds_count"),
+			patchSum: sumOf(m, "zerologic_patch_duration_seconds_sum"), patchN: sumOf(m, "zerologic_patch_duration_seconds_count"),
+		}, nil
 	}
 	return ctrlSnapshot{
 		queueSum: sumOf(m, "workqueue_queue_duration_seconds_sum"), queueN: sumOf(m, "workqueue_queue_duration_seconds_count"),

@@ -274,7 +274,7 @@ func (r *phaseResult) logSummary() {
 		logf("  API server writes: %s; etcd write mean %.1f ms over %.0f; CPU: %s", r.api.writes(6), 1000*r.api.etcdMean, r.api.etcdN, r.api.cpuLine())
 	}
 	if r.ctrl != (ctrlMeans{}) {
-		logf("  controller: queue wait mean %.0f ms, PATCH mean %.0f ms, change to restart mean %.0f ms", 1000*r.ctrl.queue, 1000*r.ctrl.patch, 1000*r.ctrl.changeToRestart)
+		logf("  program: queue wait mean %.0f ms, PATCH mean %.0f ms (client side), change to restart mean %.0f ms", 1000*r.ctrl.queue, 1000*r.ctrl.patch, 1000*r.ctrl.changeToRestart)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/restart-controller/restart-controller/internal/promtext"
+	"github.com/restart-controller/restart-controller/internal/testcluster"
 )
 
 // programRun is one program's figures in one scenario at one scale. Every
@@ -147,16 +148,21 @@ func (e *env) startControllerRun(ctx context.Context, p *programRun) error {
 // startReference starts the floor or the zero-logic patcher and measures it
 // once ready, and its RSS 3 s later.
 func (e *env) startReference(ctx context.Context, p *programRun) error {
-	role, extra := floorRole, []string(nil)
+	role, extra, addr := floorRole, []string(nil), ""
 	if p.prog == progPatcher {
 		mapFile := filepath.Join(e.dir, "zerologic-map.txt")
 		if err := writeZeroMap(mapFile, e.changedSources()); err != nil {
 			return err
 		}
-		role, extra = zeroLogicRole, []string{"--map", mapFile}
+		ports, err := testcluster.FreePorts(1)
+		if err != nil {
+			return err
+		}
+		addr = fmt.Sprintf("127.0.0.1:%d", ports[0])
+		role, extra = zeroLogicRole, []string{"--map", mapFile, "--metrics-address", addr}
 	}
 	var err error
-	if p.ready, p.heapInuse, err = e.startHelper(ctx, p.prog, role, extra, role[2:]+".log"); err != nil {
+	if p.ready, p.heapInuse, err = e.startHelper(ctx, p.prog, role, extra, role[2:]+".log", addr); err != nil {
 		return err
 	}
 	p.cpuReady, _ = e.proc.cpuSeconds()
@@ -193,7 +199,7 @@ func writeZeroMap(file string, refs []sourceRef) error {
 // measures against (a binary of its own, so its pages are those of a small
 // client-go program); the patcher is this binary in its helper role
 // (floor.go).
-func (e *env) startHelper(ctx context.Context, prog, role string, extra []string, logName string) (ready time.Duration, heap float64, err error) {
+func (e *env) startHelper(ctx context.Context, prog, role string, extra []string, logName, addr string) (ready time.Duration, heap float64, err error) {
 	bin, args := e.o.floor, []string{"--kubeconfig", e.kubeconfig}
 	if prog != progFloor {
 		if bin, err = os.Executable(); err != nil {
@@ -207,7 +213,7 @@ func (e *env) startHelper(ctx context.Context, prog, role string, extra []string
 	if err != nil {
 		return 0, 0, err
 	}
-	p, err := startProc(cmd, logPath, "")
+	p, err := startProc(cmd, logPath, addr)
 	if err != nil {
 		return 0, 0, err
 	}

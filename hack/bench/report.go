@@ -303,7 +303,7 @@ func phaseRows(c column, short string, p *phaseResult, updaters int) {
 		c.set(short+": controller's PATCH call, mean duration", "%s", sec(p.patchMean))
 	}
 	if p.ctrl != (ctrlMeans{}) {
-		c.set(short+": controller's mean queue wait / PATCH / change seen → restart", "%.0f / %.0f / %.0f ms", 1000*p.ctrl.queue, 1000*p.ctrl.patch, 1000*p.ctrl.changeToRestart)
+		c.set(short+": mean queue wait / PATCH (client side) / change seen → restart decided (controller)", "%.0f / %.0f / %.0f ms", 1000*p.ctrl.queue, 1000*p.ctrl.patch, 1000*p.ctrl.changeToRestart)
 	}
 	if p.api != nil {
 		c.set(short+": API server writes, first update to quiet (mean duration)", "%.0f: %s", p.api.total(), p.api.writes(5))
