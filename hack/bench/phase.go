@@ -271,7 +271,7 @@ func (r *phaseResult) logSummary() {
 	logf("  latency p50 %s p90 %s p99 %s max %s; restarts %d for %d changes on %d workloads (%d exactly once, %d stray, %d missing); %.0f PATCHes, %.0f conflicts; CPU %.2f s",
 		sec(st.p50), sec(st.p90), sec(st.p99), sec(st.max), r.restarts, r.changes, r.deps, r.once, r.stray, r.missing, r.patches, r.conflicts, r.cpu)
 	if r.api != nil {
-		logf("  API server writes: %s; etcd write mean %.1f ms over %.0f; CPU: %s", r.api.writes(6), 1000*r.api.etcdMean, r.api.etcdN, r.api.cpuLine())
+		logf("  API server writes: %s; etcd write mean %.1f ms over %.0f; CPU: %s", r.api.writes(12), 1000*r.api.etcdMean, r.api.etcdN, r.api.cpuLine())
 	}
 	if r.ctrl != (ctrlMeans{}) {
 		logf("  program: queue wait mean %.0f ms, PATCH mean %.0f ms (client side), change to restart mean %.0f ms", 1000*r.ctrl.queue, 1000*r.ctrl.patch, 1000*r.ctrl.changeToRestart)

@@ -306,7 +306,7 @@ func phaseRows(c column, short string, p *phaseResult, updaters int) {
 		c.set(short+": mean queue wait / PATCH (client side) / change seen → restart decided (controller)", "%.0f / %.0f / %.0f ms", 1000*p.ctrl.queue, 1000*p.ctrl.patch, 1000*p.ctrl.changeToRestart)
 	}
 	if p.api != nil {
-		c.set(short+": API server writes, first update to quiet (mean duration)", "%.0f: %s", p.api.total(), p.api.writes(5))
+		c.set(short+": API server writes, first update to quiet (mean duration)", "%.0f: %s", p.api.total(), p.api.writes(8))
 		c.set(short+": etcd write mean / CPU seconds of the control plane", "%.1f ms (%.0f) / %s", 1000*p.api.etcdMean, p.api.etcdN, p.api.cpuLine())
 	}
 }
