@@ -52,11 +52,12 @@ func helperRole() string {
 
 // helperOptions are the flags of both helper roles.
 type helperOptions struct {
-	kubeconfig string
-	qps        float64
-	burst      int
-	workers    int
-	mapFile    string // __zerologic: lines "configmap|secret NS NAME RESOURCE NS NAME"
+	kubeconfig  string
+	qps         float64
+	burst       int
+	workers     int
+	mapFile     string // __zerologic: lines "configmap|secret NS NAME RESOURCE NS NAME"
+	metricsAddr string // __zerologic: where its queue wait and PATCH figures are served ("" none)
 }
 
 // runHelper runs a helper role until SIGTERM.
@@ -68,6 +69,7 @@ func runHelper(role string) {
 	fs.IntVar(&h.burst, "burst", 400, "client burst (the controller's default)")
 	fs.IntVar(&h.workers, "workers", 16, "patching workers (the controller's default)")
 	fs.StringVar(&h.mapFile, "map", "", "")
+	fs.StringVar(&h.metricsAddr, "metrics-address", "", "")
 	_ = fs.Parse(os.Args[2:])
 	began := time.Now()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -24,11 +24,14 @@ type scaleRun struct {
 	objs      objectSet
 	createDur time.Duration
 	runs      []*programRun // in the order the programs ran
+	pairs     []*pairRun    // the controller and the patcher again, each pair on a fresh cluster (scenario.pairs)
 	second    *graceStartFigures
 	large     *largeFigures
-	notes     []string // load and foreign heavy processes, per step
-	others    string   // every foreign heavy process seen
-	heapTop   string   // pprof -top of the controller's heap after sync, when its peak RSS is over target
+	restart   *restartFigures  // restart.go
+	failover  *failoverFigures // restart.go
+	notes     []string         // load and foreign heavy processes, per step
+	others    string           // every foreign heavy process seen
+	heapTop   string           // pprof -top of the controller's heap after sync, when its peak RSS is over target
 }
 
 // program returns the figures of a program, nil when it did not run.
@@ -55,6 +58,7 @@ type env struct {
 	dir        string
 	others     *contention
 	res        *scaleRun
+	step       string // prefixes the notes of a pair's steps
 }
 
 // withCluster starts a fresh local cluster in dir, runs f on it and stops
@@ -105,7 +109,24 @@ func stopCluster(cl *testcluster.Cluster, cancel context.CancelFunc, dir string,
 	}
 }
 
-// runScenario runs a harness scenario once per scale.
+// pairRun is the controller and the zero-logic patcher run again over a
+// scale's objects, on a fresh cluster of their own.
+type pairRun struct {
+	n    int           // 2, 3, ...: the scale's full run is the first
+	runs []*programRun // in the order they ran
+}
+
+// pairOrder is the order of pair n: the controller first in even pairs, the
+// patcher first in odd ones (as in the full run), so that neither program
+// always meets the cluster first.
+func pairOrder(n int) []string {
+	if n%2 == 0 {
+		return []string{progController, progPatcher}
+	}
+	return []string{progPatcher, progController}
+}
+
+// runScenario runs a harness scenario once per scale, then its pairs.
 func runScenario(ctx context.Context, o options, sc *scenario) ([]*scaleRun, error) {
 	var out []*scaleRun
 	for _, scale := range sc.scales {
@@ -119,21 +140,36 @@ func runScenario(ctx context.Context, o options, sc *scenario) ([]*scaleRun, err
 		if err != nil {
 			return nil, fmt.Errorf("%s ×%d: %w", sc.name, scale, err)
 		}
+		for n := 2; n <= sc.pairs; n++ {
+			p := &pairRun{n: n}
+			dir := filepath.Join(o.workDir, fmt.Sprintf("%s-x%d-pair%d", sc.name, scale, n))
+			logf("=== %s ×%d, pair %d of %d: %v on a fresh cluster (%s)", sc.name, scale, n, sc.pairs, pairOrder(n), dir)
+			err := withCluster(ctx, o, dir, sc.apiserverArgs, func(ctx context.Context, e *env) error {
+				e.objs, e.res, e.step = res.objs, res, fmt.Sprintf("pair %d: ", n)
+				return e.runPair(ctx, p)
+			})
+			if err != nil {
+				return nil, fmt.Errorf("%s ×%d, pair %d: %w", sc.name, scale, n, err)
+			}
+			res.pairs = append(res.pairs, p)
+		}
 		out = append(out, res)
 	}
 	return out, nil
 }
 
-// runSteps runs one scale: set-up, then each program in turn over the same
-// objects, then the controller-only steps.
-func (e *env) runSteps(ctx context.Context) error {
+// setUp creates the scale's objects and the benchmark's watch, and waits
+// until kube-controller-manager is done with the new workloads.
+func (e *env) setUp(ctx context.Context) error {
 	began := time.Now()
-	e.others.take()
 	if err := e.objs.create(ctx, e.cs, e.res.sc.creators); err != nil {
 		return err
 	}
-	e.res.createDur = time.Since(began)
-	logf("objects created in %s (%.0f MB of config data)", e.res.createDur.Round(time.Millisecond), float64(e.objs.dataBytes())/1e6)
+	d := time.Since(began)
+	if e.res.createDur == 0 {
+		e.res.createDur = d
+	}
+	logf("objects created in %s (%.0f MB of config data)", d.Round(time.Millisecond), float64(e.objs.dataBytes())/1e6)
 	var err error
 	if e.rec, err = startRecorder(ctx, e.cs); err != nil {
 		return err
@@ -142,6 +178,35 @@ func (e *env) runSteps(ctx context.Context) error {
 	// revisions, status) before anything is measured.
 	e.waitAPIQuiet(ctx)
 	e.note("set-up")
+	return nil
+}
+
+// runPair runs the controller and the patcher, in the pair's order, through
+// the same phases as in the full run.
+func (e *env) runPair(ctx context.Context, p *pairRun) error {
+	e.others.take()
+	if err := e.setUp(ctx); err != nil {
+		return err
+	}
+	for _, prog := range pairOrder(p.n) {
+		run, err := e.measureProgram(ctx, prog)
+		if err != nil {
+			return fmt.Errorf("%s: %w", prog, err)
+		}
+		p.runs = append(p.runs, run)
+		e.waitAPIQuiet(ctx)
+	}
+	e.res.others = joinNonEmpty(e.res.others, e.others.take())
+	return nil
+}
+
+// runSteps runs one scale: set-up, then each program in turn over the same
+// objects, then the controller-only steps.
+func (e *env) runSteps(ctx context.Context) error {
+	e.others.take()
+	if err := e.setUp(ctx); err != nil {
+		return err
+	}
 	for _, prog := range e.res.sc.programs {
 		p, err := e.measureProgram(ctx, prog)
 		if err != nil {
@@ -175,6 +240,18 @@ func (e *env) controllerSteps(ctx context.Context, p *programRun) error {
 		}
 		e.note("second controller start")
 	}
+	if e.res.sc.restart {
+		if e.res.restart, err = e.measureRestart(ctx); err != nil {
+			return fmt.Errorf("restart: %w", err)
+		}
+		e.note("controller restart")
+	}
+	if e.res.sc.failover {
+		if e.res.failover, err = e.measureFailover(ctx); err != nil {
+			return fmt.Errorf("failover: %w", err)
+		}
+		e.note("failover")
+	}
 	if e.res.sc.large {
 		// Last of the controller's: the large sources must not change what
 		// the steps above measure.
@@ -194,7 +271,7 @@ func (e *env) floorExceeded(p *programRun) bool {
 // note records the load average and foreign heavy processes at a step.
 func (e *env) note(step string) {
 	others := e.others.take()
-	line := fmt.Sprintf("%s: load average %s", step, loadAverage())
+	line := fmt.Sprintf("%s%s: load average %s", e.step, step, loadAverage())
 	if others != "" {
 		line += "; **not clean**: other heavy processes ran: " + others
 		e.res.others = joinNonEmpty(e.res.others, others)
@@ -210,11 +287,18 @@ func joinNonEmpty(a, b string) string {
 	return a + ", " + b
 }
 
-// waitAPIQuiet waits (at most 5 min) until kube-controller-manager has
-// caught up with the new workloads: the API server's count of writes
-// (POST, PUT, PATCH) has not moved for 5 s.
+// waitAPIQuiet waits until kube-controller-manager has caught up with the
+// new workloads: the API server's count of writes (POST, PUT, PATCH) has
+// not moved for 5 s. It waits at most 5 minutes, or 36 ms per workload if
+// that is longer: kube-controller-manager writes at 100 QPS, two or three
+// writes per new workload (a ReplicaSet or revision, statuses), so 50,000
+// workloads keep it busy for about 25 minutes.
 func (e *env) waitAPIQuiet(ctx context.Context) {
-	deadline := time.Now().Add(5 * time.Minute)
+	limit := 5 * time.Minute
+	if e.objs != nil {
+		limit = max(limit, time.Duration(e.objs.workloadCount())*36*time.Millisecond)
+	}
+	deadline := time.Now().Add(limit)
 	last, lastChange := -1.0, time.Now()
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		b, err := e.raw.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
@@ -233,7 +317,7 @@ func (e *env) waitAPIQuiet(ctx context.Context) {
 		}
 		time.Sleep(time.Second)
 	}
-	logf("warning: API server writes still going after 5 min")
+	logf("warning: API server writes still going after %s", limit)
 }
 
 type counters struct{ patches, writes, conflicts, patchSum, patchCount float64 }

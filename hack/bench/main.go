@@ -60,11 +60,13 @@ type options struct {
 	grace          time.Duration
 	creators       int
 	updaters       int
+	pairs          int // default scenario: controller/patcher comparisons per scale, each on a fresh cluster
 	workDir        string
 	keep           bool
 	out            string
-	// The 10k scenario's sizes.
+	// The 10k scenario's sizes, and the 50k one's.
 	scaleWorkloads, scaleSources, scaleChanges, scaleCreators int
+	xlWorkloads, xlSources, xlChanges, xlCreators             int
 	scenarios                                                 []string
 	trend, plot                                               string // "" writes none
 }
@@ -104,6 +106,7 @@ func main() {
 		runs = append(runs, res...)
 		report.WriteString(renderScenario(o, sc, res, began))
 	}
+	report.WriteString(renderSlopes(runs))
 	fmt.Println()
 	fmt.Print(report.String())
 	if o.out != "" {
@@ -163,16 +166,21 @@ func defineFlags(o *options, l *listFlags) {
 	flag.StringVar(&l.changes, "changes", "200,1000", "sizes N of the simultaneous-change phases (N ≤ 2 × deployments)")
 	flag.IntVar(&o.singles, "singles", 10, "sequential single changes per single-change phase")
 	flag.DurationVar(&o.grace, "grace", 2*time.Second, "grace period of the second controller start (single changes with a grace period)")
+	flag.IntVar(&o.pairs, "pairs", 3, "default scenario: times the controller and the zero-logic patcher are compared at each scale, each on a fresh cluster (the full run, then pairs of the two alone in alternate orders); the fan-out ratio reported is their median, with the spread")
 	flag.IntVar(&o.creators, "creators", 16, "concurrent object creations")
 	flag.IntVar(&o.updaters, "updaters", 100, "concurrent config updates in the simultaneous-change phases")
 	flag.StringVar(&o.workDir, "workdir", "", "folder for clusters, controller logs and profiles (default: a new temp folder)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the etcd data of each cluster (otherwise removed after each scale)")
 	flag.StringVar(&o.out, "out", "", "also write the Markdown report to this file")
-	flag.StringVar(&l.scenarios, "scenarios", defaultScenarios, "scenarios to run, in order: default (the issue's, at --scales), 10k (--scale-workloads over --scale-sources), fleet (--fleet), status (status -A over the 10k scenario's objects)")
+	flag.StringVar(&l.scenarios, "scenarios", defaultScenarios, "scenarios to run, in order: default (the issue's, at --scales), keybomb (large sources on an otherwise empty cluster), 2.5k, 10k (--scale-workloads over --scale-sources), 50k (--xl-workloads over --xl-sources; opt-in, an hour or more), fleet (--fleet), status (status -A over the 10k scenario's objects)")
 	flag.IntVar(&o.scaleWorkloads, "scale-workloads", 10000, "10k scenario: opted-in workloads (Deployments, StatefulSets, DaemonSets); given alone, runs --scenarios 10k")
 	flag.IntVar(&o.scaleSources, "scale-sources", 30000, "10k scenario: small ConfigMaps and Secrets, half each (at least 2 per workload)")
 	flag.IntVar(&o.scaleChanges, "scale-changes", 1000, "10k scenario: simultaneous changes, one per workload")
 	flag.IntVar(&o.scaleCreators, "scale-creators", 64, "10k scenario: concurrent object creations")
+	flag.IntVar(&o.xlWorkloads, "xl-workloads", 50000, "50k scenario (opt-in, an hour or more): opted-in workloads")
+	flag.IntVar(&o.xlSources, "xl-sources", 160000, "50k scenario: small ConfigMaps and Secrets (3 read by each workload, the rest by none)")
+	flag.IntVar(&o.xlChanges, "xl-changes", 1000, "50k scenario: simultaneous changes, one per workload")
+	flag.IntVar(&o.xlCreators, "xl-creators", 128, "50k scenario: concurrent object creations")
 	flag.StringVar(&o.trend, "trend", "BENCHMARKS.json", "append this run's headline figures to this JSON file (\"\" writes none)")
 	flag.StringVar(&o.plot, "plot", "BENCHMARKS.svg", "redraw the trend file's plot into this SVG file (\"\" draws none)")
 }
@@ -206,11 +214,17 @@ func (o *options) validate() {
 	if slices.Contains(o.scenarios, "status") && (o.scaleChanges < 0 || o.scaleChanges > o.scaleWorkloads) {
 		fail("--scale-changes: 0 to --scale-workloads (one source of each of the first workloads)")
 	}
+	if slices.Contains(o.scenarios, "50k") && o.xlSources < 2*o.xlWorkloads {
+		fail("--xl-sources must be at least 2 × --xl-workloads")
+	}
 	if o.update != "put" && o.update != "merge-patch" {
 		fail("--update: want put or merge-patch, got %q", o.update)
 	}
 	if o.fleet < 0 || o.fleet > 100 || o.fleetOnly && o.fleet == 0 {
 		fail("--fleet: 0 to 100 (the names are app-00 to app-99); --fleet-only needs one")
+	}
+	if o.pairs < 1 || o.pairs > 9 {
+		fail("--pairs: 1 to 9")
 	}
 	if o.largeSources < 0 || o.largeSources > 99 || o.largeKeys < 1 {
 		fail("--large-sources: 0 to 99, each of at least 1 key")

@@ -32,6 +32,8 @@ type phaseResult struct {
 	cpu        float64       // the program's CPU seconds from the first update to quiet
 	patchMean  time.Duration // mean duration of the controller's PATCH calls (0 for other programs)
 	issueSpan  time.Duration // first update issued → last update issued
+	api        *apiLoad      // the control plane, first update to quiet (apiload.go)
+	ctrl       ctrlMeans     // the controller's queue wait, PATCH and change-to-restart means
 }
 
 // phaseRun is a phase under way: its changes, prepared before the first is
@@ -53,6 +55,11 @@ type phaseRun struct {
 // program runs: latency is update issued → the restart that carries it, as
 // the benchmark's own watch sees it.
 func (e *env) runPhase(ctx context.Context, name string, changes []sourceRef, concurrent bool, grace time.Duration) (*phaseResult, error) {
+	if concurrent {
+		// Every fan-out starts on a control plane done with the phase
+		// before (new ReplicaSets, statuses), whichever program runs.
+		e.waitAPIQuiet(ctx)
+	}
 	logf("--- %s (%d changes)", name, len(changes))
 	run, err := e.preparePhase(changes)
 	if err != nil {
@@ -60,6 +67,14 @@ func (e *env) runPhase(ctx context.Context, name string, changes []sourceRef, co
 	}
 	r := &phaseResult{name: name, changes: len(changes), grace: grace, deps: len(run.targets)}
 	before, err := e.counters(ctx)
+	if err != nil {
+		return nil, err
+	}
+	apiBefore, err := e.apiSnapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ctrlBefore, err := e.ctrlSnapshot()
 	if err != nil {
 		return nil, err
 	}
@@ -81,6 +96,16 @@ func (e *env) runPhase(ctx context.Context, name string, changes []sourceRef, co
 		return nil, err
 	}
 	r.addWrites(before, after)
+	apiAfter, err := e.apiSnapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.api = apiAfter.since(apiBefore)
+	ctrlAfter, err := e.ctrlSnapshot()
+	if err != nil {
+		return nil, err
+	}
+	r.ctrl = ctrlAfter.since(ctrlBefore)
 	r.countRestarts(e.rec.restartsBetween(start, end), run.targets)
 	r.logSummary()
 	return r, nil
@@ -245,6 +270,12 @@ func (r *phaseResult) logSummary() {
 	st := stats(r.latencies)
 	logf("  latency p50 %s p90 %s p99 %s max %s; restarts %d for %d changes on %d workloads (%d exactly once, %d stray, %d missing); %.0f PATCHes, %.0f conflicts; CPU %.2f s",
 		sec(st.p50), sec(st.p90), sec(st.p99), sec(st.max), r.restarts, r.changes, r.deps, r.once, r.stray, r.missing, r.patches, r.conflicts, r.cpu)
+	if r.api != nil {
+		logf("  API server writes: %s; etcd write mean %.1f ms over %.0f; CPU: %s", r.api.writes(12), 1000*r.api.etcdMean, r.api.etcdN, r.api.cpuLine())
+	}
+	if r.ctrl != (ctrlMeans{}) {
+		logf("  program: queue wait mean %.0f ms, PATCH mean %.0f ms (client side), change to restart mean %.0f ms", 1000*r.ctrl.queue, 1000*r.ctrl.patch, 1000*r.ctrl.changeToRestart)
+	}
 }
 
 type pct struct {

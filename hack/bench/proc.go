@@ -41,8 +41,9 @@ type controllerProc struct {
 
 var httpClient = &http.Client{Timeout: 10 * time.Second}
 
-// startController starts the controller binary with the benchmark's flags.
-func startController(o options, kubeconfig, logPath string, grace time.Duration) (*controllerProc, error) {
+// startController starts the controller binary with the benchmark's flags,
+// then extra, then --controller-args.
+func startController(o options, kubeconfig, logPath string, grace time.Duration, extra ...string) (*controllerProc, error) {
 	ports, err := testcluster.FreePorts(1)
 	if err != nil {
 		return nil, err
@@ -54,7 +55,7 @@ func startController(o options, kubeconfig, logPath string, grace time.Duration)
 		"--restart-grace-period", grace.String(),
 		"--metrics-address", addr,
 		"--enable-profiling",
-	}, o.controllerArgs...)
+	}, append(extra, o.controllerArgs...)...)
 	cmd := exec.Command(o.controller, args...)
 	cmd.Env = append(os.Environ(), o.controllerEnv...)
 	return startProc(cmd, logPath, addr)

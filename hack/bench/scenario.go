@@ -33,13 +33,23 @@ type scenario struct {
 	// is recorded without a restart), while a controller's checksums would
 	// remain for whatever ran after it. The controller always runs.
 	programs []string
+	// pairs is how many times the controller and the patcher are compared
+	// at each scale, each time on a fresh cluster of their own: the scale's
+	// full run is the first, then pairs of the two alone, in alternate
+	// orders (controller first, then patcher first, ...). A fan-out ratio
+	// from one pair moves by up to 1.6x between runs on a loaded 2-core
+	// machine; the median of several, with their spread, does not mislead.
+	pairs    int
 	creators int // concurrent object creations
 	// apiserverArgs come before --apiserver-args.
 	apiserverArgs []string
 	// graceStart and large are the controller-only steps of the default
-	// scenario: a second start with --grace, and the large sources.
-	graceStart, large bool
-	targets           targets
+	// scenario: a second start with --grace, and the large sources;
+	// restart and failover those of the large scenarios: a second start
+	// (grace 0) on workloads that carry their checksums, and two replicas
+	// with leader election, the leader stopped (restart.go).
+	graceStart, large, restart, failover bool
+	targets                              targets
 
 	run func(ctx context.Context, o options) string
 }
@@ -63,29 +73,55 @@ func scenarios(o options) []*scenario {
 			name:    "default",
 			about:   "the issue's scenario: few workloads reading large sources, the sources' size multiplied by each scale",
 			objects: newDefaultSet, scales: o.scales, changes: o.changes,
-			programs: []string{progFloor, progPatcher, progController}, creators: o.creators,
+			programs: []string{progFloor, progPatcher, progController}, pairs: o.pairs, creators: o.creators,
 			graceStart: true, large: o.largeSources > 0,
 			targets: targets{peakRSSKB: targetRSSKB, rssGrowth: targetRSSGrowth, ready: true, singleChange: true,
 				p99: map[int]float64{smallN: targetP99Small.Seconds(), largeN: targetP99Large.Seconds()}, patcherP99: targetPatcherRatio},
 		},
-		{
-			name:  "10k",
-			about: "many workloads over many small sources (BENCHMARKS.md, \"10,000 workloads\")",
-			objects: func(o options, _ int) objectSet {
-				return scaleSpec{workloads: o.scaleWorkloads, sources: o.scaleSources}
-			},
-			scales: []int{1}, changes: []int{o.scaleChanges},
-			programs: []string{progFloor, progPatcher, progController}, creators: o.scaleCreators,
-			// The API server must take the creators and the controller's
-			// patches together (priority and fairness is off in testcluster,
-			// so these two limits are what applies).
-			apiserverArgs: []string{"--max-requests-inflight=800", "--max-mutating-requests-inflight=400"},
-			targets: targets{singleChange: true, patcherP99: target10kPatcherRatio,
-				floorPeakRSS: targetFloorRSSRatio, floorCPUReady: targetFloorCPURatio},
-		},
+		scaleScenario("2.5k", "2,500 workloads: the smallest point of the per-workload slopes", o,
+			scaleSpec{workloads: 2500, sources: 7500}, 250, o.scaleCreators, false),
+		scaleScenario("10k", "many workloads over many small sources (BENCHMARKS.md, \"10,000 workloads\")", o,
+			scaleSpec{workloads: o.scaleWorkloads, sources: o.scaleSources}, o.scaleChanges, o.scaleCreators, false),
+		scaleScenario("50k", "50,000 workloads over more than 150,000 sources, with a controller restart and a failover to a warm standby (opt-in)", o,
+			scaleSpec{workloads: o.xlWorkloads, sources: o.xlSources}, o.xlChanges, o.xlCreators, true),
+		{name: "keybomb", about: "large sources on an otherwise empty cluster (keybomb.go)", run: keyBombReport},
 		{name: "fleet", about: "paced against unpaced restarts of one ConfigMap's readers (fleet.go)", run: fleetReport},
 		{name: "status", about: "the operator CLI's status -A over the 10k scenario's objects, the controller down (statusbench.go)", run: statusReport},
 	}
+}
+
+// scaleScenario is a scenario of many workloads over many small sources
+// (scaleobjects.go), measured beside the floor and the patcher; large adds
+// the controller's restart and failover.
+func scaleScenario(name, about string, o options, spec scaleSpec, changes, creators int, large bool) *scenario {
+	return &scenario{
+		name: name, about: about,
+		objects: func(options, int) objectSet { return spec },
+		scales:  []int{1}, changes: []int{changes},
+		// The patcher runs before and after the controller on the same
+		// cluster: one run at this size takes minutes, and the two
+		// patcher runs give the ratio's spread.
+		programs: []string{progFloor, progPatcher, progController, progPatcher}, creators: creators,
+		// The API server must take the creators and the controller's
+		// patches together (priority and fairness is off in testcluster,
+		// so these two limits are what applies).
+		apiserverArgs: []string{"--max-requests-inflight=800", "--max-mutating-requests-inflight=400"},
+		restart:       large, failover: large,
+		targets: targets{singleChange: true, patcherP99: target10kPatcherRatio,
+			floorPeakRSS: targetFloorRSSRatio, floorCPUReady: targetFloorCPURatio},
+	}
+}
+
+// singleRounds is how many rounds of single changes a scenario sends, each
+// on workloads of its own: the programs', then one per second start.
+func (s *scenario) singleRounds() int {
+	n := 1
+	for _, step := range []bool{s.graceStart, s.restart, s.failover} {
+		if step {
+			n++
+		}
+	}
+	return max(n, 2)
 }
 
 // validate checks a scenario before anything starts.
@@ -99,8 +135,11 @@ func (s *scenario) validate(o options) error {
 	if s.objects == nil || len(s.scales) == 0 || len(s.changes) == 0 {
 		return fmt.Errorf("scenario %s: needs objects, scales and changes", s.name)
 	}
-	if !slices.Contains(s.programs, progController) {
+	switch n := count(s.programs, progController); {
+	case n == 0:
 		return fmt.Errorf("scenario %s: programs %v lack the controller", s.name, s.programs)
+	case n > 1:
+		return fmt.Errorf("scenario %s: programs %v run the controller %d times", s.name, s.programs, n)
 	}
 	for _, p := range s.programs {
 		if p != progController && p != progFloor && p != progPatcher {
@@ -110,6 +149,9 @@ func (s *scenario) validate(o options) error {
 	if s.targets.patcherP99 > 0 && !slices.Contains(s.programs, progPatcher) ||
 		(s.targets.floorPeakRSS > 0 || s.targets.floorCPUReady > 0) && !slices.Contains(s.programs, progFloor) {
 		return fmt.Errorf("scenario %s: a target compares with a program it does not run", s.name)
+	}
+	if s.pairs > 1 && !slices.Contains(s.programs, progPatcher) {
+		return fmt.Errorf("scenario %s: %d pairs, but no patcher to pair the controller with", s.name, s.pairs)
 	}
 	for _, sc := range s.scales {
 		if sc < 1 {
@@ -122,11 +164,21 @@ func (s *scenario) validate(o options) error {
 			}
 		}
 		// Each single-change round takes workloads of its own.
-		if rounds := 2; o.singles*rounds > objs.workloadCount() {
+		if rounds := s.singleRounds(); o.singles*rounds > objs.workloadCount() {
 			return fmt.Errorf("scenario %s: --singles %d needs %d workloads, it has %d", s.name, o.singles, o.singles*rounds, objs.workloadCount())
 		}
 	}
 	return nil
+}
+
+func count(list []string, s string) int {
+	n := 0
+	for _, x := range list {
+		if x == s {
+			n++
+		}
+	}
+	return n
 }
 
 // selectScenarios returns the named scenarios of the table, in the order

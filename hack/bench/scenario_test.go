@@ -17,7 +17,7 @@ func TestScenarioTableIsValid(t *testing.T) {
 			t.Errorf("scenario %s: %v", s.name, err)
 		}
 	}
-	for _, want := range []string{"default", "10k", "fleet"} {
+	for _, want := range []string{"default", "keybomb", "2.5k", "10k", "50k", "fleet"} {
 		if !names[want] {
 			t.Errorf("no scenario %s", want)
 		}
@@ -47,6 +47,10 @@ func TestScenarioValidationNamesWhatIsWrong(t *testing.T) {
 		{"too many singles", func(_ *scenario, o *options) { o.singles = 3 }, "--singles 3 needs 6 workloads, it has 4"},
 		{"no scales", func(s *scenario, _ *options) { s.scales = nil }, "needs objects, scales and changes"},
 		{"no name", func(s *scenario, _ *options) { s.name = "" }, "without a name"},
+		{"controller twice", func(s *scenario, _ *options) { s.programs = append(s.programs, progController) }, "run the controller 2 times"},
+		{"pairs without the patcher", func(s *scenario, _ *options) {
+			s.programs, s.targets.patcherP99 = []string{progFloor, progController}, 0
+		}, "no patcher to pair the controller with"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -78,10 +82,11 @@ func TestSelectScenariosKeepsOrderAndRejectsUnknown(t *testing.T) {
 
 func TestObjectSetsGiveEachSingleChangeAWorkloadOfItsOwn(t *testing.T) {
 	o := testOptions()
-	for _, name := range []string{"default", "10k"} {
-		objs := scenarioNamed(o, name).objects(o, 1)
+	for _, name := range []string{"default", "10k", "50k"} {
+		sc := scenarioNamed(o, name)
+		objs := sc.objects(o, 1)
 		used := map[string]bool{}
-		for round := range 2 {
+		for round := range sc.singleRounds() {
 			for _, r := range objs.singles(round, o.singles) {
 				if used[r.wl.key()] {
 					t.Errorf("%s: %s takes two single changes", name, r.wl.key())

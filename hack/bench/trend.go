@@ -32,6 +32,11 @@ func newTrendRun(version, machine string, began time.Time, runs []*scaleRun) tre
 				if st.n > 0 {
 					l.P50Seconds, l.P99Seconds = round3(st.p50.Seconds()), round3(st.p99.Seconds())
 				}
+				if p.prog == progController {
+					if p99, _, _ := r.fanOutRatios(ph.n); p99.n > 0 {
+						l.Comparisons, l.P99RatioMedian, l.P99RatioMin, l.P99RatioMax = p99.n, round3(p99.median), round3(p99.min), round3(p99.max)
+					}
+				}
 				res.FanOut = append(res.FanOut, l)
 			}
 			t.Results = append(t.Results, res)

@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,10 +33,19 @@ type zeroLogic struct {
 	readers map[string]zeroTarget // "KIND/NS/NAME" → reader
 	client  dynamic.Interface
 	queue   workqueue.TypedInterface[zeroTarget]
+
+	// What the benchmark reads beside the controller's figures: how long
+	// a target waited in the queue for a worker, and how long its PATCH
+	// took, seen from the client (zerologic_*_seconds_sum and _count on
+	// --metrics-address).
+	mu                sync.Mutex
+	queued            map[zeroTarget]time.Time
+	waitSum, patchSum float64
+	waitN, patchN     float64
 }
 
 func runZeroLogic(ctx context.Context, rc *rest.Config, h helperOptions, began time.Time) error {
-	z := &zeroLogic{readers: map[string]zeroTarget{}, queue: workqueue.NewTyped[zeroTarget]()}
+	z := &zeroLogic{readers: map[string]zeroTarget{}, queue: workqueue.NewTyped[zeroTarget](), queued: map[zeroTarget]time.Time{}}
 	if err := z.readMap(h.mapFile); err != nil {
 		return err
 	}
@@ -48,6 +59,9 @@ func runZeroLogic(ctx context.Context, rc *rest.Config, h helperOptions, began t
 	}
 	for range h.workers {
 		go z.work(ctx)
+	}
+	if h.metricsAddr != "" {
+		go z.serveMetrics(ctx, h.metricsAddr)
 	}
 	go func() {
 		<-ctx.Done()
@@ -82,6 +96,11 @@ func (z *zeroLogic) OnUpdate(kind, newObj interface{}) {
 		return
 	}
 	if t, ok := z.readers[kind.(string)+"/"+m.GetNamespace()+"/"+m.GetName()]; ok {
+		z.mu.Lock()
+		if _, waiting := z.queued[t]; !waiting {
+			z.queued[t] = time.Now()
+		}
+		z.mu.Unlock()
 		z.queue.Add(t)
 	}
 }
@@ -96,12 +115,39 @@ func (z *zeroLogic) work(ctx context.Context) {
 		if shutdown {
 			return
 		}
+		took := time.Now()
+		z.mu.Lock()
+		if at, ok := z.queued[t]; ok {
+			z.waitSum, z.waitN = z.waitSum+took.Sub(at).Seconds(), z.waitN+1
+			delete(z.queued, t)
+		}
+		z.mu.Unlock()
 		body, _ := json.Marshal(map[string]any{"spec": map[string]any{"template": map[string]any{"metadata": map[string]any{
 			"annotations": map[string]string{restartAnnotation: time.Now().UTC().Format(time.RFC3339Nano)}}}}})
 		gvr := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: t.resource}
 		if _, err := z.client.Resource(gvr).Namespace(t.namespace).Patch(ctx, t.name, types.MergePatchType, body, metav1.PatchOptions{FieldManager: "zero-logic"}); err != nil && ctx.Err() == nil {
 			fmt.Fprintf(os.Stderr, "patch %v: %v\n", t, err)
 		}
+		z.mu.Lock()
+		z.patchSum, z.patchN = z.patchSum+time.Since(took).Seconds(), z.patchN+1
+		z.mu.Unlock()
 		z.queue.Done(t)
+	}
+}
+
+// serveMetrics serves the patcher's two figures in Prometheus text.
+func (z *zeroLogic) serveMetrics(ctx context.Context, addr string) {
+	srv := &http.Server{Addr: addr, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		z.mu.Lock()
+		defer z.mu.Unlock()
+		fmt.Fprintf(w, "zerologic_queue_wait_seconds_sum %g\nzerologic_queue_wait_seconds_count %g\n", z.waitSum, z.waitN)
+		fmt.Fprintf(w, "zerologic_patch_duration_seconds_sum %g\nzerologic_patch_duration_seconds_count %g\n", z.patchSum, z.patchN)
+	})}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	if err := srv.ListenAndServe(); err != nil && ctx.Err() == nil {
+		fmt.Fprintf(os.Stderr, "metrics: %v\n", err)
 	}
 }

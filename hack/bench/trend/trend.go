@@ -47,6 +47,13 @@ type Latency struct {
 	P50Seconds float64 `json:"p50Seconds"`
 	P99Seconds float64 `json:"p99Seconds"`
 	Missing    int     `json:"missing"`
+	// The controller's p99 over the zero-logic patcher's: the median of
+	// every comparison on one cluster (pairs on fresh clusters, or the
+	// patcher before and after the controller), and their range.
+	Comparisons    int     `json:"comparisons,omitempty"`
+	P99RatioMedian float64 `json:"p99RatioMedian,omitempty"`
+	P99RatioMin    float64 `json:"p99RatioMin,omitempty"`
+	P99RatioMax    float64 `json:"p99RatioMax,omitempty"`
 }
 
 // Read reads the trend file; a missing file is an empty history.
