@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -202,6 +203,13 @@ func TestMinIntervalMergesChanges(t *testing.T) {
 	setConfigMapKey(t, ns, "conf", "k", "2")
 	time.Sleep(3 * time.Second) // a second change, later inside the interval
 	setConfigMapKey(t, ns, "conf", "k", "3")
+	// explain names the wait and its end (decision/timing.go's reason).
+	out := runCLI(t, "explain", "--kubeconfig", env.cluster.Kubeconfig, "--config", filepath.Join(env.repoRoot, "examples", "presets", "xing.yaml"),
+		"-n", ns, "deploy/web")
+	if want := "its minimum interval is " + interval.String() + " since its last restart at "; !strings.Contains(out.stdout, want) ||
+		!strings.Contains(out.stdout, "next restart not before ") {
+		t.Fatalf("explain during the interval:\n%s\nwant %q and its end", out.stdout, want)
+	}
 	stays(t, "no restart inside the interval", time.Until(first.Add(interval-5*time.Second)), func() error {
 		ok, err := templatesAre(t, ns, names, 2)
 		if !ok {
