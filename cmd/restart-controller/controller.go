@@ -87,7 +87,9 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 	if err != nil {
 		return err
 	}
-	eventLog, stopEvents, err := startEvents(ctx, cl.kube, log.Named("events"))
+	// The restart writes, which the Events' writes yield to.
+	restarts := &activity{}
+	eventLog, stopEvents, err := startEvents(ctx, cl.kube, restarts, log.Named("events"))
 	if err != nil {
 		return fmt.Errorf("starting to record Events: %w", err)
 	}
@@ -98,7 +100,7 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 	notifier, stopNotifier := startNotifier(ctx, cfg, cl.kube.CoreV1(), m, log.Named("notify"))
 	defer stopNotifier() // after the controller has stopped (defers run last first)
 	lease := newLeaseLock(cfg.Settings, cl.leases)
-	ctrl, watcher, cat, err := assemble(cfg, cl, sums, recorder, notifier, lease, m, log, lookupEnv)
+	ctrl, watcher, cat, err := assemble(cfg, cl, sums, recorder, notifier, restarts, lease, m, log, lookupEnv)
 	if err != nil {
 		return err
 	}
@@ -152,13 +154,13 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 // whole-data checksums, keyed), the decision's rules, the controller with
 // everything it uses, and the watcher that feeds it.
 func assemble(cfg *config.Config, cl *clients, sums checksum.Hasher, recorder restart.EventRecorder, notifier restart.Notifier,
-	lease *leaseLock, m *metrics.Metrics, log hclog.Logger, lookupEnv func(string) (string, bool)) (*restart.Controller, *watch.Watcher, *catalog.Catalog, error) {
+	restarts *activity, lease *leaseLock, m *metrics.Metrics, log hclog.Logger, lookupEnv func(string) (string, bool)) (*restart.Controller, *watch.Watcher, *catalog.Catalog, error) {
 	cat := catalog.New(catalog.BoundSources(sums))
 	rules := decision.NewRules(cfg, sums)
 	ctrl, err := restart.New(restart.Deps{
 		Config: cfg, Rules: rules, Catalog: cat,
 		Pacing: pacing.New(pacing.Deps{Catalog: cat, Rules: rules, Started: time.Now()}),
-		Client: cl.dynamic, Patch: restart.MetadataPatch(cl.meta), Fresh: lease.fresh,
+		Client: cl.dynamic, Patch: trackedPatch(restart.MetadataPatch(cl.meta), restarts), Fresh: lease.fresh,
 		Exists: restart.APIExists(cl.meta, cfg.Sources, cfg.SourceSelector.String()),
 		Keys:   keyread.New(cfg.Sources, restart.APIFetch(cl.protobufCore, cl.dynamic), keyread.Capacity),
 		Events: recorder, Notify: notifier, Metrics: m, Log: log.Named("restart"), Clock: time.Now,

@@ -14,7 +14,9 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 
+	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/logging"
+	"github.com/restart-controller/restart-controller/internal/restart"
 )
 
 const (
@@ -28,6 +30,14 @@ const (
 	// own, and the broadcaster each to the sink on another, so an Event
 	// recorded just before the stop reaches the sink a moment after it.
 	eventsQuiet = 100 * time.Millisecond
+	// restartsQuiet and eventsMaxDelay are how an Event's write yields to
+	// the restarts of a burst: it waits until no restart write has been
+	// under way for restartsQuiet, so that on two cores the API server
+	// serves the restarts first (a restart Event per restart would double
+	// the writes of a fan-out), but never longer than eventsMaxDelay, so a
+	// fleet that restarts without pause still reports.
+	restartsQuiet  = 250 * time.Millisecond
+	eventsMaxDelay = 10 * time.Second
 )
 
 // startEvents records events.k8s.io/v1 Events with client-go's tools/events,
@@ -39,12 +49,15 @@ const (
 // Events per second reach it, and so how many writes can be under way while
 // the API server is slow.
 //
+// Each write waits first for the restart writes (restarts: the controller's
+// PATCHes) to pause; see restartsQuiet.
+//
 // stop, called once nothing records any more, waits up to
 // eventsDrainTimeout for the Events recorded to be written, then shuts the
 // broadcaster down and ends the retries.
-func startEvents(ctx context.Context, client kubernetes.Interface, log hclog.Logger) (recorder events.EventRecorder, stop func(), err error) {
+func startEvents(ctx context.Context, client kubernetes.Interface, restarts *activity, log hclog.Logger) (recorder events.EventRecorder, stop func(), err error) {
 	busy := &activity{}
-	broadcaster := events.NewBroadcaster(trackedSink{EventSink: &events.EventSinkImpl{Interface: client.EventsV1()}, busy: busy})
+	broadcaster := events.NewBroadcaster(trackedSink{EventSink: &events.EventSinkImpl{Interface: client.EventsV1()}, busy: busy, restarts: restarts})
 	// Not cancelled with ctx: the Events of reconciles that finish while
 	// the run drains are written too.
 	sinkCtx, cancel := context.WithCancel(klog.NewContext(context.WithoutCancel(ctx), logging.Logr(log)))
@@ -72,29 +85,42 @@ func (r trackedRecorder) Eventf(regarding, related runtime.Object, eventtype, re
 	r.EventRecorder.Eventf(regarding, related, eventtype, reason, action, note, args...)
 }
 
-// trackedSink is the API server's Event sink, noting the writes under way.
+// trackedSink is the API server's Event sink, noting the writes under way
+// (a write waiting for the restarts counts: stop drains it too), each
+// written once the restarts pause.
 type trackedSink struct {
 	events.EventSink
-	busy *activity
+	busy, restarts *activity
 }
 
 func (s trackedSink) Create(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
 	defer s.busy.begin()()
+	s.restarts.waitIdle(restartsQuiet, eventsMaxDelay)
 	return s.EventSink.Create(ctx, e)
 }
 
 func (s trackedSink) Update(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
 	defer s.busy.begin()()
+	s.restarts.waitIdle(restartsQuiet, eventsMaxDelay)
 	return s.EventSink.Update(ctx, e)
 }
 
 func (s trackedSink) Patch(ctx context.Context, e *eventsv1.Event, data []byte) (*eventsv1.Event, error) {
 	defer s.busy.begin()()
+	s.restarts.waitIdle(restartsQuiet, eventsMaxDelay)
 	return s.EventSink.Patch(ctx, e, data)
 }
 
-// activity is when an Event was last recorded or began to be written, and
-// how many writes are under way.
+// trackedPatch is patch, noting each write under way in restarts.
+func trackedPatch(patch restart.PatchFunc, restarts *activity) restart.PatchFunc {
+	return func(ctx context.Context, key catalog.WorkloadKey, body []byte) error {
+		defer restarts.begin()()
+		return patch(ctx, key, body)
+	}
+}
+
+// activity is when something (an Event recorded, a write) last happened,
+// and how many writes are under way.
 type activity struct {
 	mu       sync.Mutex
 	inFlight int

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	corev1 "k8s.io/api/core/v1"
@@ -21,7 +22,7 @@ func TestEventsStopWritesWhatWasRecorded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recorder, stop, err := startEvents(context.Background(), client, hclog.NewNullLogger())
+	recorder, stop, err := startEvents(context.Background(), client, &activity{}, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,5 +51,45 @@ func TestEventsStopWritesWhatWasRecorded(t *testing.T) {
 	if e.Reason != "Recorded" || e.Note != "recorded before the stop" || e.ReportingController != "restart-controller" ||
 		e.ReportingInstance != "restart-controller-"+hostname {
 		t.Fatalf("the Event is %+v", e)
+	}
+}
+
+// An Event's write waits while a restart write is under way and goes out
+// once the restarts pause: the Events of a burst never take the API
+// server's time from its restarts.
+func TestEventsYieldToRestarts(t *testing.T) {
+	client, err := kubernetes.NewForConfig(apiServer(t).RESTConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restarts := &activity{}
+	recorder, stop, err := startEvents(context.Background(), client, restarts, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	written := func() bool {
+		t.Helper()
+		list, err := client.EventsV1().Events("default").List(context.Background(), metav1.ListOptions{FieldSelector: "regarding.name=yields"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(list.Items) > 0
+	}
+	end := restarts.begin() // a restart PATCH under way
+	regarding := &corev1.ObjectReference{APIVersion: "v1", Kind: "ConfigMap", Namespace: "default", Name: "yields"}
+	recorder.Eventf(regarding, nil, corev1.EventTypeNormal, "Recorded", "Test", "recorded during a restart")
+	// Written at once (tens of milliseconds) when it does not wait; 2 s
+	// is well inside eventsMaxDelay.
+	for until := time.Now().Add(2 * time.Second); time.Now().Before(until); time.Sleep(100 * time.Millisecond) {
+		if written() {
+			t.Fatal("the Event was written while a restart write was under way")
+		}
+	}
+	end()
+	for deadline := time.Now().Add(30 * time.Second); !written(); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the Event was not written once the restarts paused")
+		}
 	}
 }
