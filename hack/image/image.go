@@ -2,6 +2,7 @@ package main
 
 import (
 	"archive/tar"
+	"archive/zip"
 	"bytes"
 	"context"
 	"fmt"
@@ -34,6 +35,10 @@ const (
 	Source      = "https://github.com/restart-controller/restart-controller"
 	// CACertificates is where Go's crypto/x509 looks first on Linux.
 	CACertificates = "/etc/ssl/certs/ca-certificates.crt"
+	// ZoneInfo is where Go's time package looks first on Linux for the
+	// IANA time zones of restart windows (restartWindows[].timeZone), as
+	// distroless/static has them.
+	ZoneInfo = "/usr/share/zoneinfo"
 )
 
 // Options say what to build. Zero values are filled in by Build.
@@ -99,7 +104,61 @@ func Build(ctx context.Context, o Options) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Assemble(o, bin, plugin, certs)
+	zones, err := readZoneInfo(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return Assemble(o, bin, plugin, certs, zones)
+}
+
+// readZoneInfo reads the time zone database of the Go that builds the
+// binaries ($GOROOT/lib/time/zoneinfo.zip): a release's tzdata, the same on
+// every machine that builds with that Go, so the image stays reproducible.
+func readZoneInfo(ctx context.Context) ([]byte, error) {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOROOT").Output()
+	if err != nil {
+		return nil, fmt.Errorf("finding GOROOT for its time zone database: %w", err)
+	}
+	path := filepath.Join(strings.TrimSpace(string(out)), "lib", "time", "zoneinfo.zip")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the time zone database: %w", err)
+	}
+	return b, nil
+}
+
+// zoneEntries are the zones of a zoneinfo.zip as files under ZoneInfo, with
+// the folders they need.
+func zoneEntries(db []byte) ([]entry, error) {
+	r, err := zip.NewReader(bytes.NewReader(db), int64(len(db)))
+	if err != nil {
+		return nil, fmt.Errorf("reading the time zone database: %w", err)
+	}
+	root := strings.TrimPrefix(ZoneInfo, "/") + "/"
+	dirs := map[string]bool{"usr/": true, "usr/share/": true, root: true}
+	var out []entry
+	for _, f := range r.File {
+		if strings.HasSuffix(f.Name, "/") {
+			continue
+		}
+		rc, err := f.Open()
+		if err != nil {
+			return nil, fmt.Errorf("reading zone %s: %w", f.Name, err)
+		}
+		data, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			return nil, fmt.Errorf("reading zone %s: %w", f.Name, err)
+		}
+		out = append(out, entry{name: root + f.Name, mode: 0o644, data: data})
+		for dir := filepath.Dir(f.Name); dir != "."; dir = filepath.Dir(dir) {
+			dirs[root+dir+"/"] = true
+		}
+	}
+	for d := range dirs {
+		out = append(out, entry{name: d, mode: 0o755, dir: true})
+	}
+	return out, nil
 }
 
 // The packages of the image's two binaries, relative to the root.
@@ -139,8 +198,9 @@ func readCerts(path string) ([]byte, error) {
 }
 
 // Assemble puts the binaries and the base files into an image. It is pure:
-// the same inputs give the same digest.
-func Assemble(o Options, binary, plugin, certs []byte) (v1.Image, error) {
+// the same inputs give the same digest. zoneinfo is a zoneinfo.zip (nil:
+// no time zones but UTC).
+func Assemble(o Options, binary, plugin, certs, zoneinfo []byte) (v1.Image, error) {
 	if o.Arch == "" {
 		o.Arch = "amd64"
 	}
@@ -161,6 +221,13 @@ func Assemble(o Options, binary, plugin, certs []byte) (v1.Image, error) {
 			entry{name: "etc/ssl/", mode: 0o755, dir: true},
 			entry{name: "etc/ssl/certs/", mode: 0o755, dir: true},
 			entry{name: strings.TrimPrefix(CACertificates, "/"), mode: 0o644, data: certs})
+	}
+	if len(zoneinfo) > 0 {
+		zones, err := zoneEntries(zoneinfo)
+		if err != nil {
+			return nil, err
+		}
+		base = append(base, zones...)
 	}
 	app := []entry{
 		{name: strings.TrimPrefix(BinaryPath, "/"), mode: 0o755, data: binary},
@@ -189,7 +256,7 @@ func Assemble(o Options, binary, plugin, certs []byte) (v1.Image, error) {
 		files []entry
 		by    string
 	}{
-		{base, "restart-controller base: passwd, group, home of nonroot (65532), CA certificates"},
+		{base, "restart-controller base: passwd, group, home of nonroot (65532), CA certificates, time zones"},
 		{app, "restart-controller " + o.Version + " static binaries: the controller and kubectl-restart_controller"},
 	} {
 		layer, err := tarLayer(l.files, created)

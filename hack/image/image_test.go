@@ -217,6 +217,23 @@ func TestImageBaseFiles(t *testing.T) {
 	}
 }
 
+// The image has the IANA time zones restart windows name, where Go looks
+// for them (a FROM-scratch image has none: LoadLocation would fail and the
+// controller exit 2 on a window's timeZone).
+func TestImageTimeZones(t *testing.T) {
+	files := extract(t, openLayout(t))
+	for _, zone := range []string{"Europe/Berlin", "America/Argentina/Buenos_Aires", "UTC"} {
+		f, ok := files[strings.TrimPrefix(ZoneInfo, "/")+"/"+zone]
+		if !ok {
+			t.Errorf("no %s/%s in the image", ZoneInfo, zone)
+			continue
+		}
+		if _, err := time.LoadLocationFromTZData(zone, f.data); err != nil {
+			t.Errorf("%s: %v", zone, err)
+		}
+	}
+}
+
 // TestDockerTarball checks the docker-loadable tarball holds the same image.
 func TestDockerTarball(t *testing.T) {
 	tag := name.MustParseReference("restart-controller:" + testVersion).(name.Tag)
@@ -240,7 +257,7 @@ func TestDockerTarball(t *testing.T) {
 func TestReproducible(t *testing.T) {
 	bin := []byte("not really a binary")
 	digest := func(o Options) v1.Hash {
-		img, err := Assemble(o, bin, []byte("not really a plugin"), []byte("certs"))
+		img, err := Assemble(o, bin, []byte("not really a plugin"), []byte("certs"), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 // Command image builds restart-controller's OCI image without a Docker engine:
 // the static binaries (the controller and its kubectl plugin) on an empty base (FROM scratch) with /etc/passwd,
-// /etc/group and CA certificates, run as 65532:65532 ("nonroot"). It writes an
+// /etc/group, CA certificates and the IANA time zones (/usr/share/zoneinfo,
+// from the building Go's database), run as 65532:65532 ("nonroot"). It writes an
 // OCI image layout and a tarball that `docker load` and `podman load` accept,
 // and prints the image digest.
 //
