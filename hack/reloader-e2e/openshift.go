@@ -5,36 +5,12 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/restart-controller/restart-controller/internal/testcluster"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 )
-
-// deploymentConfigCRD serves OpenShift's DeploymentConfigs, with the status
-// subresource the real API has, so that the stand-in's status writes do
-// not raise the generation. No schema: the suites' typed client and the
-// controller read only fields the stand-in or the suites write. Its kind
-// is what the suites' discovery looks for (utils.HasDeploymentConfigSupport).
-const deploymentConfigCRD = `
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: deploymentconfigs.apps.openshift.io}
-spec:
-  group: apps.openshift.io
-  scope: Namespaced
-  names: {plural: deploymentconfigs, singular: deploymentconfig, kind: DeploymentConfig, listKind: DeploymentConfigList, shortNames: [dc]}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    subresources: {status: {}}
-    schema:
-      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
-`
-
-var deploymentConfigsGVR = schema.GroupVersionResource{Group: "apps.openshift.io", Version: "v1", Resource: "deploymentconfigs"}
 
 // openshiftStandIn installs the DeploymentConfig CRD and, until ctx ends,
 // plays the part of OpenShift's DeploymentConfig controller that the suites
@@ -47,7 +23,7 @@ var deploymentConfigsGVR = schema.GroupVersionResource{Group: "apps.openshift.io
 // template's annotation, or STAKATER_ variables) is written by the restart
 // controller alone.
 func openshiftStandIn(ctx context.Context, kubeconfig string) error {
-	client, err := installCRD(ctx, kubeconfig, deploymentConfigCRD, deploymentConfigsGVR)
+	client, err := installCRD(ctx, kubeconfig, testcluster.DeploymentConfigCRD, testcluster.DeploymentConfigs)
 	if err != nil {
 		return err
 	}
@@ -58,7 +34,7 @@ func openshiftStandIn(ctx context.Context, kubeconfig string) error {
 // settleDeploymentConfigs writes the rolled-out status of every
 // DeploymentConfig whose status does not observe its generation yet.
 func settleDeploymentConfigs(ctx context.Context, client dynamic.Interface) {
-	list, err := client.Resource(deploymentConfigsGVR).List(ctx, metav1.ListOptions{})
+	list, err := client.Resource(testcluster.DeploymentConfigs).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return
 	}
@@ -69,7 +45,7 @@ func settleDeploymentConfigs(ctx context.Context, client dynamic.Interface) {
 		}
 		dc.Object["status"] = rolledOut(dc)
 		// A conflict or a deletion is settled on the next round.
-		_, _ = client.Resource(deploymentConfigsGVR).Namespace(dc.GetNamespace()).UpdateStatus(ctx, dc, metav1.UpdateOptions{})
+		_, _ = client.Resource(testcluster.DeploymentConfigs).Namespace(dc.GetNamespace()).UpdateStatus(ctx, dc, metav1.UpdateOptions{})
 	}
 }
 

@@ -11,31 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
 
+	"github.com/restart-controller/restart-controller/internal/testcluster"
 	"github.com/restart-controller/restart-controller/internal/testfixture"
 )
-
-// deploymentConfigCRD serves OpenShift's DeploymentConfigs, which the local
-// cluster has no API for: no schema (the controller reads only the fields
-// the test writes), and the status subresource the real API has, so that
-// status writes do not raise the generation.
-const deploymentConfigCRD = `
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: deploymentconfigs.apps.openshift.io}
-spec:
-  group: apps.openshift.io
-  scope: Namespaced
-  names: {plural: deploymentconfigs, singular: deploymentconfig, kind: DeploymentConfig, listKind: DeploymentConfigList, shortNames: [dc]}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    subresources: {status: {}}
-    schema:
-      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
-`
-
-var deploymentConfigsGVR = schema.GroupVersionResource{Group: "apps.openshift.io", Version: "v1", Resource: "deploymentconfigs"}
 
 // installDeploymentConfigCRD installs the CRD, once for every test that
 // needs it, and waits until DeploymentConfigs are served.
@@ -44,14 +22,14 @@ func installDeploymentConfigCRD(t *testing.T) {
 	ctx := ctxFor(t)
 	crdGVR := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 	var crd unstructured.Unstructured
-	if err := yaml.Unmarshal([]byte(deploymentConfigCRD), &crd.Object); err != nil {
+	if err := yaml.Unmarshal([]byte(testcluster.DeploymentConfigCRD), &crd.Object); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := env.dynamic.Resource(crdGVR).Create(ctx, &crd, metav1.CreateOptions{}); err != nil && !isAlreadyExists(err) {
 		t.Fatalf("installing the DeploymentConfig CRD: %v", err)
 	}
 	waitFor(t, "DeploymentConfigs served", func() (bool, error) {
-		_, err := env.dynamic.Resource(deploymentConfigsGVR).List(ctx, metav1.ListOptions{Limit: 1})
+		_, err := env.dynamic.Resource(testcluster.DeploymentConfigs).List(ctx, metav1.ListOptions{Limit: 1})
 		return err == nil, nil
 	})
 }
@@ -98,7 +76,7 @@ func TestDeploymentConfigs(t *testing.T) {
 				},
 			},
 		}}
-		if _, err := env.dynamic.Resource(deploymentConfigsGVR).Namespace(ns).Create(ctxFor(t), dc, metav1.CreateOptions{}); err != nil {
+		if _, err := env.dynamic.Resource(testcluster.DeploymentConfigs).Namespace(ns).Create(ctxFor(t), dc, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		settleDeploymentConfig(t, ns, name)
@@ -148,7 +126,7 @@ func TestDeploymentConfigs(t *testing.T) {
 // afresh on a conflict: the restart controller writes its records too.
 func settleDeploymentConfig(t *testing.T, ns, name string) {
 	t.Helper()
-	res := env.dynamic.Resource(deploymentConfigsGVR).Namespace(ns)
+	res := env.dynamic.Resource(testcluster.DeploymentConfigs).Namespace(ns)
 	waitFor(t, fmt.Sprintf("status of deploymentconfig %s/%s written", ns, name), func() (bool, error) {
 		dc, err := res.Get(ctxFor(t), name, metav1.GetOptions{})
 		if err != nil {
@@ -172,7 +150,7 @@ func settleDeploymentConfig(t *testing.T, ns, name string) {
 
 func deploymentConfigTemplate(t *testing.T, ns, name string) string {
 	t.Helper()
-	dc, err := env.dynamic.Resource(deploymentConfigsGVR).Namespace(ns).Get(ctxFor(t), name, metav1.GetOptions{})
+	dc, err := env.dynamic.Resource(testcluster.DeploymentConfigs).Namespace(ns).Get(ctxFor(t), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +166,7 @@ func deploymentConfigTemplate(t *testing.T, ns, name string) string {
 func waitDeploymentConfigRecorded(t *testing.T, key, ns, name, source string) {
 	t.Helper()
 	waitFor(t, fmt.Sprintf("applied checksums on deploymentconfig %s/%s", ns, name), func() (bool, error) {
-		dc, err := env.dynamic.Resource(deploymentConfigsGVR).Namespace(ns).Get(ctxFor(t), name, metav1.GetOptions{})
+		dc, err := env.dynamic.Resource(testcluster.DeploymentConfigs).Namespace(ns).Get(ctxFor(t), name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
