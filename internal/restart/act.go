@@ -67,7 +67,7 @@ func (c *Controller) remember(s decision.Snapshot, v decision.Verdict) {
 	if v.Gate == decision.GateOptIn {
 		c.dryRun.forget(key)
 		c.Pacing.Forget(key)
-		c.standing.set(key, "", "")
+		c.standing.set(key, "", "", c.Metrics.SetStanding)
 	}
 	switch {
 	case f.Forget:

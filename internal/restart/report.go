@@ -73,8 +73,7 @@ func (c *Controller) reportStanding(log hclog.Logger, key catalog.WorkloadKey, w
 	if v.Action == decision.Hold {
 		kind = v.Hold.Kind
 	}
-	held, waiting, began := c.standing.set(key, kind, waitReason(v))
-	c.Metrics.SetStanding(held, waiting)
+	began := c.standing.set(key, kind, waitReason(v), c.Metrics.SetStanding)
 	switch {
 	case v.Action == decision.Hold && wrote:
 		c.reportHold(log, key, w, v.Hold)

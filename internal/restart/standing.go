@@ -1,7 +1,6 @@
 package restart
 
 import (
-	"maps"
 	"sync"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
@@ -38,9 +37,12 @@ func waitReason(v decision.Verdict) string {
 }
 
 // set notes the workload's standing after a decision: held for a reason
-// (kind, "" when not), waiting for a reason ("" when not). It returns the
-// counts by reason, and whether the wait began now.
-func (s *standing) set(key catalog.WorkloadKey, kind record.HoldKind, waiting string) (held, waits map[string]int, began bool) {
+// (kind, "" when not), waiting for a reason ("" when not). It publishes the
+// counts by reason while it holds the lock: workers decide at once, and
+// counts published after the lock could land out of order and leave a
+// gauge stale until some workload is decided again, which for a fleet of
+// held workloads is never. It returns whether the wait began now.
+func (s *standing) set(key catalog.WorkloadKey, kind record.HoldKind, waiting string, publish func(held, waiting map[string]int)) (began bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.held == nil {
@@ -50,7 +52,8 @@ func (s *standing) set(key catalog.WorkloadKey, kind record.HoldKind, waiting st
 	note(s.held, s.heldBy, key, string(kind))
 	began = waiting != "" && s.waiting[key] != waiting
 	note(s.waiting, s.waitingBy, key, waiting)
-	return maps.Clone(s.heldBy), maps.Clone(s.waitingBy), began
+	publish(s.heldBy, s.waitingBy)
+	return began
 }
 
 // note sets the workload's reason ("" none) in byKey, keeping the counts.

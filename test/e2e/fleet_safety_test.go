@@ -248,7 +248,7 @@ func stays(t *testing.T, what string, d time.Duration, cond func() error) {
 	end := time.Now().Add(d)
 	for time.Now().Before(end) {
 		if err := cond(); err != nil {
-			t.Fatalf("%s: %v", what, err)
+			fatalf(t, "%s: %v", what, err)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
@@ -535,6 +535,7 @@ func TestBreakerHoldsAFlappingSource(t *testing.T) {
 // change with the annotation the Event names, and the held workloads go on.
 func TestWaveHoldSurvivesKillAndFailover(t *testing.T) {
 	const n = 20
+	step := progress(t)
 	ns := newNamespace(t)
 	node := startFakeNode(t, "kwok-"+ns)
 	keys := safetyKeysFor("failsafe")
@@ -569,6 +570,7 @@ func TestWaveHoldSurvivesKillAndFailover(t *testing.T) {
 	start("b")
 	waitFor(t, "a leader", func() (bool, error) { return holder() != "", nil })
 	f.waitReady(t)
+	step("fleet ready")
 
 	node.neverReady(t, probeLabel, probeValue)
 	setShared(t, f, "bad")
@@ -578,6 +580,7 @@ func TestWaveHoldSurvivesKillAndFailover(t *testing.T) {
 		}
 		return true, nil
 	})
+	step("first wave restarted")
 	// SIGKILL inside the first wave's rollout, before its deadline.
 	first := holder()
 	replicas[first].Kill()
@@ -586,8 +589,11 @@ func TestWaveHoldSurvivesKillAndFailover(t *testing.T) {
 		standby = "b"
 	}
 	waitFor(t, "the standby to take over", func() (bool, error) { return holder() == standby, nil })
+	step("standby took over")
 	waitEvent(t, ns, "Deployment", "app-00", "RolloutFailed")
+	step("rollout failed")
 	metricEquals(t, replicas[standby], heldMetric, n-1)
+	step("standby holds the rest")
 	ws := f.mustRead(t)
 	if got := restarted(ws); len(got) != 1 {
 		t.Fatalf("restarted %v after the failover, want only the first wave", got)
@@ -602,7 +608,9 @@ func TestWaveHoldSurvivesKillAndFailover(t *testing.T) {
 	replicas[standby].Kill()
 	start("c")
 	waitFor(t, "the fresh process to take over", func() (bool, error) { return holder() == "c", nil })
+	step("fresh process took over")
 	metricEquals(t, replicas["c"], heldMetric, n-1)
+	step("fresh process holds the rest")
 	stays(t, "the fresh leader releases nothing and restarts nothing", 10*time.Second, func() error {
 		ws, err := f.read(t)
 		if err != nil {
@@ -623,6 +631,7 @@ func TestWaveHoldSurvivesKillAndFailover(t *testing.T) {
 	// The operator looks, finds the pods were unhealthy for another reason
 	// (fixed now), and releases the change as the Event says.
 	node.heal(t)
+	step("healed; releasing")
 	updateConfigMap(t, ns, "shared", func(cm *corev1.ConfigMap) {
 		if cm.Annotations == nil {
 			cm.Annotations = map[string]string{}

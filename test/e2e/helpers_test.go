@@ -48,8 +48,33 @@ func ctxFor(t *testing.T) context.Context {
 func waitFor(t *testing.T, what string, cond func() (bool, error)) {
 	t.Helper()
 	if err := poll(cond); err != nil {
-		t.Fatalf("timed out after %s waiting for %s (last error: %v)", waitLong, what, err)
+		fatalf(t, "timed out after %s waiting for %s (last error: %v)", waitLong, what, err)
 	}
+}
+
+// failures holds each failed test's reason, so that it can be said again
+// after the controllers' log tails: CI shows only the end of the output.
+var failures sync.Map
+
+// fatalf fails the test as t.Fatalf does, and keeps the reason for
+// repeatFailure.
+func fatalf(t *testing.T, format string, args ...interface{}) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	failures.Store(t.Name(), msg)
+	t.Fatal(msg)
+}
+
+// repeatFailure says a failed test's reason again as its last line. It is
+// registered first, so it runs after every other cleanup (log tails
+// included).
+func repeatFailure(t *testing.T) {
+	start := time.Now()
+	t.Cleanup(func() {
+		if msg, ok := failures.Load(t.Name()); ok && t.Failed() {
+			t.Logf("failed %s after the start: %s", time.Since(start).Round(time.Second), msg)
+		}
+	})
 }
 
 // poll calls cond until it holds, or returns its last error once waitLong
@@ -76,8 +101,20 @@ func pollUntil(deadline time.Time, cond func() (bool, error)) error {
 	return lastErr
 }
 
+// progress logs each step of a long test with the time since the test
+// began, so that a failure's output says how far it got and how long each
+// step took.
+func progress(t *testing.T) func(step string) {
+	start := time.Now()
+	return func(step string) {
+		t.Helper()
+		t.Logf("%5.1fs: %s", time.Since(start).Seconds(), step)
+	}
+}
+
 func newNamespace(t *testing.T) string {
 	t.Helper()
+	repeatFailure(t)
 	ctx := ctxFor(t)
 	ns, err := env.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-" + dnsLabel(t.Name(), 30) + "-"},
