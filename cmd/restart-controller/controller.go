@@ -89,7 +89,7 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 	}
 	// The restart writes, which the Events' writes yield to.
 	restarts := &activity{}
-	eventLog, stopEvents, err := startEvents(ctx, cl.kube, restarts, log.Named("events"))
+	eventLog, stopEvents, err := startEvents(ctx, cl.kube, restarts, defaultEventsPacing, log.Named("events"))
 	if err != nil {
 		return fmt.Errorf("starting to record Events: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"golang.org/x/time/rate"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -30,34 +31,46 @@ const (
 	// own, and the broadcaster each to the sink on another, so an Event
 	// recorded just before the stop reaches the sink a moment after it.
 	eventsQuiet = 100 * time.Millisecond
-	// restartsQuiet and eventsMaxDelay are how an Event's write yields to
-	// the restarts of a burst: it waits until no restart write has been
-	// under way for restartsQuiet, so that on two cores the API server
-	// serves the restarts first (a restart Event per restart would double
-	// the writes of a fan-out), but never longer than eventsMaxDelay, so a
-	// fleet that restarts without pause still reports.
-	restartsQuiet  = 250 * time.Millisecond
-	eventsMaxDelay = 10 * time.Second
 )
+
+// eventsPacing is how Events yield to the restarts of a burst: on two
+// cores, a restart Event per restart would double the API server's writes
+// during a fan-out.
+type eventsPacing struct {
+	// Quiet: an Event is handed on once no restart write has been under
+	// way for this long...
+	Quiet time.Duration
+	// MaxDelay: ...or once it has waited this long, so a fleet that
+	// restarts without pause still reports. Longer than a fan-out of
+	// 1,000 at 10,000 workloads (about 15 s).
+	MaxDelay time.Duration
+	// Capacity bounds the Events waiting; one more is handed on at once.
+	// The limited recorder in front lets 20 a second through, so a minute
+	// of waiting is at most 1,400.
+	Capacity int
+	// PerSecond paces the hand-over after a burst: each Event handed on
+	// costs a goroutine of client-go's until it is written.
+	PerSecond float64
+}
+
+var defaultEventsPacing = eventsPacing{Quiet: 250 * time.Millisecond, MaxDelay: 30 * time.Second, Capacity: 2000, PerSecond: 50}
 
 // startEvents records events.k8s.io/v1 Events with client-go's tools/events,
 // reported by component "restart-controller" from instance
-// "restart-controller-<hostname>". Recording never blocks: the broadcaster
+// "restart-controller-<hostname>". Recording never blocks. Events wait as
+// values in one bounded queue while restart writes (restarts: the
+// controller's PATCHes) are under way, and are handed to client-go's
+// recorder as they pause (see eventsPacing). From there the broadcaster
 // writes each Event on a goroutine of its own, merges repeats into series
-// and retries a write that did not reach the API server (up to twelve times,
-// ten seconds apart). The LimitedRecorder in front of it bounds how many
-// Events per second reach it, and so how many writes can be under way while
-// the API server is slow.
+// and retries a write that did not reach the API server (up to twelve
+// times, ten seconds apart).
 //
-// Each write waits first for the restart writes (restarts: the controller's
-// PATCHes) to pause; see restartsQuiet.
-//
-// stop, called once nothing records any more, waits up to
-// eventsDrainTimeout for the Events recorded to be written, then shuts the
-// broadcaster down and ends the retries.
-func startEvents(ctx context.Context, client kubernetes.Interface, restarts *activity, log hclog.Logger) (recorder events.EventRecorder, stop func(), err error) {
+// stop, called once nothing records any more, hands on what waits, waits
+// up to eventsDrainTimeout for the Events recorded to be written, then
+// shuts the broadcaster down and ends the retries.
+func startEvents(ctx context.Context, client kubernetes.Interface, restarts *activity, pacing eventsPacing, log hclog.Logger) (recorder events.EventRecorder, stop func(), err error) {
 	busy := &activity{}
-	broadcaster := events.NewBroadcaster(trackedSink{EventSink: &events.EventSinkImpl{Interface: client.EventsV1()}, busy: busy, restarts: restarts})
+	broadcaster := events.NewBroadcaster(trackedSink{EventSink: &events.EventSinkImpl{Interface: client.EventsV1()}, busy: busy})
 	// Not cancelled with ctx: the Events of reconciles that finish while
 	// the run drains are written too.
 	sinkCtx, cancel := context.WithCancel(klog.NewContext(context.WithoutCancel(ctx), logging.Logr(log)))
@@ -66,12 +79,145 @@ func startEvents(ctx context.Context, client kubernetes.Interface, restarts *act
 		broadcaster.Shutdown()
 		return nil, nil, fmt.Errorf("starting the Event broadcaster: %w", err)
 	}
+	waiting := newWaitingEvents(trackedRecorder{EventRecorder: broadcaster.NewRecorder(scheme.Scheme, "restart-controller"), busy: busy}, restarts, pacing)
+	handedOn := make(chan struct{})
+	go func() {
+		defer close(handedOn)
+		waiting.run()
+	}()
 	stop = func() {
+		waiting.close()
+		<-handedOn
 		busy.waitIdle(eventsQuiet, eventsDrainTimeout)
 		broadcaster.Shutdown()
 		cancel()
 	}
-	return trackedRecorder{EventRecorder: broadcaster.NewRecorder(scheme.Scheme, "restart-controller"), busy: busy}, stop, nil
+	return waiting, stop, nil
+}
+
+// waitingEvent is an Event recorded and not yet handed on: its note is
+// formatted, and regarding is the controller's own reduced object.
+type waitingEvent struct {
+	regarding, related              runtime.Object
+	eventtype, reason, action, note string
+	at                              time.Time
+}
+
+// waitingEvents is the queue of Events that wait for the restarts to
+// pause, and the one goroutine (run) that hands them on.
+type waitingEvents struct {
+	inner    events.EventRecorder
+	restarts *activity
+	pacing   eventsPacing
+	pace     *rate.Limiter
+
+	// closing ends every wait once close is called.
+	closing     context.Context
+	stopWaiting context.CancelFunc
+
+	mu     sync.Mutex
+	queue  []waitingEvent
+	closed bool
+	wake   chan struct{} // a new Event, or close
+}
+
+func newWaitingEvents(inner events.EventRecorder, restarts *activity, p eventsPacing) *waitingEvents {
+	closing, stopWaiting := context.WithCancel(context.Background())
+	return &waitingEvents{inner: inner, restarts: restarts, pacing: p, closing: closing, stopWaiting: stopWaiting,
+		pace: rate.NewLimiter(rate.Limit(p.PerSecond), 1), wake: make(chan struct{}, 1)}
+}
+
+// Eventf queues the Event, or hands it on at once when the queue is full
+// or closed.
+func (w *waitingEvents) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...interface{}) {
+	e := waitingEvent{regarding: regarding, related: related, eventtype: eventtype, reason: reason, action: action,
+		note: fmt.Sprintf(note, args...), at: time.Now()}
+	w.mu.Lock()
+	if w.closed || len(w.queue) >= w.pacing.Capacity {
+		w.mu.Unlock()
+		w.handOn(e)
+		return
+	}
+	w.queue = append(w.queue, e)
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// close makes run hand on what waits without waiting, and return.
+func (w *waitingEvents) close() {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+	w.stopWaiting()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run hands the Events on in the order recorded, each once the restarts
+// pause or it is overdue, paced; it returns once closed and empty.
+func (w *waitingEvents) run() {
+	for {
+		e, ok := w.next()
+		if !ok {
+			return
+		}
+		w.handOn(e)
+	}
+}
+
+// next waits until the oldest Event may be handed on, and takes it; false
+// once closed and empty.
+func (w *waitingEvents) next() (waitingEvent, bool) {
+	for {
+		w.mu.Lock()
+		closed, n := w.closed, len(w.queue)
+		var oldest time.Time
+		if n > 0 {
+			oldest = w.queue[0].at
+		}
+		w.mu.Unlock()
+		switch {
+		case n == 0 && closed:
+			return waitingEvent{}, false
+		case n == 0:
+			<-w.wake
+			continue
+		case !closed:
+			w.waitForPause(oldest.Add(w.pacing.MaxDelay))
+			// Paced after the wait: a burst's Events go out at
+			// PerSecond, not all at once.
+			if err := w.pace.Wait(w.closing); err != nil {
+				continue // closed: from now on every Event goes at once
+			}
+		}
+		w.mu.Lock()
+		e := w.queue[0]
+		w.queue[0] = waitingEvent{} // the backing array must not keep it
+		w.queue = w.queue[1:]
+		w.mu.Unlock()
+		return e, true
+	}
+}
+
+// waitForPause waits until no restart write has been under way for Quiet,
+// the deadline passes or close is called.
+func (w *waitingEvents) waitForPause(deadline time.Time) {
+	for time.Now().Before(deadline) && !w.restarts.idleFor(w.pacing.Quiet) {
+		select {
+		case <-w.closing.Done():
+			return
+		case <-time.After(w.pacing.Quiet / 4):
+		}
+	}
+}
+
+func (w *waitingEvents) handOn(e waitingEvent) {
+	w.inner.Eventf(e.regarding, e.related, e.eventtype, e.reason, e.action, "%s", e.note)
 }
 
 // trackedRecorder is client-go's recorder, noting each Event recorded.
@@ -85,29 +231,25 @@ func (r trackedRecorder) Eventf(regarding, related runtime.Object, eventtype, re
 	r.EventRecorder.Eventf(regarding, related, eventtype, reason, action, note, args...)
 }
 
-// trackedSink is the API server's Event sink, noting the writes under way
-// (a write waiting for the restarts counts: stop drains it too), each
-// written once the restarts pause.
+// trackedSink is the API server's Event sink, noting the writes under way,
+// which stop drains.
 type trackedSink struct {
 	events.EventSink
-	busy, restarts *activity
+	busy *activity
 }
 
 func (s trackedSink) Create(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
 	defer s.busy.begin()()
-	s.restarts.waitIdle(restartsQuiet, eventsMaxDelay)
 	return s.EventSink.Create(ctx, e)
 }
 
 func (s trackedSink) Update(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
 	defer s.busy.begin()()
-	s.restarts.waitIdle(restartsQuiet, eventsMaxDelay)
 	return s.EventSink.Update(ctx, e)
 }
 
 func (s trackedSink) Patch(ctx context.Context, e *eventsv1.Event, data []byte) (*eventsv1.Event, error) {
 	defer s.busy.begin()()
-	s.restarts.waitIdle(restartsQuiet, eventsMaxDelay)
 	return s.EventSink.Patch(ctx, e, data)
 }
 
@@ -147,17 +289,17 @@ func (a *activity) begin() (end func()) {
 	}
 }
 
-// waitIdle waits until nothing is under way and nothing happened for quiet,
-// or at most timeout.
+// idleFor reports whether nothing is under way and nothing happened for
+// quiet.
+func (a *activity) idleFor(quiet time.Duration) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.inFlight == 0 && time.Since(a.last) >= quiet
+}
+
+// waitIdle waits until idleFor(quiet), or at most timeout.
 func (a *activity) waitIdle(quiet, timeout time.Duration) {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		a.mu.Lock()
-		idle := a.inFlight == 0 && time.Since(a.last) >= quiet
-		a.mu.Unlock()
-		if idle {
-			return
-		}
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline) && !a.idleFor(quiet); {
 		time.Sleep(quiet / 4)
 	}
 }

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"runtime"
 	"testing"
 	"time"
 
@@ -22,7 +24,7 @@ func TestEventsStopWritesWhatWasRecorded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recorder, stop, err := startEvents(context.Background(), client, &activity{}, hclog.NewNullLogger())
+	recorder, stop, err := startEvents(context.Background(), client, &activity{}, defaultEventsPacing, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +65,7 @@ func TestEventsYieldToRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	restarts := &activity{}
-	recorder, stop, err := startEvents(context.Background(), client, restarts, hclog.NewNullLogger())
+	recorder, stop, err := startEvents(context.Background(), client, restarts, defaultEventsPacing, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,6 +92,85 @@ func TestEventsYieldToRestarts(t *testing.T) {
 	for deadline := time.Now().Add(30 * time.Second); !written(); time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the Event was not written once the restarts paused")
+		}
+	}
+}
+
+// The Events of a burst wait as values, not as goroutines: while a restart
+// write is under way, hundreds of Events recorded leave the goroutine count
+// where it was (client-go's broadcaster would take one each), none is
+// written, and every one is written once the restarts pause.
+func TestEventsWaitAsValues(t *testing.T) {
+	client, err := kubernetes.NewForConfig(apiServer(t).RESTConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restarts := &activity{}
+	pacing := defaultEventsPacing
+	pacing.PerSecond = 1000 // the test need not wait for the pace
+	recorder, stop, err := startEvents(context.Background(), client, restarts, pacing, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	const n = 300
+	waited := func() int {
+		t.Helper()
+		list, err := client.EventsV1().Events("default").List(context.Background(), metav1.ListOptions{FieldSelector: "reason=Waited"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(list.Items)
+	}
+	end := restarts.begin() // a restart PATCH under way
+	before := runtime.NumGoroutine()
+	for i := range n {
+		regarding := &corev1.ObjectReference{APIVersion: "v1", Kind: "ConfigMap", Namespace: "default", Name: fmt.Sprintf("waits-%d", i)}
+		recorder.Eventf(regarding, nil, corev1.EventTypeNormal, "Waited", "Test", "recorded during a burst, %d of %d", i+1, n)
+	}
+	time.Sleep(500 * time.Millisecond) // what would start goroutines has started
+	if grown := runtime.NumGoroutine() - before; grown > 10 {
+		t.Fatalf("%d more goroutines with %d Events waiting", grown, n)
+	}
+	if got := waited(); got != 0 {
+		t.Fatalf("%d Events written while a restart write was under way", got)
+	}
+	end()
+	for deadline := time.Now().Add(60 * time.Second); waited() != n; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d Events written once the restarts paused", waited(), n)
+		}
+	}
+}
+
+// A fleet that restarts without pause still reports: an Event waits at
+// most MaxDelay.
+func TestEventsWaitAtMostMaxDelay(t *testing.T) {
+	client, err := kubernetes.NewForConfig(apiServer(t).RESTConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restarts := &activity{}
+	pacing := defaultEventsPacing
+	pacing.MaxDelay = time.Second
+	recorder, stop, err := startEvents(context.Background(), client, restarts, pacing, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	defer restarts.begin()() // restart writes under way for the whole test
+	regarding := &corev1.ObjectReference{APIVersion: "v1", Kind: "ConfigMap", Namespace: "default", Name: "overdue"}
+	recorder.Eventf(regarding, nil, corev1.EventTypeNormal, "Overdue", "Test", "recorded during endless restarts")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		list, err := client.EventsV1().Events("default").List(context.Background(), metav1.ListOptions{FieldSelector: "regarding.name=overdue"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Items) > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the Event was not written past its MaxDelay while restarts went on")
 		}
 	}
 }
