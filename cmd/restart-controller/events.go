@@ -111,14 +111,14 @@ type waitingEvents struct {
 	pacing   eventsPacing
 	pace     *rate.Limiter
 
-	// closing ends every wait once close is called.
+	// closing is done once close is called: it ends every wait, and
+	// from then on Events are handed on at once.
 	closing     context.Context
 	stopWaiting context.CancelFunc
 
-	mu     sync.Mutex
-	queue  []waitingEvent
-	closed bool
-	wake   chan struct{} // a new Event, or close
+	mu    sync.Mutex
+	queue []waitingEvent
+	wake  chan struct{} // a new Event, or close
 }
 
 func newWaitingEvents(inner events.EventRecorder, restarts *activity, p eventsPacing) *waitingEvents {
@@ -133,7 +133,7 @@ func (w *waitingEvents) Eventf(regarding, related runtime.Object, eventtype, rea
 	e := waitingEvent{regarding: regarding, related: related, eventtype: eventtype, reason: reason, action: action,
 		note: fmt.Sprintf(note, args...), at: time.Now()}
 	w.mu.Lock()
-	if w.closed || len(w.queue) >= w.pacing.Capacity {
+	if w.closing.Err() != nil || len(w.queue) >= w.pacing.Capacity {
 		w.mu.Unlock()
 		w.handOn(e)
 		return
@@ -148,9 +148,6 @@ func (w *waitingEvents) Eventf(regarding, related runtime.Object, eventtype, rea
 
 // close makes run hand on what waits without waiting, and return.
 func (w *waitingEvents) close() {
-	w.mu.Lock()
-	w.closed = true
-	w.mu.Unlock()
 	w.stopWaiting()
 	select {
 	case w.wake <- struct{}{}:
@@ -175,7 +172,7 @@ func (w *waitingEvents) run() {
 func (w *waitingEvents) next() (waitingEvent, bool) {
 	for {
 		w.mu.Lock()
-		closed, n := w.closed, len(w.queue)
+		closed, n := w.closing.Err() != nil, len(w.queue)
 		var oldest time.Time
 		if n > 0 {
 			oldest = w.queue[0].at

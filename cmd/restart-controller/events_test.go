@@ -70,14 +70,7 @@ func TestEventsYieldToRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop()
-	written := func() bool {
-		t.Helper()
-		list, err := client.EventsV1().Events("default").List(context.Background(), metav1.ListOptions{FieldSelector: "regarding.name=yields"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return len(list.Items) > 0
-	}
+	written := func() bool { return countEvents(t, client, "regarding.name=yields") > 0 }
 	end := restarts.begin() // a restart PATCH under way
 	regarding := &corev1.ObjectReference{APIVersion: "v1", Kind: "ConfigMap", Namespace: "default", Name: "yields"}
 	recorder.Eventf(regarding, nil, corev1.EventTypeNormal, "Recorded", "Test", "recorded during a restart")
@@ -114,14 +107,7 @@ func TestEventsWaitAsValues(t *testing.T) {
 	}
 	defer stop()
 	const n = 300
-	waited := func() int {
-		t.Helper()
-		list, err := client.EventsV1().Events("default").List(context.Background(), metav1.ListOptions{FieldSelector: "reason=Waited"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return len(list.Items)
-	}
+	waited := func() int { return countEvents(t, client, "reason=Waited") }
 	end := restarts.begin() // a restart PATCH under way
 	before := runtime.NumGoroutine()
 	for i := range n {
@@ -162,15 +148,22 @@ func TestEventsWaitAtMostMaxDelay(t *testing.T) {
 	regarding := &corev1.ObjectReference{APIVersion: "v1", Kind: "ConfigMap", Namespace: "default", Name: "overdue"}
 	recorder.Eventf(regarding, nil, corev1.EventTypeNormal, "Overdue", "Test", "recorded during endless restarts")
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		list, err := client.EventsV1().Events("default").List(context.Background(), metav1.ListOptions{FieldSelector: "regarding.name=overdue"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(list.Items) > 0 {
+		if countEvents(t, client, "regarding.name=overdue") > 0 {
 			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("the Event was not written past its MaxDelay while restarts went on")
 		}
 	}
+}
+
+// countEvents counts the Events in namespace default that fieldSelector
+// selects.
+func countEvents(t *testing.T, client kubernetes.Interface, fieldSelector string) int {
+	t.Helper()
+	list, err := client.EventsV1().Events("default").List(context.Background(), metav1.ListOptions{FieldSelector: fieldSelector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(list.Items)
 }
