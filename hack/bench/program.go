@@ -40,6 +40,7 @@ type programRun struct {
 	total   procFigures    // when it stopped
 
 	cpuProfile, cpuFanOut string // pprof tops, with --cpu-profile-sync
+	apiFanOut             string // the API server's, with --cpu-profile-sync
 }
 
 // measureProgram starts a program, measures its start, sends it the
@@ -75,9 +76,12 @@ func (e *env) measurePhases(ctx context.Context, p *programRun) error {
 	}
 	e.note(p.prog + " single changes")
 	for i, n := range e.res.sc.changes {
-		top := func() string { return "" }
-		if i == len(e.res.sc.changes)-1 && p.prog == progController {
-			top = e.cpuProfile("cpu-fanout.pb.gz")
+		top, apiTop := func() string { return "" }, func() string { return "" }
+		if i == len(e.res.sc.changes)-1 {
+			if p.prog == progController {
+				top = e.cpuProfile("cpu-fanout.pb.gz")
+			}
+			apiTop = e.apiserverProfile(ctx, fmt.Sprintf("apiserver-fanout-%s-%s.pb.gz", strings.ReplaceAll(p.prog, " ", "-"), time.Now().Format("150405")))
 		}
 		ph, err := e.runPhase(ctx, fmt.Sprintf("%s: N=%d simultaneous changes, grace 0", p.prog, n), e.objs.fanOut(n), true, 0)
 		if err != nil {
@@ -86,6 +90,7 @@ func (e *env) measurePhases(ctx context.Context, p *programRun) error {
 		ph.n = n
 		p.fanOut = append(p.fanOut, ph)
 		p.cpuFanOut = top()
+		p.apiFanOut = apiTop()
 		e.note(fmt.Sprintf("%s N=%d", p.prog, n))
 	}
 	return nil
@@ -276,6 +281,31 @@ func (e *env) cpuProfile(file string) func() string {
 	proc := e.proc
 	top := make(chan string, 1)
 	go func() { top <- proc.cpuProfile(filepath.Join(e.dir, file), e.o.cpuProfileSync) }()
+	return func() string { return <-top }
+}
+
+// apiserverProfile starts a CPU profile of kube-apiserver (through its
+// /debug/pprof, the admin client) of --cpu-profile-sync at once, so that
+// what the API server does for each program in the same phase can be
+// compared (go tool pprof -diff_base); it returns "" without the flag.
+func (e *env) apiserverProfile(ctx context.Context, file string) func() string {
+	if e.o.cpuProfileSync <= 0 {
+		return func() string { return "" }
+	}
+	top := make(chan string, 1)
+	go func() {
+		path := filepath.Join(e.dir, file)
+		b, err := e.raw.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+			Param("seconds", fmt.Sprint(int(e.o.cpuProfileSync.Seconds()))).Timeout(e.o.cpuProfileSync + 30*time.Second).DoRaw(ctx)
+		if err == nil {
+			err = os.WriteFile(path, b, 0o644)
+		}
+		if err != nil {
+			top <- fmt.Sprintf("API server CPU profile: %v\n", err)
+			return
+		}
+		top <- pprofTop(path, []string{"-top", "-nodecount=25"}, []string{"-top", "-cum", "-nodecount=40"})
+	}()
 	return func() string { return <-top }
 }
 

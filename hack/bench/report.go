@@ -372,6 +372,8 @@ func writeProfiles(b *strings.Builder, runs []*scaleRun) {
 		for _, p := range []struct{ name, top string }{
 			{"CPU profile of the controller's start (the sync)", c.cpuProfile},
 			{"CPU profile of the controller's last fan-out", c.cpuFanOut},
+			{"CPU profile of the API server during the controller's last fan-out", c.apiFanOut},
+			{"CPU profile of the API server during the zero-logic patcher's last fan-out", patcherAPIFanOut(r)},
 			{"Heap profile after sync (peak RSS over target)", r.heapTop},
 		} {
 			if p.top != "" {
@@ -379,6 +381,15 @@ func writeProfiles(b *strings.Builder, runs []*scaleRun) {
 			}
 		}
 	}
+}
+
+// patcherAPIFanOut is the API server's profile in the first patcher run's
+// last fan-out, "" when none was taken.
+func patcherAPIFanOut(r *scaleRun) string {
+	if p := r.program(progPatcher); p != nil {
+		return p.apiFanOut
+	}
+	return ""
 }
 
 // controllerVersion is what the binary reports with --version (main.version
