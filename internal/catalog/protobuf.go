@@ -203,9 +203,17 @@ func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), l
 // large sources (restart.APIFetch) and status's lists of sources, so that
 // all read sources as the reducing serializer (ProtobufSources) expects.
 func CoreProtobuf(rc *rest.Config) *rest.Config {
+	return Protobuf(rc, corev1.SchemeGroupVersion)
+}
+
+// Protobuf is a copy of rc for a REST client of one built-in group-version
+// that asks for protobuf and falls back to JSON.
+func Protobuf(rc *rest.Config, gv schema.GroupVersion) *rest.Config {
 	cfg := rest.CopyConfig(rc)
-	gv := corev1.SchemeGroupVersion
-	cfg.GroupVersion, cfg.APIPath = &gv, "/api"
+	cfg.GroupVersion, cfg.APIPath = &gv, "/apis"
+	if gv.Group == "" {
+		cfg.APIPath = "/api"
+	}
 	cfg.ContentType = runtime.ContentTypeProtobuf
 	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	cfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()

@@ -261,9 +261,22 @@ func TestSourceTransportsGiveTheSameDigests(t *testing.T) {
 				t.Fatalf("resourceVersion %q, want 1", state.ResourceVersion)
 			}
 
-			// With a rest config the workloads are listed through it too
-			// (leanDynamicClient): only the sources' requests count here.
-			requests := slices.DeleteFunc(srv.seen(), func(r seenRequest) bool { return strings.HasSuffix(r.path, "/deployments") })
+			// With a rest config the workloads are listed through it too, as
+			// protobuf (workloadInformer): only the sources' requests count
+			// below.
+			all := srv.seen()
+			if c.restConfig {
+				deployments := slices.DeleteFunc(slices.Clone(all), func(r seenRequest) bool { return !strings.HasSuffix(r.path, "/deployments") })
+				if len(deployments) == 0 {
+					t.Fatalf("the Deployments were not listed through the rest config: %+v", all)
+				}
+				for _, r := range deployments {
+					if got := firstMediaType(r.accept); got != runtime.ContentTypeProtobuf {
+						t.Errorf("Deployments (watch=%v) prefer %q (Accept %q), want protobuf", r.watch, got, r.accept)
+					}
+				}
+			}
+			requests := slices.DeleteFunc(all, func(r seenRequest) bool { return strings.HasSuffix(r.path, "/deployments") })
 			if !c.wantProtobuf {
 				if len(requests) != 0 {
 					t.Fatalf("the protobuf server was asked: %+v", requests)

@@ -326,7 +326,7 @@ func (w *Watcher) startWorkloadKind(ctx context.Context, kind config.WorkloadKin
 		// reviewed as it appears.
 		w.reviewAccess(ctx, w.targets(RoleWorkload, kind.GVR))
 	}
-	if err := w.startWorkloadInformers(ctx, kind); err != nil {
+	if err := w.startWorkloadInformers(ctx, kind, found.resource.Kind); err != nil {
 		return err
 	}
 	// 1, or 0 while an informer of the kind may not list or watch it.
@@ -372,7 +372,7 @@ func (w *Watcher) startSourceInformers(ctx context.Context, kind config.SourceKi
 	return nil
 }
 
-func (w *Watcher) startWorkloadInformers(ctx context.Context, kind config.WorkloadKind) error {
+func (w *Watcher) startWorkloadInformers(ctx context.Context, kind config.WorkloadKind, objectKind string) error {
 	for _, ns := range w.namespaces() {
 		var tracker *templaterv.Tracker
 		transform := catalog.ReduceWorkload(kind, w.cfg)
@@ -383,7 +383,11 @@ func (w *Watcher) startWorkloadInformers(ctx context.Context, kind config.Worklo
 			transform = tracker.Reduce(kind, w.cfg)
 		}
 		sel := selectors{label: w.cfg.WorkloadSelector.String(), field: w.cfg.IgnoredNamespacesField()}
-		informer := workloadInformer(w.workloads, kind.GVR, ns, sel, tracker)
+		informer, typed, err := w.workloadInformer(kind.GVR, objectKind, ns, sel, tracker)
+		if err != nil {
+			return err
+		}
+		transform = typed(transform)
 		if w.cfg.NamespaceSelector != nil || w.cfg.WindowsSelectNamespaces() {
 			if err := informer.AddIndexers(catalog.NamespaceIndexers()); err != nil {
 				return fmt.Errorf("indexing %s by namespace: %w", kind.GVR, err)

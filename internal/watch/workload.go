@@ -2,6 +2,8 @@ package watch
 
 import (
 	"context"
+	"fmt"
+	"reflect"
 	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -9,38 +11,106 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/templaterv"
 )
 
-// workloadInformer is the dynamic informer of one workload kind, as
-// client-go's dynamicinformer builds it (see dynamicSourceInformer), with a ListerWatcher that tells the tracker
-// (when not nil) whether the objects the informer is about to transform are
-// states of a list or writes of a watch.
-func workloadInformer(client dynamic.Interface, gvr schema.GroupVersionResource, namespace string, sel selectors, tracker *templaterv.Tracker) cache.SharedIndexInformer {
-	resource := client.Resource(gvr).Namespace(namespace)
-	lw := &cache.ListWatch{
+// workloadInformer is the informer of one workload kind (kind is its Kind, as
+// discovery names it). It returns, beside the informer, what turns the
+// objects it decodes into the unstructured form the transform reads.
+//
+// Kinds client-go's scheme knows (Deployments, StatefulSets, DaemonSets,
+// CronJobs, ...) are listed and watched as protobuf. kube-controller-manager
+// watches them as protobuf too, and the API server encodes each write once
+// per format and shares that encoding among watchers (its watch cache's
+// cachingObject): a JSON watch made it encode every spec patch and every
+// status write of a rollout burst a second time, for this process alone,
+// and made this process parse it as text (BENCHMARKS.md, "Where the fan-out
+// time went"). Other kinds (CRDs: Argo Rollouts, DeploymentConfigs) come
+// through the lean dynamic client.
+func (w *Watcher) workloadInformer(gvr schema.GroupVersionResource, kind, namespace string, sel selectors,
+	tracker *templaterv.Tracker) (cache.SharedIndexInformer, func(cache.TransformFunc) cache.TransformFunc, error) {
+	opts := cache.SharedIndexInformerOptions{Indexers: catalog.WorkloadIndexers(), ObjectDescription: gvr.String()}
+	gvk := gvr.GroupVersion().WithKind(kind)
+	if w.rest == nil || kind == "" || !scheme.Scheme.Recognizes(gvk) {
+		resource := w.workloads.Resource(gvr).Namespace(namespace)
+		lw := trackedListWatch(sel, tracker, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return resource.List(ctx, o)
+		}, resource.Watch)
+		informer := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, w.workloads), &unstructured.Unstructured{}, opts)
+		return informer, func(t cache.TransformFunc) cache.TransformFunc { return t }, nil
+	}
+	example, err := scheme.Scheme.New(gvk)
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating a %s: %w", gvk, err)
+	}
+	client, err := rest.RESTClientFor(catalog.Protobuf(w.rest, gvr.GroupVersion()))
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating a protobuf client for %s: %w", gvr, err)
+	}
+	request := func(o metav1.ListOptions) *rest.Request {
+		return client.Get().Namespace(namespace).Resource(gvr.Resource).VersionedParams(&o, scheme.ParameterCodec)
+	}
+	lw := trackedListWatch(sel, tracker, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return request(o).Do(ctx).Get()
+	}, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		o.Watch = true
+		return request(o).Watch(ctx)
+	})
+	informer := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), example, opts)
+	return informer, func(t cache.TransformFunc) cache.TransformFunc { return asUnstructured(example, gvk, t) }, nil
+}
+
+// trackedListWatch lists and watches with the kind's selectors, telling the
+// tracker (when not nil) whether the objects the informer is about to
+// transform are states of a list or writes of a watch.
+func trackedListWatch(sel selectors, tracker *templaterv.Tracker, list cache.ListWithContextFunc, watchFn cache.WatchFuncWithContext) *cache.ListWatch {
+	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			sel.apply(&o)
 			if tracker != nil {
 				tracker.BeginList()
 			}
-			return resource.List(ctx, o)
+			return list(ctx, o)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			sel.apply(&o)
-			w, err := resource.Watch(ctx, o)
+			w, err := watchFn(ctx, o)
 			if err != nil || tracker == nil {
 				return w, err
 			}
 			return trackWatch(w, o, tracker), nil
 		},
 	}
-	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), &unstructured.Unstructured{},
-		cache.SharedIndexInformerOptions{Indexers: catalog.WorkloadIndexers(), ObjectDescription: gvr.String()})
+}
+
+// asUnstructured returns next behind a step that turns the typed objects of
+// example's type, as decoded from protobuf, into the unstructured objects
+// the JSON path yields: the same map, so the same reduction and the same
+// persisted template hash (TestProtobufWorkloadsReduceAsJSON), with
+// managedFields left out as the lean dynamic client leaves them out.
+// Anything else (a state the informer already holds) passes unchanged.
+func asUnstructured(example runtime.Object, gvk schema.GroupVersionKind, next cache.TransformFunc) cache.TransformFunc {
+	typed := reflect.TypeOf(example)
+	return func(obj interface{}) (interface{}, error) {
+		if reflect.TypeOf(obj) != typed {
+			return next(obj)
+		}
+		if m, ok := obj.(metav1.Object); ok {
+			m.SetManagedFields(nil)
+		}
+		content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+		if err != nil {
+			return nil, fmt.Errorf("converting a %s to unstructured: %w", gvk, err)
+		}
+		u := &unstructured.Unstructured{Object: content}
+		u.SetGroupVersionKind(gvk)
+		return next(u)
+	}
 }
 
 // trackWatch tells the tracker whether the watch's events are writes. A watch
