@@ -9,8 +9,9 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// Workloads arrive in JSON (the dynamic client), and about half of a
-// typical workload's JSON is metadata.managedFields: server-side apply's
+// Workloads of kinds client-go does not know (CRDs) arrive in JSON (the
+// dynamic client; workloadInformer), and about half of a typical
+// workload's JSON is metadata.managedFields: server-side apply's
 // record of who set which field, a tree of small maps that decoding into
 // an unstructured object allocates one by one, and that the transform
 // throws away at once (nothing here reads it). The workload informers'
