@@ -229,6 +229,11 @@ func (o *options) validate() {
 	if o.largeSources < 0 || o.largeSources > 99 || o.largeKeys < 1 {
 		fail("--large-sources: 0 to 99, each of at least 1 key")
 	}
+	// 0 skips the default scenario's step; the keybomb scenario would then
+	// compare starts with nothing added and report a growth it never caused.
+	if slices.Contains(o.scenarios, "keybomb") && o.largeSources == 0 {
+		fail("--scenarios keybomb needs --large-sources of at least 1 (it creates that many large sources)")
+	}
 	if o.configMaps < 2*o.deployments || o.secrets < 2*o.deployments {
 		fail("need at least 2 ConfigMaps and 2 Secrets per Deployment")
 	}
