@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"time"
 
@@ -161,7 +160,7 @@ func assemble(cfg *config.Config, cl *clients, sums checksum.Hasher, recorder re
 	ctrl, err := restart.New(restart.Deps{
 		Config: cfg, Rules: rules, Catalog: cat,
 		Pacing: pacing.New(pacing.Deps{Catalog: cat, Rules: rules, Started: time.Now()}),
-		Client: cl.dynamic, Patch: trackedPatch(restart.MetadataPatch(cl.writes), restarts), Fresh: lease.fresh,
+		Client: cl.dynamic, Patch: trackedPatch(restart.MetadataPatch(cl.meta), restarts), Fresh: lease.fresh,
 		Exists: restart.APIExists(cl.meta, cfg.Sources, cfg.SourceSelector.String()),
 		Keys:   keyread.New(cfg.Sources, restart.APIFetch(cl.protobufCore, cl.dynamic), keyread.Capacity),
 		Events: recorder, Notify: notifier, Metrics: m, Log: log.Named("restart"), Clock: time.Now,
@@ -214,14 +213,6 @@ type clients struct {
 	// sources (restart.APIFetch), as the source informers do.
 	protobufCore rest.Interface
 	meta         metadata.Interface
-	// writes sends the restarts' PATCHes on a connection of their own.
-	// client-go shares one HTTP/2 connection among the clients of one
-	// config, and during a fan-out that connection also carries the
-	// watch events of every workload the burst rolls (three or four per
-	// restart): the PATCH answers waited behind them, 80 ms per PATCH
-	// at 10,000 workloads against 30-40 ms for a patcher that watches
-	// ConfigMaps only (BENCHMARKS.md).
-	writes metadata.Interface
 }
 
 func newClients(s config.Settings) (*clients, error) {
@@ -248,17 +239,5 @@ func newClients(s config.Settings) (*clients, error) {
 	if c.meta, err = metadata.NewForConfig(rc); err != nil {
 		return nil, fmt.Errorf("creating metadata client: %w", err)
 	}
-	if c.writes, err = metadata.NewForConfig(ownConnection(rc)); err != nil {
-		return nil, fmt.Errorf("creating the restarts' client: %w", err)
-	}
 	return c, nil
-}
-
-// ownConnection returns a copy of rc whose clients do not share client-go's
-// cached transport, and so open a connection of their own: client-go
-// shares a transport only among configs without a dialer of their own.
-func ownConnection(rc *rest.Config) *rest.Config {
-	own := rest.CopyConfig(rc)
-	own.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
-	return own
 }
