@@ -9,8 +9,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"k8s.io/client-go/tools/cache"
 
+	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/objmeta"
 )
 
 func TestSameProcessSettings(t *testing.T) {
@@ -77,5 +80,43 @@ func receive(t *testing.T, c <-chan []byte) string {
 	case <-time.After(30 * time.Second):
 		t.Fatal("no change sent")
 		return ""
+	}
+}
+
+// TestCountsAreReusedForAWhile: the gauges of cached objects count every
+// key of every cache, so a scrape reuses a recent count instead of listing
+// them again; a new catalog (a reload) is counted afresh.
+func TestCountsAreReusedForAWhile(t *testing.T) {
+	store := func(keys ...string) cache.Indexer {
+		s := cache.NewIndexer(func(obj interface{}) (string, error) {
+			src := obj.(*catalog.SourceState)
+			return src.Namespace + "/" + src.Name, nil
+		}, cache.Indexers{})
+		for _, k := range keys {
+			if err := s.Add(&catalog.SourceState{Meta: objmeta.Meta{Namespace: "ns", Name: k}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return s
+	}
+	first := catalog.New()
+	configMaps := store("a")
+	first.AddSourceStore("configmap", configMaps)
+	l := &live{}
+	l.set(first, nil)
+	if s, _ := l.counts(); s != 1 {
+		t.Fatalf("counts() = %d sources; want 1", s)
+	}
+	if err := configMaps.Add(&catalog.SourceState{Meta: objmeta.Meta{Namespace: "ns", Name: "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := l.counts(); s != 1 {
+		t.Errorf("counts() right after = %d sources; want the count of a moment ago, 1", s)
+	}
+	second := catalog.New()
+	second.AddSourceStore("configmap", store("a", "b", "c"))
+	l.set(second, nil)
+	if s, _ := l.counts(); s != 3 {
+		t.Errorf("counts() of a new catalog = %d sources; want 3", s)
 	}
 }
