@@ -357,29 +357,46 @@ func TestUsesAgreeWithCatalog(t *testing.T) {
 }
 
 // A config whose reference forms differ from the defaults names its own
-// forms and paths, "$." prefixes and trailing [*] included.
+// forms, in the file's order, and paths, "$." prefixes and trailing [*]
+// included.
 func TestUsesOfCustomForms(t *testing.T) {
 	cfg := defaultConfig(t, `
 sources:
 - {name: bundle, version: v1, resource: bundles, group: example.com, dataFields: [spec]}
 references:
 - {source: bundle, from: ["$.bundles[*]", "sidecars[*].bundleRefs[*].ref"], name: id, keys: "only[*]"}
+- {source: bundle, from: ["extra.bundle"], name: id, optional: opt}
 `)
-	podSpec := map[string]interface{}{}
+	obj := &unstructured.Unstructured{}
 	if err := yaml.Unmarshal([]byte(`
-bundles: [{id: a}, {name: named, id: b, only: [x, z]}]
-sidecars: [{name: s, bundleRefs: [{ref: {id: c}}]}]
-`), &podSpec); err != nil {
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop}
+spec:
+  template:
+    spec:
+      bundles: [{id: a}, {name: named, id: b, only: [x, z]}]
+      sidecars: [{name: s, bundleRefs: [{ref: {id: c}}]}]
+      extra: {bundle: {id: a, opt: true}}
+`), &obj.Object); err != nil {
 		t.Fatal(err)
 	}
+	kind, ok := (&fixture{cfg: cfg}).workloadKind(obj)
+	if !ok {
+		t.Fatal("deployments are not a configured workload kind")
+	}
+	uses := cfg.usesByID(kind, obj, reduceWorkload(t, cfg, Workload{Kind: kind, Object: obj}))
 	var got []string
-	for _, f := range cfg.uses(podSpec) {
-		got = append(got, f.use.Reference+" "+f.use.Path+" "+f.ref.Name+" "+strings.Join(f.use.Keys, ","))
+	for _, name := range []string{"a", "b", "c"} {
+		for _, u := range uses[catalog.SourceID{Kind: "bundle", Namespace: "shop", Name: name}] {
+			got = append(got, fmt.Sprintf("%s %s %s %s all=%t optional=%t", u.Reference, u.Path, name, strings.Join(u.Keys, ","), u.AllKeys, u.Optional))
+		}
 	}
 	want := []string{
-		"references[0] bundles[0] a ",
-		"references[0] bundles[named] b x,z",
-		"references[0] sidecars[s].bundleRefs[0].ref c ",
+		"references[0] bundles[0] a  all=true optional=false",
+		"references[1] extra.bundle a  all=true optional=true",
+		"references[0] bundles[named] b x,z all=false optional=false",
+		"references[0] sidecars[s].bundleRefs[0].ref c  all=true optional=false",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got  %q\nwant %q", got, want)
@@ -406,7 +423,7 @@ func TestLoadConfig(t *testing.T) {
 		t.Error("a missing file named by $RESTART_CONTROLLER_CONFIG must be an error")
 	}
 	c, err := LoadConfig("../../examples/config.yaml", noEnv)
-	if err != nil || c.File != "../../examples/config.yaml" || len(c.forms) != 7 {
+	if err != nil || c.File != "../../examples/config.yaml" || len(c.Extractors) != 7 {
 		t.Fatalf("examples/config.yaml: %v", err)
 	}
 	if _, err := os.Stat(DefaultConfigFile); err == nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/decision"
 	"github.com/restart-controller/restart-controller/internal/record"
+	"github.com/restart-controller/restart-controller/internal/refs"
 )
 
 // Source statuses: what a workload's pods started with, compared with now.
@@ -557,9 +558,17 @@ func (c *Config) usesByID(kind config.WorkloadKind, obj *unstructured.Unstructur
 	if !ok {
 		return out
 	}
-	for _, f := range c.uses(podSpec) {
-		id := catalog.SourceID{Kind: f.ref.Kind, Namespace: namespace, Name: f.ref.Name}
-		out[id] = append(out[id], f.use)
+	// The configured extractors themselves name the places, so the
+	// references are exactly those the catalog reads.
+	for _, p := range refs.ExtractPlaces(c.Extractors, podSpec) {
+		id := catalog.SourceID{Kind: p.Kind, Namespace: namespace, Name: p.Name}
+		out[id] = append(out[id], Use{
+			Reference: fmt.Sprintf("references[%d]", p.Spec),
+			Path:      p.Place,
+			Keys:      p.Keys,
+			AllKeys:   p.Keys == nil,
+			Optional:  p.Optional,
+		})
 	}
 	return out
 }

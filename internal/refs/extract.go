@@ -108,11 +108,7 @@ func (e *Extractor) Source() string { return e.source }
 func (e *Extractor) Extract(podSpec map[string]interface{}, out []Ref) []Ref {
 	for _, from := range e.from {
 		from.Each(podSpec, func(v interface{}) {
-			obj, ok := v.(map[string]interface{})
-			if !ok {
-				return
-			}
-			if ref, ok := e.ref(obj); ok {
+			if ref, ok := e.ref(v); ok {
 				out = append(out, ref)
 			}
 		})
@@ -120,9 +116,46 @@ func (e *Extractor) Extract(podSpec map[string]interface{}, out []Ref) []Ref {
 	return out
 }
 
-func (e *Extractor) ref(obj map[string]interface{}) (Ref, bool) {
-	v, _ := e.name.Value(obj)
-	name, ok := v.(string)
+// Placed is a reference with where it was found, for explaining it.
+type Placed struct {
+	Ref
+	// Spec is the index of the extractor that found it in the list passed to
+	// ExtractPlaces: the config file's references[Spec] when that list is the
+	// compiled config's.
+	Spec int
+	// Place is where the reference object sits in the pod spec, list
+	// elements named by their "name" field or else their index:
+	// "containers[app].env[COLOR].valueFrom.configMapKeyRef".
+	Place string
+}
+
+// ExtractPlaces finds the references of every extractor in podSpec, the
+// same and in the same order as Extract on each in turn, and says which
+// extractor found each and where. It is a call of its own, not an option of
+// Extract, so that the controller's extraction builds no places.
+func ExtractPlaces(extractors []*Extractor, podSpec map[string]interface{}) []Placed {
+	var out []Placed
+	for i, e := range extractors {
+		for _, from := range e.from {
+			eachPlace(podSpec, from.segs, "", func(place string, v interface{}) {
+				if ref, ok := e.ref(v); ok {
+					out = append(out, Placed{Ref: ref, Spec: i, Place: place})
+				}
+			})
+		}
+	}
+	return out
+}
+
+// ref reads the reference object v; false when v is not one (not a map) or
+// is malformed, as Extract says.
+func (e *Extractor) ref(v interface{}) (Ref, bool) {
+	obj, ok := v.(map[string]interface{})
+	if !ok {
+		return Ref{}, false
+	}
+	named, _ := e.name.Value(obj)
+	name, ok := named.(string)
 	if !ok || name == "" {
 		return Ref{}, false
 	}

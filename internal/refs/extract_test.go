@@ -222,6 +222,85 @@ func TestExtractAppends(t *testing.T) {
 	}
 }
 
+func TestExtractPlaces(t *testing.T) {
+	custom := []Spec{
+		{Source: "bundle", From: []string{"$.bundles[*]", "sidecars[*].bundleRefs[*].ref"}, Name: "id", Keys: "only[*]"},
+		{Source: "bundle", From: []string{"extra.bundle"}, Name: "id", Optional: "opt"},
+	}
+	tests := []struct {
+		name    string
+		specs   []Spec
+		podSpec string
+		want    []Placed
+	}{
+		{
+			name:  "default forms: elements by name, else by index",
+			specs: defaultSpecs,
+			podSpec: `
+volumes:
+- name: cfg
+  configMap: {name: whole}
+- projected: {sources: [{serviceAccountToken: {path: t}}, {secret: {name: sec, items: [{key: k}]}}]}
+containers:
+- name: app
+  envFrom: [{configMapRef: {name: app-cm}}]
+  env: [{name: COLOR, valueFrom: {configMapKeyRef: {name: app-cm, key: color, optional: true}}}]`,
+			want: []Placed{
+				{Ref: Ref{Kind: "configmap", Name: "whole"}, Spec: 0, Place: "volumes[cfg].configMap"},
+				{Ref: Ref{Kind: "secret", Name: "sec", Keys: []string{"k"}}, Spec: 2, Place: "volumes[1].projected.sources[1].secret"},
+				{Ref: Ref{Kind: "configmap", Name: "app-cm"}, Spec: 3, Place: "containers[app].envFrom[0].configMapRef"},
+				{Ref: Ref{Kind: "configmap", Name: "app-cm", Keys: []string{"color"}, Optional: true}, Spec: 5, Place: "containers[app].env[COLOR].valueFrom.configMapKeyRef"},
+			},
+		},
+		{
+			name:    "names that are not strings or are empty name nothing",
+			specs:   defaultSpecs,
+			podSpec: `{containers: [{name: 5, envFrom: [{configMapRef: {name: a}}]}, {name: "", envFrom: [{configMapRef: {name: b}}]}]}`,
+			want: []Placed{
+				{Ref: Ref{Kind: "configmap", Name: "a"}, Spec: 3, Place: "containers[0].envFrom[0].configMapRef"},
+				{Ref: Ref{Kind: "configmap", Name: "b"}, Spec: 3, Place: "containers[1].envFrom[0].configMapRef"},
+			},
+		},
+		{
+			name:  "custom forms: $. prefix, trailing [*], wildcard-free",
+			specs: custom,
+			podSpec: `
+bundles: [{id: a}, {name: named, id: b, only: [x, z]}, x, {id: 5}]
+sidecars: [{name: s, bundleRefs: [{ref: {id: c}}, {ref: null}]}]
+extra: {bundle: {id: a, opt: true}}`,
+			want: []Placed{
+				{Ref: Ref{Kind: "bundle", Name: "a"}, Spec: 0, Place: "bundles[0]"},
+				{Ref: Ref{Kind: "bundle", Name: "b", Keys: []string{"x", "z"}}, Spec: 0, Place: "bundles[named]"},
+				{Ref: Ref{Kind: "bundle", Name: "c"}, Spec: 0, Place: "sidecars[s].bundleRefs[0].ref"},
+				{Ref: Ref{Kind: "bundle", Name: "a", Optional: true}, Spec: 1, Place: "extra.bundle"},
+			},
+		},
+		{
+			name:    "hostile shapes reach nothing",
+			specs:   defaultSpecs,
+			podSpec: `{volumes: {configMap: {name: x}}, containers: [null, 1, [], {envFrom: 3}, {env: [null, {valueFrom: x}]}]}`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			extractors := compileAll(t, tt.specs)
+			podSpec := fromYAML(t, tt.podSpec)
+			got := ExtractPlaces(extractors, podSpec)
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got  %+v\nwant %+v", got, tt.want)
+			}
+			// The places are of exactly the references Extract finds.
+			var refs []Ref
+			for _, p := range got {
+				refs = append(refs, p.Ref)
+			}
+			if want := extractAll(extractors, podSpec); !reflect.DeepEqual(refs, want) {
+				t.Errorf("refs %+v, Extract finds %+v", refs, want)
+			}
+		})
+	}
+}
+
 func TestCompileErrors(t *testing.T) {
 	tests := []struct {
 		name string
@@ -294,5 +373,37 @@ func FuzzExtract(f *testing.F) {
 				t.Fatalf("malformed ref %+v from %s", r, data)
 			}
 		}
+		placed := ExtractPlaces(extractors, podSpec)
+		var refs []Ref
+		for _, p := range placed {
+			refs = append(refs, p.Ref)
+		}
+		if want := extractAll(extractors, podSpec); !reflect.DeepEqual(refs, want) {
+			t.Fatalf("ExtractPlaces finds %+v, Extract %+v, in %s", refs, want, data)
+		}
 	})
+}
+
+// BenchmarkExtract is the controller's extraction of every default form
+// from a pod spec with one reference of each kind; ExtractPlaces must not
+// add to its allocations.
+func BenchmarkExtract(b *testing.B) {
+	extractors := compileAll(b, defaultSpecs)
+	podSpec := map[string]interface{}{}
+	if err := json.Unmarshal([]byte(`{
+		"volumes": [{"name": "v", "configMap": {"name": "cm", "items": [{"key": "k"}]}}, {"name": "s", "secret": {"secretName": "sec"}}],
+		"containers": [{"name": "app",
+			"envFrom": [{"configMapRef": {"name": "cm"}}, {"secretRef": {"name": "sec", "optional": true}}],
+			"env": [{"name": "A", "valueFrom": {"configMapKeyRef": {"name": "cm", "key": "a"}}}]}]
+	}`), &podSpec); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	out := make([]Ref, 0, 16)
+	for i := 0; i < b.N; i++ {
+		out = out[:0]
+		for _, e := range extractors {
+			out = e.Extract(podSpec, out)
+		}
+	}
 }

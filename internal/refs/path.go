@@ -3,6 +3,7 @@ package refs
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -168,4 +169,50 @@ func walk(v interface{}, segs []segment, fn func(interface{})) bool {
 		}
 	}
 	return wellFormed
+}
+
+// eachPlace is walk for explaining a reference: it also names the place
+// each value sits, the fields passed joined by "." and each element of a
+// fanned-out list by its "name" field or else its index, as in
+// "containers[app].envFrom[0].configMapRef". It is apart from walk so that
+// the controller's extraction builds no names it would throw away.
+func eachPlace(v interface{}, segs []segment, place string, fn func(place string, v interface{})) {
+	if v == nil {
+		return
+	}
+	if len(segs) == 0 {
+		fn(place, v)
+		return
+	}
+	m, ok := v.(map[string]interface{})
+	if !ok {
+		return
+	}
+	if place != "" {
+		place += "."
+	}
+	place += segs[0].name
+	child := m[segs[0].name]
+	if !segs[0].each {
+		eachPlace(child, segs[1:], place, fn)
+		return
+	}
+	list, ok := child.([]interface{})
+	if !ok {
+		return
+	}
+	for i, elem := range list {
+		eachPlace(elem, segs[1:], place+"["+elementID(elem, i)+"]", fn)
+	}
+}
+
+// elementID names a list element as a reader of the pod spec would: by its
+// "name" field (containers, volumes, env vars all have one), else its index.
+func elementID(elem interface{}, index int) string {
+	if m, ok := elem.(map[string]interface{}); ok {
+		if name, ok := m["name"].(string); ok && name != "" {
+			return name
+		}
+	}
+	return strconv.Itoa(index)
 }
