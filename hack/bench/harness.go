@@ -213,7 +213,8 @@ func (e *env) runSteps(ctx context.Context) error {
 			return fmt.Errorf("%s: %w", prog, err)
 		}
 		e.res.runs = append(e.res.runs, p)
-		if prog == progController {
+		if prog == progController && e.res.program(progController) == p {
+			// Its first run only: later ones are for the fan-out ratio.
 			if err := e.controllerSteps(ctx, p); err != nil {
 				return err
 			}

@@ -44,6 +44,7 @@ type options struct {
 	controllerEnv  []string
 	apiserverArgs  []string
 	cpuProfileSync time.Duration
+	traceFanOut    time.Duration
 	update         string
 	scales         []int
 	configMaps     int
@@ -66,6 +67,7 @@ type options struct {
 	out            string
 	// The 10k scenario's sizes, and the 50k one's.
 	scaleWorkloads, scaleSources, scaleChanges, scaleCreators int
+	scaleRounds                                               int // 2.5k and 10k: controller runs, each between two patcher runs
 	xlWorkloads, xlSources, xlChanges, xlCreators             int
 	scenarios                                                 []string
 	trend, plot                                               string // "" writes none
@@ -152,6 +154,7 @@ func defineFlags(o *options, l *listFlags) {
 	flag.StringVar(&l.controllerEnv, "controller-env", "", "extra controller environment, space separated NAME=VALUE")
 	flag.StringVar(&l.apiserverArgs, "apiserver-args", "", "extra kube-apiserver flags, space separated")
 	flag.DurationVar(&o.cpuProfileSync, "cpu-profile-sync", 0, "if set, take a CPU profile of this length from the first controller's start (its sync) and add its top functions to the report; it slows the sync it measures")
+	flag.DurationVar(&o.traceFanOut, "trace-fanout", 0, "if set, take a Go execution trace of this length from the controller and from the zero-logic patcher at the start of their last fan-out, and add where their goroutines waited (go tool trace -pprof=sched, net, syscall) to the report")
 	flag.StringVar(&o.update, "update", "put", "how configs are changed: put (whole object, new data in every key, protobuf) or merge-patch (JSON merge patch of one key)")
 	flag.StringVar(&l.scales, "scales", "1,4", "config size multipliers, one full run each")
 	flag.IntVar(&o.configMaps, "configmaps", 2000, "ConfigMaps")
@@ -176,6 +179,7 @@ func defineFlags(o *options, l *listFlags) {
 	flag.IntVar(&o.scaleWorkloads, "scale-workloads", 10000, "10k scenario: opted-in workloads (Deployments, StatefulSets, DaemonSets); given alone, runs --scenarios 10k")
 	flag.IntVar(&o.scaleSources, "scale-sources", 30000, "10k scenario: small ConfigMaps and Secrets, half each (at least 2 per workload)")
 	flag.IntVar(&o.scaleChanges, "scale-changes", 1000, "10k scenario: simultaneous changes, one per workload")
+	flag.IntVar(&o.scaleRounds, "scale-rounds", 2, "2.5k and 10k scenarios: controller runs on the same cluster, each between two patcher runs (patcher, controller, patcher, controller, patcher, ...); the fan-out ratio is the median of each controller run against the patcher runs beside it (the 50k scenario runs the controller once)")
 	flag.IntVar(&o.scaleCreators, "scale-creators", 64, "10k scenario: concurrent object creations")
 	flag.IntVar(&o.xlWorkloads, "xl-workloads", 50000, "50k scenario (opt-in, an hour or more): opted-in workloads")
 	flag.IntVar(&o.xlSources, "xl-sources", 160000, "50k scenario: small ConfigMaps and Secrets (3 read by each workload, the rest by none)")
@@ -222,6 +226,9 @@ func (o *options) validate() {
 	}
 	if o.fleet < 0 || o.fleet > 100 || o.fleetOnly && o.fleet == 0 {
 		fail("--fleet: 0 to 100 (the names are app-00 to app-99); --fleet-only needs one")
+	}
+	if o.scaleRounds < 1 || o.scaleRounds > 5 {
+		fail("--scale-rounds: 1 to 5")
 	}
 	if o.pairs < 1 || o.pairs > 9 {
 		fail("--pairs: 1 to 9")

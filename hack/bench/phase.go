@@ -54,11 +54,16 @@ type phaseRun struct {
 // after the other, each waiting for its restart) and measures them, whatever
 // program runs: latency is update issued → the restart that carries it, as
 // the benchmark's own watch sees it.
-func (e *env) runPhase(ctx context.Context, name string, changes []sourceRef, concurrent bool, grace time.Duration) (*phaseResult, error) {
+func (e *env) runPhase(ctx context.Context, name string, changes []sourceRef, concurrent bool, grace time.Duration, onQuiet func()) (*phaseResult, error) {
 	if concurrent {
 		// Every fan-out starts on a control plane done with the phase
 		// before (new ReplicaSets, statuses), whichever program runs.
 		e.waitAPIQuiet(ctx)
+	}
+	if onQuiet != nil {
+		// Profiles start here, not before the wait for quiet: they
+		// would cover seconds of nothing and miss the changes.
+		onQuiet()
 	}
 	logf("--- %s (%d changes)", name, len(changes))
 	run, err := e.preparePhase(changes)

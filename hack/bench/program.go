@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,6 +42,7 @@ type programRun struct {
 
 	cpuProfile, cpuFanOut string // pprof tops, with --cpu-profile-sync
 	apiFanOut             string // the API server's, with --cpu-profile-sync
+	traceFanOut           string // where goroutines waited, with --trace-fanout
 }
 
 // measureProgram starts a program, measures its start, sends it the
@@ -71,19 +73,25 @@ func (e *env) measureProgram(ctx context.Context, prog string) (*programRun, err
 // measurePhases sends one change at a time, then each fan-out.
 func (e *env) measurePhases(ctx context.Context, p *programRun) error {
 	var err error
-	if p.singles, err = e.runPhase(ctx, p.prog+": one change, grace 0", e.objs.singles(0, e.o.singles), false, 0); err != nil {
+	if p.singles, err = e.runPhase(ctx, p.prog+": one change, grace 0", e.objs.singles(0, e.o.singles), false, 0, nil); err != nil {
 		return err
 	}
 	e.note(p.prog + " single changes")
 	for i, n := range e.res.sc.changes {
-		top, apiTop := func() string { return "" }, func() string { return "" }
+		none := func() string { return "" }
+		top, apiTop, trace := none, none, none
+		var profile func() // the last fan-out's profiles, started once the API server is quiet
 		if i == len(e.res.sc.changes)-1 {
-			if p.prog == progController {
-				top = e.cpuProfile("cpu-fanout.pb.gz")
+			profile = func() {
+				name, at := strings.ReplaceAll(p.prog, " ", "-"), time.Now().Format("150405")
+				if p.prog == progController {
+					top = e.cpuProfile("cpu-fanout.pb.gz")
+				}
+				trace = e.trace(fmt.Sprintf("trace-fanout-%s-%s.out", name, at))
+				apiTop = e.apiserverProfile(ctx, fmt.Sprintf("apiserver-fanout-%s-%s.pb.gz", name, at))
 			}
-			apiTop = e.apiserverProfile(ctx, fmt.Sprintf("apiserver-fanout-%s-%s.pb.gz", strings.ReplaceAll(p.prog, " ", "-"), time.Now().Format("150405")))
 		}
-		ph, err := e.runPhase(ctx, fmt.Sprintf("%s: N=%d simultaneous changes, grace 0", p.prog, n), e.objs.fanOut(n), true, 0)
+		ph, err := e.runPhase(ctx, fmt.Sprintf("%s: N=%d simultaneous changes, grace 0", p.prog, n), e.objs.fanOut(n), true, 0, profile)
 		if err != nil {
 			return err
 		}
@@ -91,6 +99,7 @@ func (e *env) measurePhases(ctx context.Context, p *programRun) error {
 		p.fanOut = append(p.fanOut, ph)
 		p.cpuFanOut = top()
 		p.apiFanOut = apiTop()
+		p.traceFanOut = trace()
 		e.note(fmt.Sprintf("%s N=%d", p.prog, n))
 	}
 	return nil
@@ -284,6 +293,51 @@ func (e *env) cpuProfile(file string) func() string {
 	return func() string { return <-top }
 }
 
+// trace starts a Go execution trace of --trace-fanout of the program
+// running at once and returns what waits for its summary: where its
+// goroutines waited to run, on the network and in system calls (what a CPU
+// profile cannot show: a PATCH slower at the client than on the API server
+// spends the difference waiting). It returns "" without the flag.
+func (e *env) trace(file string) func() string {
+	if e.o.traceFanOut <= 0 {
+		return func() string { return "" }
+	}
+	proc, path := e.proc, filepath.Join(e.dir, file)
+	summary := make(chan string, 1)
+	go func() {
+		client := &http.Client{Timeout: e.o.traceFanOut + 30*time.Second}
+		b, err := proc.fetch(client, fmt.Sprintf("/debug/pprof/trace?seconds=%d", int(e.o.traceFanOut.Seconds())))
+		if err == nil {
+			err = os.WriteFile(path, b, 0o644)
+		}
+		if err != nil {
+			summary <- fmt.Sprintf("trace: %v\n", err)
+			return
+		}
+		summary <- traceTop(path)
+	}()
+	return func() string { return <-summary }
+}
+
+// traceTop turns a saved execution trace into pprof profiles of waiting
+// (go tool trace -pprof) and returns their top functions.
+func traceTop(path string) string {
+	var out strings.Builder
+	for _, kind := range []string{"sched", "net", "syscall"} {
+		profile := strings.TrimSuffix(path, ".out") + "-" + kind + ".pprof"
+		b, err := exec.Command("go", "tool", "trace", "-pprof="+kind, path).Output()
+		if err == nil {
+			err = os.WriteFile(profile, b, 0o644)
+		}
+		if err != nil {
+			fmt.Fprintf(&out, "go tool trace -pprof=%s: %v\n", kind, err)
+			continue
+		}
+		out.WriteString(pprofTop(profile, []string{"-top", "-nodecount=20"}, []string{"-top", "-cum", "-nodecount=30"}))
+	}
+	return out.String()
+}
+
 // apiserverProfile starts a CPU profile of kube-apiserver (through its
 // /debug/pprof, the admin client) of --cpu-profile-sync at once, so that
 // what the API server does for each program in the same phase can be
@@ -362,7 +416,7 @@ func (e *env) measureGraceStart(ctx context.Context) (*graceStartFigures, error)
 		return nil, err
 	}
 	f.writes = patchesAfter - patchesBefore
-	if f.singles, err = e.runPhase(ctx, fmt.Sprintf("One change, grace %s", e.o.grace), e.objs.singles(1, e.o.singles), false, e.o.grace); err != nil {
+	if f.singles, err = e.runPhase(ctx, fmt.Sprintf("One change, grace %s", e.o.grace), e.objs.singles(1, e.o.singles), false, e.o.grace, nil); err != nil {
 		return nil, err
 	}
 	f.proc = e.finishProgram()

@@ -41,22 +41,28 @@ func (c comparison) order() string {
 	return "controller, then patcher"
 }
 
-// comparisons pairs, on each cluster of the scale, the controller's fan-out
-// of n changes with each of the patcher's.
+// comparisons pairs, on each cluster of the scale, each of the
+// controller's fan-outs of n changes with those of the patcher runs right
+// before and after it.
 func (r *scaleRun) comparisons(n int) []comparison {
 	var out []comparison
 	add := func(where string, runs []*programRun) {
-		ci := slices.IndexFunc(runs, func(p *programRun) bool { return p.prog == progController })
-		if ci < 0 {
-			return
-		}
-		c := runs[ci].fanOutPhase(n)
-		for i, p := range runs {
-			if p.prog != progPatcher {
+		round := 0
+		for ci, ctrl := range runs {
+			if ctrl.prog != progController {
 				continue
 			}
-			if z := p.fanOutPhase(n); c != nil && z != nil {
-				out = append(out, comparison{where: where, patcherFirst: i < ci, ctrl: c, patcher: z})
+			if round++; round > 1 {
+				where = fmt.Sprintf("%s, controller %d", strings.SplitN(where, ",", 2)[0], round)
+			}
+			c := ctrl.fanOutPhase(n)
+			for _, i := range []int{ci - 1, ci + 1} {
+				if i < 0 || i >= len(runs) || runs[i].prog != progPatcher {
+					continue
+				}
+				if z := runs[i].fanOutPhase(n); c != nil && z != nil {
+					out = append(out, comparison{where: where, patcherFirst: i < ci, ctrl: c, patcher: z})
+				}
 			}
 		}
 	}

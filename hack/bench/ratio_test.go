@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -85,11 +87,46 @@ func TestAPatcherBeforeAndAfterTheControllerGivesTwoComparisons(t *testing.T) {
 	}
 	report := renderScenario(o, sc, []*scaleRun{r}, time.Now())
 	header := cells(report, "Figure")
-	if strings.Join(header, ",") != "controller,floor,zero-logic patcher (before),zero-logic patcher (after)" {
+	if strings.Join(header, ",") != "controller,floor,zero-logic patcher (1 of 2),zero-logic patcher (2 of 2)" {
 		t.Errorf("columns %v", header)
 	}
 	// 500 ms over 400 and 250 ms: 1.25× and 2×, median 1.625.
 	if got := cells(report, "N=2 simultaneous changes: p99 ≤ 1.3×"); len(got) != 1 || !strings.HasPrefix(got[0], "**not met** (p99 1.62× (median of 2: 1.25–2.00×)") {
 		t.Errorf("target %q", got)
+	}
+}
+
+func TestEachControllerRoundIsComparedWithThePatcherRunsBesideIt(t *testing.T) {
+	o := testOptions()
+	o.scaleRounds = 2
+	sc := scenarioNamed(o, "10k")
+	if got := strings.Join(sc.programs, ","); got != "floor,zero-logic patcher,controller,zero-logic patcher,controller,zero-logic patcher" {
+		t.Fatalf("programs %s", got)
+	}
+	sc.changes = []int{2}
+	r := fixtureRun(o, sc)
+	r.second = nil
+	run := func(prog string, p99 int) *programRun {
+		return &programRun{prog: prog, fanOut: []*phaseResult{fixturePhase(2, ms(50, p99))}}
+	}
+	// p99s: patcher 400, controller 500, patcher 250, controller 300, patcher 600.
+	r.runs = []*programRun{r.program(progFloor), run(progPatcher, 400), run(progController, 500), run(progPatcher, 250),
+		run(progController, 300), run(progPatcher, 600)}
+	cmp := r.comparisons(2)
+	var got []string
+	for _, c := range cmp {
+		got = append(got, fmt.Sprintf("%s %v %v/%v", c.where, c.patcherFirst, c.ctrl.latencies[1], c.patcher.latencies[1]))
+	}
+	want := []string{"run true 500ms/400ms", "run false 500ms/250ms", "run, controller 2 true 300ms/250ms", "run, controller 2 false 300ms/600ms"}
+	if strings.Join(got, "; ") != strings.Join(want, "; ") {
+		t.Fatalf("comparisons\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// 1.25×, 2×, 1.2×, 0.5×: the median of four is 1.225×.
+	if p99, _, _ := r.fanOutRatios(2); p99.n != 4 || math.Abs(p99.median-1.225) > 1e-9 || p99.min != 0.5 || p99.max != 2 {
+		t.Errorf("ratios %+v, want the median 1.225 of 4, 0.5–2", p99)
+	}
+	report := renderScenario(o, sc, []*scaleRun{r}, time.Now())
+	if header := strings.Join(cells(report, "Figure"), ","); header != "controller (1 of 2),controller (2 of 2),floor,zero-logic patcher (1 of 3),zero-logic patcher (2 of 3),zero-logic patcher (3 of 3)" {
+		t.Errorf("columns %v", header)
 	}
 }

@@ -204,17 +204,19 @@ func displayOrder(runs []*programRun) []*programRun {
 }
 
 // label names a program run in the report: its program, and, for a
-// program that ran more than once, whether this run came before or after
-// the controller.
+// program that ran more than once, which of its runs this is.
 func (r *scaleRun) label(p *programRun) string {
-	if p.prog == progController || count(progNames(r.runs), p.prog) < 2 {
+	n := count(progNames(r.runs), p.prog)
+	if n < 2 {
 		return p.prog
 	}
-	i, ci := slices.Index(r.runs, p), slices.IndexFunc(r.runs, func(q *programRun) bool { return q.prog == progController })
-	if i < ci {
-		return p.prog + " (before)"
+	k := 0
+	for _, q := range r.runs[:slices.Index(r.runs, p)+1] {
+		if q.prog == p.prog {
+			k++
+		}
 	}
-	return p.prog + " (after)"
+	return fmt.Sprintf("%s (%d of %d)", p.prog, k, n)
 }
 
 func progNames(runs []*programRun) []string {
@@ -374,6 +376,8 @@ func writeProfiles(b *strings.Builder, runs []*scaleRun) {
 			{"CPU profile of the controller's last fan-out", c.cpuFanOut},
 			{"CPU profile of the API server during the controller's last fan-out", c.apiFanOut},
 			{"CPU profile of the API server during the zero-logic patcher's last fan-out", patcherAPIFanOut(r)},
+			{"Where the controller's goroutines waited in its last fan-out (execution trace)", c.traceFanOut},
+			{"Where the zero-logic patcher's goroutines waited in its last fan-out (execution trace)", patcherTrace(r)},
 			{"Heap profile after sync (peak RSS over target)", r.heapTop},
 		} {
 			if p.top != "" {
@@ -388,6 +392,15 @@ func writeProfiles(b *strings.Builder, runs []*scaleRun) {
 func patcherAPIFanOut(r *scaleRun) string {
 	if p := r.program(progPatcher); p != nil {
 		return p.apiFanOut
+	}
+	return ""
+}
+
+// patcherTrace is the trace summary of the first patcher run's last
+// fan-out, "" when none was taken.
+func patcherTrace(r *scaleRun) string {
+	if p := r.program(progPatcher); p != nil {
+		return p.traceFanOut
 	}
 	return ""
 }

@@ -46,7 +46,7 @@ func (e *env) measureRestart(ctx context.Context) (*restartFigures, error) {
 	f.cpuReady, _ = e.proc.cpuSeconds()
 	f.hwmReady, _, _ = e.proc.memory()
 	logf("restarted controller ready in %s (CPU %.2f s, peak RSS so far %s)", sec(f.ready), f.cpuReady, kbString(f.hwmReady))
-	if f.singles, err = e.runPhase(ctx, "restarted controller: one change, grace 0, from ready", e.objs.singles(1, e.o.singles), false, 0); err != nil {
+	if f.singles, err = e.runPhase(ctx, "restarted controller: one change, grace 0, from ready", e.objs.singles(1, e.o.singles), false, 0, nil); err != nil {
 		return nil, err
 	}
 	e.settle(ctx)
@@ -124,7 +124,7 @@ func (e *env) measureFailover(ctx context.Context) (*failoverFigures, error) {
 	cpuAtTakeover, _ := standby.cpuSeconds()
 	e.proc = standby
 	logf("failover: the standby leads %s after the leader's SIGTERM", sec(f.takeover))
-	if f.singles, err = e.runPhase(ctx, "after failover: one change, grace 0, from takeover", e.objs.singles(2, e.o.singles), false, 0); err != nil {
+	if f.singles, err = e.runPhase(ctx, "after failover: one change, grace 0, from takeover", e.objs.singles(2, e.o.singles), false, 0, nil); err != nil {
 		return nil, err
 	}
 	e.settle(ctx)

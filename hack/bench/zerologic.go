@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"strings"
 	"sync"
@@ -135,14 +136,18 @@ func (z *zeroLogic) work(ctx context.Context) {
 	}
 }
 
-// serveMetrics serves the patcher's two figures in Prometheus text.
+// serveMetrics serves the patcher's two figures in Prometheus text, and its
+// execution trace (--trace-fanout), as the controller's metrics port does.
 func (z *zeroLogic) serveMetrics(ctx context.Context, addr string) {
-	srv := &http.Server{Addr: addr, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		z.mu.Lock()
 		defer z.mu.Unlock()
 		fmt.Fprintf(w, "zerologic_queue_wait_seconds_sum %g\nzerologic_queue_wait_seconds_count %g\n", z.waitSum, z.waitN)
 		fmt.Fprintf(w, "zerologic_patch_duration_seconds_sum %g\nzerologic_patch_duration_seconds_count %g\n", z.patchSum, z.patchN)
-	})}
+	})
+	srv := &http.Server{Addr: addr, Handler: mux}
 	go func() {
 		<-ctx.Done()
 		_ = srv.Close()
