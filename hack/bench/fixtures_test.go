@@ -9,7 +9,7 @@ func testOptions() options {
 	return options{
 		configMaps: 8, configMapKB: 1, secrets: 8, secretKB: 1, deployments: 4,
 		scales: []int{1, 4}, changes: []int{2, 4}, singles: 1, update: "put", grace: 2 * time.Second,
-		creators: 2, updaters: 2, scaleWorkloads: 10, scaleSources: 30, scaleChanges: 5, scaleCreators: 2, scaleRounds: 1,
+		creators: 2, updaters: 2, scaleWorkloads: 10, scaleSources: 30, scaleChanges: 5, scaleCreators: 2, scaleRounds: 2,
 		xlWorkloads: 20, xlSources: 64, xlChanges: 5, xlCreators: 2, pairs: 3,
 		largeSources: 1, largeKeys: 10, fleet: 2,
 	}

@@ -103,6 +103,9 @@ func TestEachControllerRoundIsComparedWithThePatcherRunsBesideIt(t *testing.T) {
 	if got := strings.Join(sc.programs, ","); got != "floor,zero-logic patcher,controller,zero-logic patcher,controller,zero-logic patcher" {
 		t.Fatalf("programs %s", got)
 	}
+	if err := sc.validate(o); err != nil {
+		t.Fatal(err)
+	}
 	sc.changes = []int{2}
 	r := fixtureRun(o, sc)
 	r.second = nil
