@@ -60,6 +60,13 @@ func (e *env) measureProgram(ctx context.Context, prog string) (*programRun, err
 		return nil, err
 	}
 	e.note(prog + " start")
+	if p.firstRestarts > 0 {
+		// A later controller run finds the sources the patcher changed
+		// since the first (the patcher writes no records) and restarts
+		// their readers at start, as it should; its phases start once
+		// those rollouts are done.
+		e.waitAPIQuiet(ctx)
+	}
 	if prog != progFloor {
 		if err := e.measurePhases(ctx, p); err != nil {
 			return nil, err

@@ -115,7 +115,9 @@ func scaleScenario(name, about string, o options, spec scaleSpec, changes, creat
 // comparisons share it; alternating spreads its drift (more ReplicaSets,
 // a larger etcd) over both programs. One fan-out of one run against one
 // patcher run ranged from 0.85× to 1.91× on one commit at 10,000
-// workloads (BENCHMARKS.md): the median of several is the figure.
+// workloads (BENCHMARKS.md): the median of several is the figure. A
+// later controller run restarts at its start the readers of what the
+// patcher changed in between (the patcher writes no records).
 func scalePrograms(rounds int) []string {
 	programs := []string{progFloor, progPatcher}
 	for range rounds {
