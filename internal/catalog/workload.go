@@ -230,11 +230,14 @@ func ReduceWorkload(kind config.WorkloadKind, cfg *config.Config) cache.Transfor
 		if !ok {
 			return obj, nil
 		}
-		return reduceWorkload(u, kind, cfg), nil
+		return ReduceWorkloadObject(u, kind, cfg), nil
 	}
 }
 
-func reduceWorkload(u *unstructured.Unstructured, kind config.WorkloadKind, cfg *config.Config) *WorkloadState {
+// ReduceWorkloadObject reduces a workload object of the given kind to its
+// WorkloadState, as the informer transform (ReduceWorkload) does: for the
+// one-off readers (explain, status) that hold the object itself.
+func ReduceWorkloadObject(u *unstructured.Unstructured, kind config.WorkloadKind, cfg *config.Config) *WorkloadState {
 	annotations := u.GetAnnotations()
 	applied, hasApplied := annotations[cfg.Annotations.AppliedChecksums]
 	state := &WorkloadState{

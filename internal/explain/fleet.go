@@ -54,16 +54,9 @@ func (c *Config) NewFleet(names func(kind config.SourceKind, namespace string) (
 }
 
 // AddObject reduces a workload object as the controller's cache does and
-// adds it; one the cache could not reduce takes no part, as in the
-// controller.
+// adds it.
 func (f *Fleet) AddObject(kind config.WorkloadKind, obj *unstructured.Unstructured) {
-	reduced, err := catalog.ReduceWorkload(kind, f.cfg.Config)(obj)
-	if err != nil {
-		return
-	}
-	if w, ok := reduced.(*catalog.WorkloadState); ok {
-		f.AddWorkload(kind, w)
-	}
+	f.AddWorkload(kind, catalog.ReduceWorkloadObject(obj, kind, f.cfg.Config))
 }
 
 // AddWorkload adds a workload as reduced (its regex source lists

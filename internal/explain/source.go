@@ -2,7 +2,6 @@ package explain
 
 import (
 	"encoding/json"
-	"fmt"
 	"slices"
 	"sort"
 
@@ -96,15 +95,7 @@ func (c *Config) ExplainSource(kind config.SourceKind, namespace, name string, s
 
 	var readers []Reader
 	for _, wl := range workloads {
-		reduced, err := catalog.ReduceWorkload(wl.Kind, c.Config)(wl.Object)
-		if err != nil {
-			return nil, err
-		}
-		w, ok := reduced.(*catalog.WorkloadState)
-		if !ok {
-			return nil, fmt.Errorf("reducing %s: got %T", wl.Object.GetName(), reduced)
-		}
-		w = withMatchOf(w, id, state != nil)
+		w := withMatchOf(catalog.ReduceWorkloadObject(wl.Object, wl.Kind, c.Config), id, state != nil)
 		i := slices.IndexFunc(w.References, func(ref catalog.Reference) bool { return ref.ID == id })
 		if i < 0 {
 			continue

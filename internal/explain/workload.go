@@ -144,14 +144,7 @@ func (c *Config) ExplainWorkload(kind config.WorkloadKind, obj *unstructured.Uns
 // listed by fleet, so that the decision sees the waves of the changes it
 // would deliver as the controller does (nil: the workload alone).
 func (c *Config) ExplainWorkloadIn(kind config.WorkloadKind, obj *unstructured.Unstructured, fetch SourceFetcher, fleet FleetLister, now time.Time) (*WorkloadReport, error) {
-	reduced, err := catalog.ReduceWorkload(kind, c.Config)(obj)
-	if err != nil {
-		return nil, err
-	}
-	w, ok := reduced.(*catalog.WorkloadState)
-	if !ok {
-		return nil, fmt.Errorf("reducing %s: got %T", obj.GetName(), reduced)
-	}
+	w := catalog.ReduceWorkloadObject(obj, kind, c.Config)
 	return c.explain(kind, w, obj, fetch, c.listedPacing(kind, w, fleet), now), nil
 }
 
