@@ -247,32 +247,43 @@ func (r SourceReducer) Transform() cache.TransformFunc {
 		case *SourceState:
 			return obj, nil
 		case runtime.Object:
-			fields, meta, err := dataFieldsOf(o, r.DataFields)
+			state, err := r.Reduce(o)
 			if err != nil {
 				return nil, err
 			}
-			state := newSourceState(meta)
-			state.Annotations = keptAnnotations(meta.GetAnnotations(), nil, r.Keep)
-			if u, ok := meta.(*unstructured.Unstructured); ok {
-				state.Type = objmeta.TypeOf(u.GetAPIVersion(), u.GetKind())
-			}
-			if r.Bounded && tooManyKeys(fields) {
-				state.Whole, _, _ = wholeSums(fields, r.Sums, nil)
-				return state, nil
-			}
-			var b checksum.DigestsBuilder
-			for _, f := range fields {
-				for key := range f.keys {
-					d, _ := f.digest(key)
-					state.set(&b, key, f.name, d)
-				}
-			}
-			state.Digests = b.Done()
 			return state, nil
 		default:
 			return obj, nil
 		}
 	}
+}
+
+// Reduce reduces a decoded source object (unstructured or typed) to its
+// SourceState: what Transform does to each object entering a cache, for
+// the one-off readers (explain, status) that hold the object themselves.
+func (r SourceReducer) Reduce(obj runtime.Object) (*SourceState, error) {
+	fields, meta, err := dataFieldsOf(obj, r.DataFields)
+	if err != nil {
+		return nil, err
+	}
+	state := newSourceState(meta)
+	state.Annotations = keptAnnotations(meta.GetAnnotations(), nil, r.Keep)
+	if u, ok := meta.(*unstructured.Unstructured); ok {
+		state.Type = objmeta.TypeOf(u.GetAPIVersion(), u.GetKind())
+	}
+	if r.Bounded && tooManyKeys(fields) {
+		state.Whole, _, _ = wholeSums(fields, r.Sums, nil)
+		return state, nil
+	}
+	var b checksum.DigestsBuilder
+	for _, f := range fields {
+		for key := range f.keys {
+			d, _ := f.digest(key)
+			state.set(&b, key, f.name, d)
+		}
+	}
+	state.Digests = b.Done()
+	return state, nil
 }
 
 // dataField is one data field of a decoded source object, e.g. a ConfigMap's

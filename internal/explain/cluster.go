@@ -151,16 +151,10 @@ func (cl *Cluster) NamespaceLabels(ctx context.Context) func(namespace string) (
 	}
 }
 
+// reduceSource reduces a source object as the controller's cache does,
+// keeping the annotations named.
 func reduceSource(kind config.SourceKind, u *unstructured.Unstructured, keep ...string) (*catalog.SourceState, error) {
-	reduced, err := catalog.ReduceSource(kind.DataFields, keep...)(u)
-	if err != nil {
-		return nil, err
-	}
-	state, ok := reduced.(*catalog.SourceState)
-	if !ok {
-		return nil, fmt.Errorf("reducing %s: got %T", u.GetName(), reduced)
-	}
-	return state, nil
+	return catalog.SourceReducer{DataFields: kind.DataFields, Keep: keep}.Reduce(u)
 }
 
 // SourceNames returns a lister of the names of the sources of a kind in a

@@ -98,13 +98,9 @@ func (l *Listing) AddSource(kind config.SourceKind, obj *unstructured.Unstructur
 		l.grouped = false
 		return nil
 	}
-	reduced, err := catalog.ReduceSource(kind.DataFields, l.cfg.SourceAnnotations()...)(obj)
+	state, err := catalog.SourceReducer{DataFields: kind.DataFields, Keep: l.cfg.SourceAnnotations()}.Reduce(obj)
 	if err != nil {
 		return fmt.Errorf("reducing %s %s/%s: %w", kind.Name, obj.GetNamespace(), obj.GetName(), err)
-	}
-	state, ok := reduced.(*catalog.SourceState)
-	if !ok {
-		return fmt.Errorf("reducing %s %s/%s: got %T", kind.Name, obj.GetNamespace(), obj.GetName(), reduced)
 	}
 	l.AddSourceState(catalog.SourceID{Kind: kind.Name, Namespace: obj.GetNamespace(), Name: obj.GetName()}, state)
 	return nil
