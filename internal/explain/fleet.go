@@ -28,13 +28,12 @@ type FleetLister func() []Workload
 //
 // Like the controller's catalog, it hides the workloads of namespaces the
 // controller does not act on, and resolves regex source lists against the
-// sources that exist (names). It is filled first, then read: not safe for
-// concurrent use while filled.
+// sources that exist (the config's SourceNames). It is filled first, then
+// read: not safe for concurrent use while filled.
 type Fleet struct {
 	cfg *Config
-	// names lists the sources of a kind in a namespace, for regex source
-	// lists; its answers are kept per namespace and kind.
-	names      func(kind config.SourceKind, namespace string) ([]string, error)
+	// namesKept are the answers of the config's SourceNames, for regex
+	// source lists, per namespace and kind.
 	namesKept  map[[2]string][]string
 	workloads  map[catalog.WorkloadKey]*catalog.WorkloadState
 	resolved   map[catalog.WorkloadKey]*catalog.WorkloadState
@@ -45,10 +44,11 @@ type Fleet struct {
 	notWatched map[string]bool
 }
 
-// NewFleet returns an empty fleet. names lists the names of the sources of
-// a kind in a namespace, for regex source lists (nil: none are matched).
-func (c *Config) NewFleet(names func(kind config.SourceKind, namespace string) ([]string, error)) *Fleet {
-	return &Fleet{cfg: c, names: names, namesKept: map[[2]string][]string{},
+// NewFleet returns an empty fleet. Its regex source lists are matched
+// against the names the config's SourceNames lists (nil: none are
+// matched).
+func (c *Config) NewFleet() *Fleet {
+	return &Fleet{cfg: c, namesKept: map[[2]string][]string{},
 		workloads: map[catalog.WorkloadKey]*catalog.WorkloadState{}, resolved: map[catalog.WorkloadKey]*catalog.WorkloadState{},
 		sources: map[catalog.SourceID]*catalog.SourceState{}, notWatched: map[string]bool{}}
 }
@@ -136,8 +136,8 @@ func (f *Fleet) sourceNames(kind, namespace string) []string {
 		return names
 	}
 	var names []string
-	if sk, ok := f.cfg.sourceKind(kind); ok && f.names != nil {
-		names, _ = f.names(sk, namespace)
+	if sk, ok := f.cfg.sourceKind(kind); ok && f.cfg.SourceNames != nil {
+		names, _ = f.cfg.SourceNames(sk, namespace)
 	}
 	f.namesKept[at] = names
 	return names
@@ -221,7 +221,7 @@ type pacingFunc func(snap decision.Snapshot, deliver []catalog.SourceID) decisio
 // workloads list gives, listed only when a decision needs them.
 func (c *Config) listedPacing(kind config.WorkloadKind, w *catalog.WorkloadState, list FleetLister) pacingFunc {
 	return func(snap decision.Snapshot, deliver []catalog.SourceID) decision.Pacing {
-		f := c.NewFleet(c.SourceNames)
+		f := c.NewFleet()
 		if list != nil {
 			for _, wl := range list() {
 				f.AddObject(wl.Kind, wl.Object)

@@ -58,7 +58,7 @@ func NewListing(cfg *explain.Config, scope []string, namespaceLabels func(string
 	c := *cfg
 	c.SourceNames, c.NamespaceLabels = l.sourceNames, namespaceLabels
 	l.cfg = &c
-	l.fleet = c.NewFleet(l.sourceNames)
+	l.fleet = c.NewFleet()
 	for _, k := range c.Workloads {
 		l.kinds[k.GVR] = k
 	}
