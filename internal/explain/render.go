@@ -62,19 +62,21 @@ func Render(w io.Writer, report interface{}, format string) error {
 	return err
 }
 
-// table aligns rows of cells; an empty cell is shown as "-", so that every
-// column stays visible.
-type table struct {
+// Table aligns rows of cells, as explain and status show them; an empty
+// cell is shown as "-", so that every column stays visible.
+type Table struct {
 	tw *tabwriter.Writer
 }
 
-func newTable(w io.Writer, header ...string) *table {
-	t := &table{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)}
-	t.row(header...)
+// NewTable returns a table written to w, its header row written.
+func NewTable(w io.Writer, header ...string) *Table {
+	t := &Table{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)}
+	t.Row(header...)
 	return t
 }
 
-func (t *table) row(cells ...string) {
+// Row adds a row of cells.
+func (t *Table) Row(cells ...string) {
 	for i, c := range cells {
 		if c == "" {
 			cells[i] = "-"
@@ -83,7 +85,8 @@ func (t *table) row(cells ...string) {
 	fmt.Fprintln(t.tw, strings.Join(cells, "\t"))
 }
 
-func (t *table) flush() { _ = t.tw.Flush() }
+// Flush writes the rows, aligned.
+func (t *Table) Flush() { _ = t.tw.Flush() }
 
 func fields(w io.Writer, pairs ...string) {
 	t := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -159,21 +162,21 @@ func renderWorkload(w io.Writer, r *WorkloadReport) {
 		fmt.Fprintln(w)
 		// The checksums share the last column, so that their width (which
 		// the checksum format decides) moves no other column.
-		t := newTable(w, "SOURCE", "READS", "OPTIONAL", "STATUS", "CHECKSUM: APPLIED -> CURRENT")
+		t := NewTable(w, "SOURCE", "READS", "OPTIONAL", "STATUS", "CHECKSUM: APPLIED -> CURRENT")
 		for _, s := range r.Sources {
-			t.row(shortID(s.Kind, s.Name), readsText(s.Keys, s.AllKeys), yesNo(s.Optional), statusText(s.Status),
+			t.Row(shortID(s.Kind, s.Name), readsText(s.Keys, s.AllKeys), yesNo(s.Optional), statusText(s.Status),
 				appliedText(s.Applied)+" -> "+currentText(s.Exists, s.Current, s.Status))
 		}
-		t.flush()
+		t.Flush()
 
 		fmt.Fprintln(w)
-		t = newTable(w, "REFERENCE", "SOURCE", "READS", "OPTIONAL", "FORM")
+		t = NewTable(w, "REFERENCE", "SOURCE", "READS", "OPTIONAL", "FORM")
 		for _, s := range r.Sources {
 			for _, u := range s.Uses {
-				t.row(u.Path, shortID(s.Kind, s.Name), readsText(u.Keys, u.AllKeys), yesNo(u.Optional), u.Reference)
+				t.Row(u.Path, shortID(s.Kind, s.Name), readsText(u.Keys, u.AllKeys), yesNo(u.Optional), u.Reference)
 			}
 		}
-		t.flush()
+		t.Flush()
 
 		var notes []string
 		for _, s := range r.Sources {
@@ -227,28 +230,28 @@ func renderSource(w io.Writer, r *SourceReport) {
 	case len(r.Readers) == 0:
 		fmt.Fprintln(w, "No opted-in workload reads it.")
 	default:
-		t := newTable(w, "READER", "READS", "OPTIONAL", "STATUS", "REFERENCES")
+		t := NewTable(w, "READER", "READS", "OPTIONAL", "STATUS", "REFERENCES")
 		for _, rd := range r.Readers {
 			places := make([]string, len(rd.Uses))
 			for i, u := range rd.Uses {
 				places[i] = u.Path
 			}
-			t.row(rd.Workload, readsText(rd.Keys, rd.AllKeys), yesNo(rd.Optional), statusText(rd.Status), strings.Join(places, ", "))
+			t.Row(rd.Workload, readsText(rd.Keys, rd.AllKeys), yesNo(rd.Optional), statusText(rd.Status), strings.Join(places, ", "))
 		}
-		t.flush()
+		t.Flush()
 	}
 
 	if len(r.ByKey) > 0 {
 		fmt.Fprintln(w)
-		t := newTable(w, "A CHANGE OF KEY", "RESTARTS")
+		t := NewTable(w, "A CHANGE OF KEY", "RESTARTS")
 		for _, k := range r.ByKey {
 			restarts := strings.Join(k.Restarts, ", ")
 			if restarts == "" {
 				restarts = "nothing"
 			}
-			t.row(k.Key, restarts)
+			t.Row(k.Key, restarts)
 		}
-		t.flush()
+		t.Flush()
 	}
 	if !r.Watched {
 		fmt.Fprintln(w, "\nA change restarts nothing: the controller does not watch this namespace.")

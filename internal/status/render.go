@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/restart-controller/restart-controller/internal/explain"
@@ -214,12 +213,11 @@ func renderRestarts(w io.Writer, r *Report, wide bool) {
 		return
 	}
 	fmt.Fprintln(w, "Restarts held, waiting or due, by reason:")
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	header := []string{"REASON", "WORKLOAD", "SINCE", "ENDS"}
 	if wide {
 		header = []string{"REASON", "WORKLOAD", "SINCE", "SOURCES", "ENDS", "RELEASE"}
 	}
-	row(tw, header...)
+	t := explain.NewTable(w, header...)
 	for i := 0; i < len(r.Restarts); {
 		reason := r.Restarts[i].Reason
 		j := i
@@ -236,17 +234,17 @@ func renderRestarts(w io.Writer, r *Report, wide bool) {
 				since = stamp(*rs.Since)
 			}
 			if wide {
-				row(tw, rs.Reason, rs.Workload, since, strings.Join(rs.Sources, ","), rs.Ends, rs.Release)
+				t.Row(rs.Reason, rs.Workload, since, strings.Join(rs.Sources, ","), rs.Ends, rs.Release)
 			} else {
-				row(tw, rs.Reason, rs.Workload, since, shortEnd(rs))
+				t.Row(rs.Reason, rs.Workload, since, shortEnd(rs))
 			}
 		}
 		if more := j - i - len(shown); more > 0 {
-			row(tw, reason, fmt.Sprintf("... and %d more (-o wide lists them all)", more), "", "")
+			t.Row(reason, fmt.Sprintf("... and %d more (-o wide lists them all)", more), "", "")
 		}
 		i = j
 	}
-	_ = tw.Flush()
+	t.Flush()
 }
 
 func renderRollouts(w io.Writer, r *Report) {
@@ -256,8 +254,7 @@ func renderRollouts(w io.Writer, r *Report) {
 		return
 	}
 	fmt.Fprintln(w, "Rollouts in flight or failed:")
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	row(tw, "WORKLOAD", "RESTARTED", "RESULT", "DEADLINE", "SOURCES")
+	t := explain.NewTable(w, "WORKLOAD", "RESTARTED", "RESULT", "DEADLINE", "SOURCES")
 	for _, ro := range r.Rollouts {
 		result := ro.Result
 		if ro.Reason != "" {
@@ -267,18 +264,7 @@ func renderRollouts(w io.Writer, r *Report) {
 		if ro.Deadline != nil {
 			deadline = stamp(*ro.Deadline)
 		}
-		row(tw, ro.Workload, stamp(ro.At), result, deadline, strings.Join(ro.Sources, ","))
+		t.Row(ro.Workload, stamp(ro.At), result, deadline, strings.Join(ro.Sources, ","))
 	}
-	_ = tw.Flush()
-}
-
-// row writes a table row; an empty cell is "-", so every column stays
-// visible.
-func row(tw io.Writer, cells ...string) {
-	for i, c := range cells {
-		if c == "" {
-			cells[i] = "-"
-		}
-	}
-	fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	t.Flush()
 }
