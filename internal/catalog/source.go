@@ -213,9 +213,9 @@ func (d *stateData) Field(key string) string { return (*SourceState)(d).field(ke
 
 // ReduceSource returns an informer transform that replaces a source object by
 // its SourceState, with one digest per key however many keys it has: what a
-// one-off reader (explain, tests) wants. The controller's caches reduce
-// through SourceReducer, which bounds what a source with many keys costs.
-// The annotations named by keep are kept, the others dropped.
+// test wants (explain and status use SourceReducer.Reduce). The controller's
+// caches reduce through SourceReducer, which bounds what a source with many
+// keys costs. The annotations named by keep are kept, the others dropped.
 func ReduceSource(dataFields []string, keep ...string) cache.TransformFunc {
 	return SourceReducer{DataFields: dataFields, Keep: keep}.Transform()
 }
