@@ -45,7 +45,7 @@ func compile(f *File, p *problems) *Config {
 	c := &Config{
 		Settings:    compileSettings(f, p),
 		Annotations: compileAnnotations(f.Annotations, p),
-		Namespaces:  compileNamespaces(f.Namespaces, p),
+		Namespaces:  compileNamespaces("namespaces", f.Namespaces, p),
 	}
 	c.WorkloadSelector = compileSelector("workloadSelector", f.WorkloadSelector, p)
 	c.SourceSelector = compileSelector("sourceSelector", f.SourceSelector, p)
@@ -376,13 +376,15 @@ func annotationKeys(a FileAnnotations) []annotationKey {
 	}
 }
 
-func compileNamespaces(namespaces []string, p *problems) []string {
+// compileNamespaces checks the namespaces listed at field: valid names,
+// once each.
+func compileNamespaces(field string, namespaces []string, p *problems) []string {
 	seen := map[string]int{}
 	for i, ns := range namespaces {
-		path := fmt.Sprintf("namespaces[%d]", i)
+		path := fmt.Sprintf("%s[%d]", field, i)
 		checkName(p, path, ns, content.IsDNS1123Label)
 		if j, dup := seen[ns]; dup {
-			p.addf(path, "duplicate namespace %q (also namespaces[%d])", ns, j)
+			p.addf(path, "duplicate namespace %q (also %s[%d])", ns, field, j)
 		} else {
 			seen[ns] = i
 		}
@@ -403,20 +405,15 @@ func compileSelector(path, s string, p *problems) labels.Selector {
 	return sel
 }
 
-// compileIgnoredNamespaces checks the ignored namespaces: valid names, once
-// each, and none that namespaces lists (watched and ignored at once).
+// compileIgnoredNamespaces checks the ignored namespaces as namespaces are
+// checked, and that namespaces lists none of them (watched and ignored at
+// once). Problems are sorted by path, stably, so each name's come in the
+// same order as when one loop made them all.
 func compileIgnoredNamespaces(ignored, watched []string, p *problems) []string {
-	seen := map[string]int{}
+	compileNamespaces("ignoredNamespaces", ignored, p)
 	for i, ns := range ignored {
-		path := fmt.Sprintf("ignoredNamespaces[%d]", i)
-		checkName(p, path, ns, content.IsDNS1123Label)
-		if j, dup := seen[ns]; dup {
-			p.addf(path, "duplicate namespace %q (also ignoredNamespaces[%d])", ns, j)
-		} else {
-			seen[ns] = i
-		}
 		if j := slices.Index(watched, ns); j >= 0 {
-			p.addf(path, "namespace %q is also in namespaces[%d]: it cannot be both watched and ignored", ns, j)
+			p.addf(fmt.Sprintf("ignoredNamespaces[%d]", i), "namespace %q is also in namespaces[%d]: it cannot be both watched and ignored", ns, j)
 		}
 	}
 	return ignored
