@@ -20,6 +20,13 @@ func deployment(o object) Status {
 		return Status{Phase: Failed, Reason: c.reason, Message: c.message}
 	}
 	want := o.intOr(1, "spec", "replicas")
+	return replicasRolled(o, want, Status{Phase: Complete, Message: fmt.Sprintf("%d replicas updated and available", want)})
+}
+
+// replicasRolled is what the replica counts of a Deployment or a
+// DeploymentConfig say: progressing until every replica is updated, no old
+// one is left and every updated one is available; then done.
+func replicasRolled(o object, want int64, done Status) Status {
 	updated := o.intOr(0, "status", "updatedReplicas")
 	total := o.intOr(0, "status", "replicas")
 	available := o.intOr(0, "status", "availableReplicas")
@@ -31,7 +38,7 @@ func deployment(o object) Status {
 	case available < updated:
 		return progressing("LessAvailable", "available %d/%d", available, updated)
 	}
-	return Status{Phase: Complete, Message: fmt.Sprintf("%d replicas updated and available", want)}
+	return done
 }
 
 // statefulSet follows `kubectl rollout status`: the OnDelete strategy rolls
@@ -186,19 +193,8 @@ func deploymentConfig(o object) Status {
 	case "DeploymentConfigPaused":
 		return Status{Phase: NotRolling, Reason: "Paused", Message: c.message}
 	}
-	want := o.intOr(0, "spec", "replicas")
-	updated := o.intOr(0, "status", "updatedReplicas")
-	total := o.intOr(0, "status", "replicas")
-	available := o.intOr(0, "status", "availableReplicas")
-	switch {
-	case updated < want:
-		return progressing("LessUpdated", "updated %d/%d", updated, want)
-	case total > updated:
-		return progressing("OldReplicasPending", "%d old replicas pending termination", total-updated)
-	case available < updated:
-		return progressing("LessAvailable", "available %d/%d", available, updated)
-	}
-	return progressing("NotReportedAvailable", "version %d not reported available yet", o.intOr(0, "status", "latestVersion"))
+	return replicasRolled(o, o.intOr(0, "spec", "replicas"),
+		progressing("NotReportedAvailable", "version %d not reported available yet", o.intOr(0, "status", "latestVersion")))
 }
 
 // generic follows kstatus for kinds it has no rule for: the latest generation
