@@ -350,10 +350,8 @@ func compileAnnotations(a FileAnnotations, p *problems) Annotations {
 		}
 		seen[k.value] = k.path
 	}
-	return Annotations{OptIn: a.OptIn, AppliedChecksums: a.AppliedChecksums, RestartTimestamp: a.RestartTimestamp,
-		AppliedTemplateHash: a.AppliedTemplateHash, Rollout: a.Rollout, Hold: a.Hold,
-		IgnoreSources: a.IgnoreSources, Ignore: a.Ignore, Release: a.Release, RestartStrategy: a.RestartStrategy,
-		Window: a.Window, MinInterval: a.MinInterval}
+	// The same fields: the conversion stops compiling the day they part.
+	return Annotations(a)
 }
 
 type annotationKey struct{ path, value string }
