@@ -226,14 +226,21 @@ func (m *mapping) kinds(o Options) {
 	m.csi(o)
 }
 
-// workloads returns the tree's workload kinds, copied so that they can be
-// changed: the defaults' when no kind was dropped or added before.
-func (m *mapping) workloads() []any {
-	from := m.tree["workloads"]
+// current is the tree's list at key: the defaults' when no entry was
+// dropped or added before.
+func (m *mapping) current(key string) []any {
+	from := m.tree[key]
 	if from == nil {
-		from = m.defaults["workloads"]
+		from = m.defaults[key]
 	}
 	list, _ := from.([]any)
+	return list
+}
+
+// workloads returns the tree's workload kinds, copied so that they can be
+// changed.
+func (m *mapping) workloads() []any {
+	list := m.current("workloads")
 	out := make([]any, len(list))
 	for i, e := range list {
 		out[i] = copyTree(e)
@@ -320,12 +327,7 @@ func (m *mapping) dropSource(name string) {
 // re-creates a Job whose sources change, unless told to ignore Jobs. Here
 // that is never a default, so the migrated file says it explicitly.
 func (m *mapping) recreateJobs() {
-	from := m.tree["workloads"]
-	if from == nil {
-		from = m.defaults["workloads"]
-	}
-	list, _ := from.([]any)
-	m.tree["workloads"] = append(slices.Clone(list), map[string]any{
+	m.tree["workloads"] = append(slices.Clone(m.current("workloads")), map[string]any{
 		"group": "batch", "version": "v1", "resource": "jobs", "podTemplatePath": "spec.template",
 		"rollout": map[string]any{"status": "job"},
 		"restart": map[string]any{"strategy": "recreate", "clearFields": []any{"spec.selector"},
@@ -335,11 +337,7 @@ func (m *mapping) recreateJobs() {
 }
 
 func (m *mapping) dropWorkload(group, resource string) {
-	from := m.tree["workloads"] // another kind dropped before
-	if from == nil {
-		from = m.defaults["workloads"]
-	}
-	m.tree["workloads"] = filter(entries(from), func(e map[string]any) bool {
+	m.tree["workloads"] = filter(entries(m.current("workloads")), func(e map[string]any) bool {
 		return fmt.Sprint(e["group"]) != group || fmt.Sprint(e["resource"]) != resource
 	})
 }

@@ -16,12 +16,7 @@ func (m *mapping) csi(o Options) {
 		return
 	}
 	for _, list := range []string{"sources", "references"} {
-		from := m.tree[list] // a kind dropped before
-		if from == nil {
-			from = m.defaults[list]
-		}
-		existing, _ := from.([]any)
-		m.tree[list] = append([]any{}, existing...)
+		m.tree[list] = append([]any{}, m.current(list)...)
 	}
 	m.tree["sources"] = append(m.tree["sources"].([]any), map[string]any{
 		"name": csiSource, "group": "secrets-store.csi.x-k8s.io", "version": "v1", "resource": "secretproviderclasspodstatuses",
