@@ -3,6 +3,7 @@ package check
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -79,7 +80,7 @@ func PeerAnnotations(cfg *config.Config, kinds []config.WorkloadKind, workloads 
 	read := workloadAnnotationsRead(cfg)
 	carriers := map[string][]string{}
 	for i, u := range workloads {
-		keys := annotationKeys(u.GetAnnotations())
+		keys := slices.Collect(maps.Keys(u.GetAnnotations()))
 		if template, ok := kinds[i].PodTemplatePath.Object(u.Object); ok {
 			metadata, _ := template["metadata"].(map[string]interface{})
 			annotations, _ := metadata["annotations"].(map[string]interface{})
@@ -94,13 +95,8 @@ func PeerAnnotations(cfg *config.Config, kinds []config.WorkloadKind, workloads 
 			}
 		}
 	}
-	keys := make([]string, 0, len(carriers))
-	for k := range carriers {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	var out []Result
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(carriers)) {
 		names := carriers[k]
 		sort.Strings(names)
 		shown := strings.Join(names[:min(3, len(names))], ", ")
@@ -112,14 +108,6 @@ func PeerAnnotations(cfg *config.Config, kinds []config.WorkloadKind, workloads 
 			fmt.Sprintf("on %s, but this config does not read it: it opts nothing in (examples/presets/%s reads it)", shown, p.Preset)})
 	}
 	return out
-}
-
-func annotationKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	return keys
 }
 
 // listWorkloads lists the workloads of every configured kind in the watched
