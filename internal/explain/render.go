@@ -103,6 +103,14 @@ func yesNo(b bool) string {
 	return "no"
 }
 
+// watchedText is a report's Watched field: "yes", or "no: " and why not.
+func watchedText(watched bool, why string) string {
+	if watched {
+		return "yes"
+	}
+	return "no: " + why
+}
+
 func readsText(keys []string, all bool) string {
 	if all {
 		return "every key"
@@ -133,10 +141,6 @@ func currentText(exists bool, current, status string) string {
 }
 
 func renderWorkload(w io.Writer, r *WorkloadReport) {
-	watched := "yes"
-	if !r.Watched {
-		watched = "no: " + r.NotWatched
-	}
 	recorded := "no"
 	switch {
 	case r.RecordError != "":
@@ -147,7 +151,7 @@ func renderWorkload(w io.Writer, r *WorkloadReport) {
 		recorded = "yes, but not against the current pod template"
 	}
 	pairs := []string{"Workload", r.Workload, "Namespace", r.Namespace, "Opted in", yesNo(r.OptedIn),
-		"Watched", watched, "Recorded", recorded}
+		"Watched", watchedText(r.Watched, r.NotWatched), "Recorded", recorded}
 	if r.Problem != "" {
 		pairs = append(pairs, "Problem", r.Problem)
 	}
@@ -201,15 +205,7 @@ func renderWorkload(w io.Writer, r *WorkloadReport) {
 }
 
 func renderSource(w io.Writer, r *SourceReport) {
-	exists := "yes"
-	if !r.Exists {
-		exists = "no"
-	}
-	watched := "yes"
-	if !r.Watched {
-		watched = "no: " + r.NotWatched
-	}
-	pairs := []string{"Source", shortID(r.Kind, r.Name), "Namespace", r.Namespace, "Exists", exists}
+	pairs := []string{"Source", shortID(r.Kind, r.Name), "Namespace", r.Namespace, "Exists", yesNo(r.Exists)}
 	if r.Exists {
 		keys := strings.Join(r.Keys, ", ")
 		if keys == "" {
@@ -217,7 +213,7 @@ func renderSource(w io.Writer, r *SourceReport) {
 		}
 		pairs = append(pairs, "Keys", keys+" (names only; values are never shown)")
 	}
-	pairs = append(pairs, "Watched", watched)
+	pairs = append(pairs, "Watched", watchedText(r.Watched, r.NotWatched))
 	if r.Key != "" {
 		pairs = append(pairs, "Key", r.Key+" (only readers a change of it restarts)")
 	}
