@@ -91,14 +91,14 @@ func Describe(cfg *config.Config) Watches {
 	for _, s := range cfg.Sources {
 		if s.Members != nil {
 			w.Sources = append(w.Sources, fmt.Sprintf("%s (%s) as %q, members of the source named by %s, lifecycle %s",
-				resourceName(s.GVR), s.GVR.Version, s.Name, s.Members.NameFrom(), config.LifecycleUpdatesOnly))
+				s.GVR.GroupResource(), s.GVR.Version, s.Name, s.Members.NameFrom(), config.LifecycleUpdatesOnly))
 			continue
 		}
-		w.Sources = append(w.Sources, fmt.Sprintf("%s (%s) as %q, keys in %s", resourceName(s.GVR), s.GVR.Version,
+		w.Sources = append(w.Sources, fmt.Sprintf("%s (%s) as %q, keys in %s", s.GVR.GroupResource(), s.GVR.Version,
 			s.Name, strings.Join(s.DataFields, ", ")))
 	}
 	for _, k := range cfg.Workloads {
-		line := fmt.Sprintf("%s (%s), pod template at %s", resourceName(k.GVR), k.GVR.Version, k.PodTemplatePath)
+		line := fmt.Sprintf("%s (%s), pod template at %s", k.GVR.GroupResource(), k.GVR.Version, k.PodTemplatePath)
 		if name := k.Restart.Strategy.Name; name != config.TemplateAnnotation || len(k.Restart.ByAnnotation) > 0 {
 			line += ", restarted by " + k.Restart.Strategy.String()
 			for _, v := range slices.Sorted(maps.Keys(k.Restart.ByAnnotation)) {
@@ -113,12 +113,6 @@ func Describe(cfg *config.Config) Watches {
 	return w
 }
 
-// resourceName is kubectl's "resource.group", or the resource alone for the
-// core group.
-func resourceName(gvr schema.GroupVersionResource) string {
-	return gvr.GroupResource().String()
-}
-
 // Served checks with discovery that every configured kind is served. A
 // source kind must be: the controller does not start without it, except
 // one of lifecycle updatesOnly, which is watched once its CRD appears, as
@@ -129,7 +123,7 @@ func resourceName(gvr schema.GroupVersionResource) string {
 func Served(disc discovery.DiscoveryInterface, cfg *config.Config) []Result {
 	var out []Result
 	check := func(gvr schema.GroupVersionResource, required bool) {
-		name := fmt.Sprintf("%s (%s) served", resourceName(gvr), gvr.Version)
+		name := fmt.Sprintf("%s (%s) served", gvr.GroupResource(), gvr.Version)
 		found, hint, err := served(disc, gvr)
 		switch {
 		case err != nil:

@@ -128,7 +128,7 @@ func listWorkloads(ctx context.Context, client dynamic.Interface, cfg *config.Co
 				break // not served: Served says so
 			}
 			if err != nil {
-				problems = append(problems, Result{LevelWarning, "annotations on " + resourceName(kind.GVR),
+				problems = append(problems, Result{LevelWarning, "annotations on " + kind.GVR.GroupResource().String(),
 					"cannot list them to look for annotations this config does not read: " + err.Error()})
 				break
 			}
