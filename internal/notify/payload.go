@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // WebhookVersion is the version of the webhook body. A change that could
@@ -87,7 +89,9 @@ func Text(m Message, instance string) string {
 }
 
 func headline(m Message) string {
-	w := fmt.Sprintf("%s %s/%s", resourceName(m.Workload), m.Workload.Namespace, m.Workload.Name)
+	// kubectl's "resource.group", the resource alone for the core group.
+	resource := schema.GroupResource{Group: m.Workload.Group, Resource: m.Workload.Resource}
+	w := fmt.Sprintf("%s %s/%s", resource, m.Workload.Namespace, m.Workload.Name)
 	switch m.Kind {
 	case Restart:
 		return "Restarted " + w + " to pick up changed data"
@@ -110,13 +114,6 @@ func details(m Message, instance string) []string {
 		out = append(out, m.Reason)
 	}
 	return append(out, fmt.Sprintf("at %s by %s", m.Time.UTC().Format(time.RFC3339), instance))
-}
-
-func resourceName(w Workload) string {
-	if w.Group == "" {
-		return w.Resource
-	}
-	return w.Resource + "." + w.Group
 }
 
 // String names the source and its keys as the Restarted Event does, e.g.
