@@ -1,7 +1,8 @@
 package restart
 
 import (
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -81,11 +82,7 @@ func (w *gracePeriods) ChangedKeys(id catalog.SourceID) (keys []string, known bo
 	if !ok || set == nil {
 		return nil, false
 	}
-	for k := range set {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys, true
+	return slices.Sorted(maps.Keys(set)), true
 }
 
 // Of returns the grace periods open at now of the sources refs read, for a
