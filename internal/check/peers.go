@@ -84,9 +84,7 @@ func PeerAnnotations(cfg *config.Config, kinds []config.WorkloadKind, workloads 
 		if template, ok := kinds[i].PodTemplatePath.Object(u.Object); ok {
 			metadata, _ := template["metadata"].(map[string]interface{})
 			annotations, _ := metadata["annotations"].(map[string]interface{})
-			for k := range annotations {
-				keys = append(keys, k)
-			}
+			keys = slices.AppendSeq(keys, maps.Keys(annotations))
 		}
 		name := kinds[i].GVR.Resource + "/" + u.GetNamespace() + "/" + u.GetName()
 		for _, k := range keys {
