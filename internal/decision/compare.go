@@ -1,6 +1,7 @@
 package decision
 
 import (
+	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -116,7 +117,7 @@ func (r Rules) Compare(w Workload, sources Sources, grace map[catalog.SourceID]G
 	}
 	changed, current := c.each(&plan, sources)
 	c.schedule(&plan, changed, current)
-	plan.Patch = plan.Restart || plan.TemplateRecord != ws.AppliedTemplateHash || !ws.HasApplied || !sameChecksums(c.applied, plan.Applied) || plan.Warning != ""
+	plan.Patch = plan.Restart || plan.TemplateRecord != ws.AppliedTemplateHash || !ws.HasApplied || !maps.Equal(c.applied, plan.Applied) || plan.Warning != ""
 	return plan
 }
 
@@ -374,16 +375,4 @@ func (c *comparison) schedule(plan *Plan, changed []catalog.SourceID, current ma
 			delete(plan.Applied, id.String())
 		}
 	}
-}
-
-func sameChecksums(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if bv, ok := b[k]; !ok || bv != v {
-			return false
-		}
-	}
-	return true
 }
