@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 )
@@ -214,9 +215,9 @@ func generic(o object, readyTypes []string) Status {
 		}
 		switch c.typ {
 		case "Stalled":
-			return Status{Phase: Failed, Reason: orDefault(c.reason, "Stalled"), Message: c.message}
+			return Status{Phase: Failed, Reason: cmp.Or(c.reason, "Stalled"), Message: c.message}
 		case "Reconciling":
-			return Status{Phase: Progressing, Reason: orDefault(c.reason, "Reconciling"), Message: c.message}
+			return Status{Phase: Progressing, Reason: cmp.Or(c.reason, "Reconciling"), Message: c.message}
 		}
 	}
 	for _, typ := range readyTypes {
@@ -228,9 +229,9 @@ func generic(o object, readyTypes []string) Status {
 			return progressing("StaleCondition", "condition %s describes generation %d, not %d", typ, c.observedGeneration, gen)
 		}
 		if c.status == "True" {
-			return Status{Phase: Complete, Reason: orDefault(c.reason, typ), Message: c.message}
+			return Status{Phase: Complete, Reason: cmp.Or(c.reason, typ), Message: c.message}
 		}
-		return Status{Phase: Progressing, Reason: orDefault(c.reason, "Not"+typ), Message: c.message}
+		return Status{Phase: Progressing, Reason: cmp.Or(c.reason, "Not"+typ), Message: c.message}
 	}
 	return Status{Phase: Complete, Reason: "NoConditions", Message: "the object reports no condition to wait for"}
 }
@@ -249,13 +250,6 @@ func generationNotObserved(o object) (Status, bool) {
 
 func progressing(reason, format string, args ...interface{}) Status {
 	return Status{Phase: Progressing, Reason: reason, Message: fmt.Sprintf(format, args...)}
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // object reads fields of an unstructured object without failing: a field of
