@@ -79,25 +79,8 @@ func FromYAML(t testing.TB, s string) *unstructured.Unstructured {
 // that works.
 func CSIKind(t testing.TB) (source, reference string) {
 	t.Helper()
-	data, err := os.ReadFile(ExamplePath(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	const first, ref = "#   - name: secretproviderclasspodstatus", "#   - {source: secretproviderclasspodstatus,"
-	var in bool
-	for _, line := range strings.Split(string(data), "\n") {
-		switch {
-		case line == first:
-			in = true
-		case strings.HasPrefix(line, ref):
-			reference = strings.TrimPrefix(line, "#   ") + "\n"
-		case in && !strings.HasPrefix(line, "#     "):
-			in = false
-		}
-		if in {
-			source += strings.TrimPrefix(line, "#   ") + "\n"
-		}
-	}
+	source = commentedBlock(t, "#   - name: secretproviderclasspodstatus", "#     ")
+	reference = commentedBlock(t, "#   - {source: secretproviderclasspodstatus,", "#     ")
 	if source == "" || reference == "" {
 		t.Fatal("examples/config.yaml no longer shows the CSI source kind and its reference in a comment")
 	}
@@ -110,26 +93,34 @@ func CSIKind(t testing.TB) (source, reference string) {
 // the kind use it, so the documented example stays one that works.
 func DeploymentConfigKind(t testing.TB) string {
 	t.Helper()
+	kind := commentedBlock(t, "#   - {group: apps.openshift.io, version: v1, resource: deploymentconfigs,", "#      ")
+	if kind == "" {
+		t.Fatal("examples/config.yaml no longer shows the DeploymentConfig kind in a comment")
+	}
+	return kind
+}
+
+// commentedBlock returns the lines of examples/config.yaml from one that
+// begins with first, on while they begin with more, uncommented ("#   "
+// cut off) and each ending in a newline; "" when no line begins with first.
+func commentedBlock(t testing.TB, first, more string) string {
+	t.Helper()
 	data, err := os.ReadFile(ExamplePath(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	const first = "#   - {group: apps.openshift.io, version: v1, resource: deploymentconfigs,"
-	var kind string
+	var block string
 	in := false
 	for _, line := range strings.Split(string(data), "\n") {
 		switch {
 		case strings.HasPrefix(line, first):
 			in = true
-		case in && !strings.HasPrefix(line, "#      "):
+		case in && !strings.HasPrefix(line, more):
 			in = false
 		}
 		if in {
-			kind += strings.TrimPrefix(line, "#   ") + "\n"
+			block += strings.TrimPrefix(line, "#   ") + "\n"
 		}
 	}
-	if kind == "" {
-		t.Fatal("examples/config.yaml no longer shows the DeploymentConfig kind in a comment")
-	}
-	return kind
+	return block
 }
