@@ -78,9 +78,6 @@ func listen(address string, reg *prometheus.Registry, ready Readiness, profiling
 	return &Server{http: srv, listener: l}, nil
 }
 
-// Addr is the bound address (useful when listening on port 0).
-func (s *Server) Addr() string { return s.listener.Addr().String() }
-
 // Run serves until ctx ends, then shuts down gracefully.
 func (s *Server) Run(ctx context.Context) error {
 	errCh := make(chan error, 1)

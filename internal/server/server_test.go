@@ -48,7 +48,7 @@ func TestEndpoints(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error)
 		go func() { done <- srv.Run(ctx) }()
-		base := "http://" + srv.Addr()
+		base := "http://" + srv.listener.Addr().String()
 
 		synced.Store(false)
 		if code, body := get(t, base+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "not synced") {
@@ -87,8 +87,8 @@ func TestListenFailsOnBusyPort(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer first.listener.Close()
-	if _, err := Listen(first.Addr(), prometheus.NewRegistry(), func() (string, error) { return "", nil }, false); err == nil ||
-		!strings.Contains(err.Error(), first.Addr()) {
+	if _, err := Listen(first.listener.Addr().String(), prometheus.NewRegistry(), func() (string, error) { return "", nil }, false); err == nil ||
+		!strings.Contains(err.Error(), first.listener.Addr().String()) {
 		t.Fatalf("want an error naming the address, got %v", err)
 	}
 }
@@ -105,7 +105,7 @@ func TestSilentConnectionsAreClosed(t *testing.T) {
 	defer cancel()
 	go func() { _ = s.Run(ctx) }()
 	for _, partial := range []string{"", "GET /metrics HTTP/1.1\r\nHost: x\r\n"} {
-		conn, err := net.Dial("tcp", s.Addr())
+		conn, err := net.Dial("tcp", s.listener.Addr().String())
 		if err != nil {
 			t.Fatal(err)
 		}
