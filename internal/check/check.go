@@ -198,12 +198,6 @@ func groupName(g string) string {
 	return g
 }
 
-// Need is a permission the controller uses (access.Need).
-type Need = access.Need
-
-// Needs lists every permission the controller uses with cfg (access.Needs).
-func Needs(cfg *config.Config) []Need { return access.Needs(cfg) }
-
 // ServiceAccountUser returns the user name and groups the API server gives
 // a ServiceAccount's tokens.
 func ServiceAccountUser(namespace, name string) (string, []string) {
@@ -213,7 +207,7 @@ func ServiceAccountUser(namespace, name string) (string, []string) {
 
 // RBAC asks the API server, with SubjectAccessReviews, whether user may do
 // everything in needs: one result per need, naming the verbs missing.
-func RBAC(ctx context.Context, reviews authorizationclient.SubjectAccessReviewInterface, user string, groups []string, needs []Need) []Result {
+func RBAC(ctx context.Context, reviews authorizationclient.SubjectAccessReviewInterface, user string, groups []string, needs []access.Need) []Result {
 	var out []Result
 	for _, n := range needs {
 		scope := "all namespaces"
@@ -255,7 +249,7 @@ func RBAC(ctx context.Context, reviews authorizationclient.SubjectAccessReviewIn
 
 // nameFor is the object name a review asks about: create names no object
 // (the API server does not know it before the object exists).
-func nameFor(n Need, verb string) string {
+func nameFor(n access.Need, verb string) string {
 	if verb == "create" {
 		return ""
 	}

@@ -13,6 +13,7 @@ import (
 	discoveryfake "k8s.io/client-go/discovery/fake"
 	clienttesting "k8s.io/client-go/testing"
 
+	"github.com/restart-controller/restart-controller/internal/access"
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/explain/explaintest"
 	"github.com/restart-controller/restart-controller/internal/testfixture"
@@ -94,7 +95,7 @@ references: [{source: configmap, from: ["volumes[*].configMap"], name: name}]
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var got []string
-			for _, n := range Needs(parse(t, tt.file)) {
+			for _, n := range access.Needs(parse(t, tt.file)) {
 				ns := n.Namespace
 				if ns == "" {
 					ns = "all"

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/restart-controller/restart-controller/internal/access"
 	"github.com/restart-controller/restart-controller/internal/cli"
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/explain"
@@ -177,7 +178,7 @@ func checkCluster(ctx context.Context, kube *genericclioptions.ConfigFlags, cfg 
 	}
 	user, groups := ServiceAccountUser(saNamespace, saName)
 	report.Subject = user
-	report.Results = append(report.Results, RBAC(ctx, kc.AuthorizationV1().SubjectAccessReviews(), user, groups, Needs(cfg))...)
+	report.Results = append(report.Results, RBAC(ctx, kc.AuthorizationV1().SubjectAccessReviews(), user, groups, access.Needs(cfg))...)
 
 	// Other controllers' annotations on the workloads that this config
 	// would not read, read with the caller's credentials.
