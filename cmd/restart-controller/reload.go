@@ -117,7 +117,7 @@ func supervise(ctx context.Context, cfg *config.Config, load func() (*config.Con
 		runCtx, stopRun := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func(cfg *config.Config) { done <- runController(runCtx, cfg, log, m, l, lookupEnv, onSynced) }(cfg)
-		next, err := awaitReload(ctx, cfg, changes, done, load, log, m)
+		next, hash, err := awaitReload(ctx, cfg, changes, done, load, log, m)
 		stopRun()
 		if next == nil {
 			if cause := context.Cause(ctx); err == nil && cause != nil && !errors.Is(cause, context.Canceled) {
@@ -128,19 +128,20 @@ func supervise(ctx context.Context, cfg *config.Config, load func() (*config.Con
 		if err := <-done; err != nil {
 			return err
 		}
-		log.Info("config reloaded; watching with it", "hash", fileHash(mustRead(next.Settings.ConfigFile)))
+		log.Info("config reloaded; watching with it", "hash", hash)
 		cfg = next
 	}
 }
 
 // awaitReload waits for the run to end (returning its result and no config)
-// or for a valid new config (returned; the caller stops the run).
+// or for a valid new config (returned with the hash of the content it was
+// loaded on; the caller stops the run).
 func awaitReload(ctx context.Context, cfg *config.Config, changes <-chan []byte, done <-chan error,
-	load func() (*config.Config, error), log hclog.Logger, m *metrics.Metrics) (*config.Config, error) {
+	load func() (*config.Config, error), log hclog.Logger, m *metrics.Metrics) (*config.Config, string, error) {
 	for {
 		select {
 		case err := <-done:
-			return nil, err
+			return nil, "", err
 		case content := <-changes:
 			next, err := load()
 			if err == nil {
@@ -151,10 +152,11 @@ func awaitReload(ctx context.Context, cfg *config.Config, changes <-chan []byte,
 				m.SetConfigLoaded("", false, time.Now())
 				continue
 			}
-			m.SetConfigLoaded(fileHash(content), true, time.Now())
-			return next, nil
+			hash := fileHash(content)
+			m.SetConfigLoaded(hash, true, time.Now())
+			return next, hash, nil
 		case <-ctx.Done():
-			return nil, <-done
+			return nil, "", <-done
 		}
 	}
 }
@@ -233,9 +235,4 @@ func pollFile(ctx context.Context, path string, last []byte, every time.Duration
 func fileHash(content []byte) string {
 	sum := sha256.Sum256(content)
 	return hex.EncodeToString(sum[:6])
-}
-
-func mustRead(path string) []byte {
-	b, _ := os.ReadFile(path)
-	return b
 }
