@@ -203,8 +203,12 @@ func writeReport(w io.Writer, r *Report, format string) error {
 	if format != explain.FormatTable {
 		return explain.WriteStructured(w, r, format)
 	}
-	render(w, r)
-	return nil
+	// Rendered whole first, as explain and status do: the one write that
+	// can fail is the last, and its error is returned.
+	var b strings.Builder
+	render(&b, r)
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 func render(w io.Writer, r *Report) {
@@ -236,7 +240,7 @@ func render(w io.Writer, r *Report) {
 	list("grace period", []string{wt.GracePeriod})
 	list("leader election", []string{wt.LeaderElection})
 	list("reference forms", []string{fmt.Sprint(wt.ReferenceForms)})
-	_ = t.Flush()
+	_ = t.Flush() // into writeReport's strings.Builder: cannot fail
 
 	fmt.Fprintln(w)
 	switch {
@@ -264,7 +268,7 @@ func render(w io.Writer, r *Report) {
 				warnings++
 			}
 		}
-		_ = t.Flush()
+		_ = t.Flush() // as above
 		fmt.Fprintf(w, "\n%s, %s\n", plural(errs, "error"), plural(warnings, "warning"))
 	}
 }

@@ -85,7 +85,9 @@ func (t *Table) Row(cells ...string) {
 	fmt.Fprintln(t.tw, strings.Join(cells, "\t"))
 }
 
-// Flush writes the rows, aligned.
+// Flush writes the rows, aligned. Tables are written into the
+// strings.Builder a report is rendered into, whose writes cannot fail;
+// Render returns the error of the one write that can.
 func (t *Table) Flush() { _ = t.tw.Flush() }
 
 func fields(w io.Writer, pairs ...string) {
@@ -93,7 +95,7 @@ func fields(w io.Writer, pairs ...string) {
 	for i := 0; i+1 < len(pairs); i += 2 {
 		fmt.Fprintf(t, "%s:\t%s\n", pairs[i], pairs[i+1])
 	}
-	_ = t.Flush()
+	_ = t.Flush() // into the report's strings.Builder, as Table.Flush
 }
 
 func yesNo(b bool) string {
