@@ -52,8 +52,10 @@ func (r *scaleRun) comparisons(n int) []comparison {
 			if ctrl.prog != progController {
 				continue
 			}
-			if round++; round > 1 {
-				where = fmt.Sprintf("%s, controller %d", strings.SplitN(where, ",", 2)[0], round)
+			round++
+			label := where
+			if round > 1 {
+				label = fmt.Sprintf("%s, controller %d", where, round)
 			}
 			c := ctrl.fanOutPhase(n)
 			for _, i := range []int{ci - 1, ci + 1} {
@@ -61,7 +63,7 @@ func (r *scaleRun) comparisons(n int) []comparison {
 					continue
 				}
 				if z := runs[i].fanOutPhase(n); c != nil && z != nil {
-					out = append(out, comparison{where: where, patcherFirst: i < ci, ctrl: c, patcher: z})
+					out = append(out, comparison{where: label, patcherFirst: i < ci, ctrl: c, patcher: z})
 				}
 			}
 		}
