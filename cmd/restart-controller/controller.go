@@ -160,7 +160,11 @@ func assemble(cfg *config.Config, cl *clients, sums checksum.Hasher, recorder re
 	ctrl, err := restart.New(restart.Deps{
 		Config: cfg, Rules: rules, Catalog: cat,
 		Pacing: pacing.New(pacing.Deps{Catalog: cat, Rules: rules, Started: time.Now()}),
-		Client: cl.dynamic, Patch: trackedPatch(restart.MetadataPatch(cl.meta), restarts), Fresh: lease.fresh,
+		Client: cl.dynamic, Fresh: lease.fresh,
+		Patch: restart.Patches{
+			Record:  trackedPatch(restart.MetadataPatch(cl.meta), restarts),
+			Restart: trackedPatch(restart.DynamicPatch(cl.dynamic), restarts),
+		},
 		Exists: restart.APIExists(cl.meta, cfg.Sources, cfg.SourceSelector.String()),
 		Keys:   keyread.New(cfg.Sources, restart.APIFetch(cl.protobufCore, cl.dynamic), keyread.Capacity),
 		Events: recorder, Notify: notifier, Metrics: m, Log: log.Named("restart"), Clock: time.Now,

@@ -23,7 +23,8 @@ func BenchmarkReconcile(b *testing.B) {
 			settled := settle(base, u, dataV1)
 			h := newHarness(b, nil, nil, tc.data)
 			h.cache(settled)
-			h.c.Patch = func(context.Context, catalog.WorkloadKey, []byte) error { return nil }
+			nop := func(context.Context, catalog.WorkloadKey, []byte) error { return nil }
+			h.c.Patch = Patches{Record: nop, Restart: nop}
 			key := keyOf(deploymentsGVR, settled)
 			ctx := context.Background()
 			b.ReportAllocs()

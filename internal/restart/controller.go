@@ -47,9 +47,19 @@ type Notifier interface{ Notify(notify.Message) }
 // ExistsFunc asks the API server whether a source exists.
 type ExistsFunc func(ctx context.Context, id catalog.SourceID) (bool, error)
 
-// PatchFunc sends a merge patch to a workload: every write of the
-// controller to a workload goes through it (MetadataPatch).
+// PatchFunc sends a merge patch to a workload.
 type PatchFunc func(ctx context.Context, key catalog.WorkloadKey, body []byte) error
+
+// Patches send every write of the controller to a workload, by what the
+// write changes: the client that answers fastest differs (MetadataPatch,
+// DynamicPatch).
+type Patches struct {
+	// Record writes the controller's annotations alone: records, holds,
+	// and every workload's first recording at start.
+	Record PatchFunc
+	// Restart changes the pod template.
+	Restart PatchFunc
+}
 
 // KeyReader gives a large source's cached state, which keeps only the
 // checksums of its whole data, the digests of the keys a workload reads
@@ -68,7 +78,7 @@ type Deps struct {
 	// Client reads Jobs and writes what a runNow or recreate restart
 	// writes beside the patch; Patch sends every merge patch.
 	Client dynamic.Interface
-	Patch  PatchFunc
+	Patch  Patches
 	// Fresh reports whether this replica may still write: its leader lease
 	// is certainly its own. It fences every write.
 	Fresh  func() bool

@@ -603,7 +603,7 @@ func TestProcessNextErrorHandling(t *testing.T) {
 			h := newHarness(t, nil, nil, dataV2)
 			settled := settle(h, w, dataV1)
 			h.client = fake.NewSimpleDynamicClient(runtime.NewScheme(), settled.DeepCopy())
-			h.c.Client, h.c.Patch = h.client, dynamicPatch(h.client)
+			h.c.Client, h.c.Patch = h.client, dynamicPatches(h.client)
 			h.cache(settled)
 			h.client.PrependReactor("patch", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
 				return true, nil, tc.err
@@ -650,7 +650,7 @@ func TestRunStopsTakingWorkAndFinishesWhatIsUnderWay(t *testing.T) {
 		keys = append(keys, keyOf(deploymentsGVR, w))
 	}
 	h.client = fake.NewSimpleDynamicClient(runtime.NewScheme(), settled...)
-	h.c.Client, h.c.Patch = h.client, dynamicPatch(h.client)
+	h.c.Client, h.c.Patch = h.client, dynamicPatches(h.client)
 	inFlight, release := make(chan struct{}), make(chan struct{})
 	var patches atomic.Int32
 	h.client.PrependReactor("patch", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
@@ -737,7 +737,7 @@ func TestReconcileReports(t *testing.T) {
 				w = settle(h, w, dataV1)
 			}
 			h.client = fake.NewSimpleDynamicClient(runtime.NewScheme(), w.DeepCopy())
-			h.c.Client, h.c.Patch = h.client, dynamicPatch(h.client)
+			h.c.Client, h.c.Patch = h.client, dynamicPatches(h.client)
 			h.cache(w)
 			rec := &fakeRecorder{}
 			h.c.Events = rec
@@ -999,7 +999,7 @@ func TestRestartedEventNamesTheChangedKeys(t *testing.T) {
 	h := newHarness(t, nil, nil, map[string]string{"a": "2", "b": "1"})
 	settled := settle(h, w, map[string]string{"a": "1", "b": "1"})
 	h.client = fake.NewSimpleDynamicClient(runtime.NewScheme(), settled.DeepCopy())
-	h.c.Client, h.c.Patch = h.client, dynamicPatch(h.client)
+	h.c.Client, h.c.Patch = h.client, dynamicPatches(h.client)
 	h.cache(settled)
 	rec := &fakeRecorder{}
 	h.c.Events = rec
@@ -1013,43 +1013,57 @@ func TestRestartedEventNamesTheChangedKeys(t *testing.T) {
 	}
 }
 
-// TestPatchWithSendsDecisionsThroughTheMetadataClient: with MetadataPatch, the
-// restart patch goes out through the metadata client (whose answer is the
-// workload's metadata alone), byte for byte the patch the dynamic
-// client sends otherwise, and the dynamic client sends nothing.
-func TestPatchWithSendsDecisionsThroughTheMetadataClient(t *testing.T) {
-	u := fromYAML(t, webDeployment)
-	u = settle(newHarness(t, nil, nil, nil), u, dataV1)
-	h := newHarness(t, []*unstructured.Unstructured{u}, []*unstructured.Unstructured{u}, dataV2)
+// TestRecordsGoThroughTheMetadataClientAndRestartsThroughTheDynamicOne: a
+// workload's first recording goes out through the metadata client (whose
+// answer is the workload's metadata alone), a restart through the dynamic
+// client; each byte for byte the patch, the other client sending nothing.
+func TestRecordsGoThroughTheMetadataClientAndRestartsThroughTheDynamicOne(t *testing.T) {
 	scheme := runtime.NewScheme()
 	if err := metav1.AddMetaToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	meta := metadatafake.NewSimpleMetadataClient(scheme)
-	meta.PrependReactor("patch", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
-		return true, &metav1.PartialObjectMetadata{}, nil
-	})
-	h.c.Patch = MetadataPatch(meta)
-	gvr := h.gvrOf(u)
-	if err := h.c.Reconcile(context.Background(), keyOf(gvr, u)); err != nil {
-		t.Fatal(err)
-	}
-	if got := h.client.Actions(); len(got) != 0 {
-		t.Fatalf("dynamic client actions %v, want none", got)
-	}
-	actions := meta.Actions()
-	if len(actions) != 1 {
-		t.Fatalf("metadata client actions %v, want one patch", actions)
-	}
-	p, ok := actions[0].(k8stesting.PatchAction)
-	if !ok || p.GetResource() != gvr || p.GetNamespace() != "shop" || p.GetName() != u.GetName() || p.GetPatchType() != types.MergePatchType {
-		t.Fatalf("action %v, want a merge patch of %v shop/%s", actions[0], gvr, u.GetName())
-	}
-	w := h.reduce(u)
-	applied := annotation(t, map[string]string{cmApp.String(): sourceState(t, cmApp, dataV2).Checksum(testSums, nil)})
-	want := patchBody(u.GetResourceVersion(), applied, w.TemplateHash, strings.Join(h.c.templateFields[gvr], "."), true)
-	if got := withoutRecord(t, p.GetPatch()); got != want {
-		t.Errorf("patch body:\n got %s\nwant %s", got, want)
+	unrecorded := fromYAML(t, webDeployment)
+	recorded := settle(newHarness(t, nil, nil, nil), unrecorded, dataV1)
+	for _, tc := range []struct {
+		name    string
+		u       *unstructured.Unstructured
+		restart bool
+	}{
+		{name: "first recording", u: unrecorded},
+		{name: "restart", u: recorded, restart: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, []*unstructured.Unstructured{tc.u}, []*unstructured.Unstructured{tc.u}, dataV2)
+			meta := metadatafake.NewSimpleMetadataClient(scheme)
+			meta.PrependReactor("patch", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
+				return true, &metav1.PartialObjectMetadata{}, nil
+			})
+			h.c.Patch = Patches{Record: MetadataPatch(meta), Restart: DynamicPatch(h.client)}
+			gvr := h.gvrOf(tc.u)
+			if err := h.c.Reconcile(context.Background(), keyOf(gvr, tc.u)); err != nil {
+				t.Fatal(err)
+			}
+			var sent, silent []k8stesting.Action
+			if sent, silent = meta.Actions(), h.client.Actions(); tc.restart {
+				sent, silent = silent, sent
+			}
+			if len(silent) != 0 {
+				t.Fatalf("the other client's actions %v, want none", silent)
+			}
+			if len(sent) != 1 {
+				t.Fatalf("actions %v, want one patch", sent)
+			}
+			p, ok := sent[0].(k8stesting.PatchAction)
+			if !ok || p.GetResource() != gvr || p.GetNamespace() != "shop" || p.GetName() != tc.u.GetName() || p.GetPatchType() != types.MergePatchType {
+				t.Fatalf("action %v, want a merge patch of %v shop/%s", sent[0], gvr, tc.u.GetName())
+			}
+			w := h.reduce(tc.u)
+			applied := annotation(t, map[string]string{cmApp.String(): sourceState(t, cmApp, dataV2).Checksum(testSums, nil)})
+			want := patchBody(tc.u.GetResourceVersion(), applied, w.TemplateHash, strings.Join(h.c.templateFields[gvr], "."), tc.restart)
+			if got := withoutRecord(t, p.GetPatch()); got != want {
+				t.Errorf("patch body:\n got %s\nwant %s", got, want)
+			}
+		})
 	}
 }
 
@@ -1069,7 +1083,7 @@ metadata: {name: lister, namespace: shop, resourceVersion: "5", annotations: {ex
 spec: {template: {spec: {containers: [{name: c, image: x}]}}}
 `)
 	h.client = fake.NewSimpleDynamicClient(runtime.NewScheme(), u.DeepCopy())
-	h.c.Client, h.c.Patch = h.client, dynamicPatch(h.client)
+	h.c.Client, h.c.Patch = h.client, dynamicPatches(h.client)
 	h.cache(u)
 	key := keyOf(deploymentsGVR, u)
 	for range 2 {
@@ -1197,7 +1211,7 @@ func TestReloaderMetricCountsRestartPatches(t *testing.T) {
 				cached = w
 			}
 			h.client = fake.NewSimpleDynamicClient(runtime.NewScheme(), cached.DeepCopy())
-			h.c.Client, h.c.Patch = h.client, dynamicPatch(h.client)
+			h.c.Client, h.c.Patch = h.client, dynamicPatches(h.client)
 			h.cache(cached)
 			if tc.refuse {
 				h.client.PrependReactor("patch", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
