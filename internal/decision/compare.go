@@ -295,15 +295,21 @@ func (c *comparison) baseline(now, old string, known bool) string {
 	return now
 }
 
-// patternRecorded reports whether an entry of the workload's regex source
-// lists that matches the source was in force when the checksums its pods
-// started with were recorded.
+// patternRecorded: PatternRecorded, unless the checksums are recorded
+// afresh.
 func (c *comparison) patternRecorded(id catalog.SourceID) bool {
-	if c.recordOnly || id.Namespace != c.w.Namespace {
+	return !c.recordOnly && PatternRecorded(c.w, c.applied, id)
+}
+
+// PatternRecorded reports whether an entry of the workload's regex source
+// lists that matches the source was in force when the applied checksums
+// its pods started with were recorded.
+func PatternRecorded(w *catalog.WorkloadState, applied map[string]string, id catalog.SourceID) bool {
+	if id.Namespace != w.Namespace {
 		return false
 	}
-	for _, p := range c.w.Patterns {
-		if p.Kind == id.Kind && p.Re.MatchString(id.Name) && c.applied[PatternKey(c.w.Namespace, p)] == PatternMark {
+	for _, p := range w.Patterns {
+		if p.Kind == id.Kind && p.Re.MatchString(id.Name) && applied[PatternKey(w.Namespace, p)] == PatternMark {
 			return true
 		}
 	}

@@ -1,6 +1,9 @@
 package decision
 
 import (
+	"maps"
+	"slices"
+
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/record"
 	"github.com/restart-controller/restart-controller/internal/rollout"
@@ -47,6 +50,26 @@ func ReadWorkload(w *catalog.WorkloadState) Workload {
 		out.Warnings = append(out.Warnings, "unreadable hold annotation, removed: "+err.Error())
 	}
 	return out
+}
+
+// NamedSources are the sources its last restart and its hold name: the
+// gates read their state too (the rollout's waves, a hold's end), whether
+// or not the workload still reads them.
+func (w Workload) NamedSources() []catalog.SourceID {
+	var named []string
+	if w.LastRestart != nil {
+		named = slices.Collect(maps.Keys(w.LastRestart.Sources))
+	}
+	if w.Hold != nil && w.Hold.Source != "" {
+		named = append(named, w.Hold.Source)
+	}
+	var ids []catalog.SourceID
+	for _, sid := range named {
+		if id, ok := ParseSourceID(sid); ok {
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }
 
 // RolloutPhase is where the rollout of the workload's pod template stands,

@@ -260,7 +260,7 @@ func (c *Config) readSources(r *WorkloadReport, usesOf map[catalog.SourceID][]Us
 		}
 		if old, known := applied[ref.ID.String()]; known {
 			ws.Applied = &old
-		} else if ref.Matched && patternRecorded(w, applied, ref.ID) {
+		} else if ref.Matched && decision.PatternRecorded(w, applied, ref.ID) {
 			// Matched by an entry recorded with the checksums: absent then.
 			absent := appliedAbsent
 			ws.Applied = &absent
@@ -306,17 +306,6 @@ func (c *Config) readSources(r *WorkloadReport, usesOf map[catalog.SourceID][]Us
 	return lookup, unreadable
 }
 
-// patternRecorded reports whether the applied checksums record an entry of
-// the workload's regex lists that matches the source (decision.PatternKey).
-func patternRecorded(w *catalog.WorkloadState, applied map[string]string, id catalog.SourceID) bool {
-	for _, p := range w.Patterns {
-		if p.Kind == id.Kind && p.Re.MatchString(id.Name) && applied[decision.PatternKey(w.Namespace, p)] == decision.PatternMark {
-			return true
-		}
-	}
-	return false
-}
-
 // snapshot is what the decision reads, as explain sees it: the sources
 // read (and those its last restart and hold name), no grace period known,
 // its rollout as its status shows it.
@@ -324,16 +313,8 @@ func (c *Config) snapshot(kind config.WorkloadKind, w *catalog.WorkloadState, lo
 	key := catalog.WorkloadKey{Resource: kind.GVR, Namespace: w.Namespace, Name: w.Name}
 	wl := decision.ReadWorkload(w)
 	sources := maps.Clone(lookup)
-	var named []string
-	if wl.LastRestart != nil {
-		named = slices.Collect(maps.Keys(wl.LastRestart.Sources))
-	}
-	if wl.Hold != nil && wl.Hold.Source != "" {
-		named = append(named, wl.Hold.Source)
-	}
-	for _, sid := range named {
-		id, ok := decision.ParseSourceID(sid)
-		if _, read := sources[id]; !ok || read {
+	for _, id := range wl.NamedSources() {
+		if _, read := sources[id]; read {
 			continue
 		}
 		if sk, ok := c.sourceKind(id.Kind); ok {

@@ -81,20 +81,7 @@ func (c *Controller) sourcesOf(ctx context.Context, w decision.Workload) (decisi
 		}
 		sources[ref.ID] = state
 	}
-	var named []string
-	if w.LastRestart != nil {
-		for sid := range w.LastRestart.Sources {
-			named = append(named, sid)
-		}
-	}
-	if w.Hold != nil && w.Hold.Source != "" {
-		named = append(named, w.Hold.Source)
-	}
-	for _, sid := range named {
-		id, ok := decision.ParseSourceID(sid)
-		if !ok {
-			continue
-		}
+	for _, id := range w.NamedSources() {
 		if _, read := sources[id]; !read {
 			if state, ok := c.Catalog.Source(id); ok {
 				sources[id] = state
