@@ -161,10 +161,7 @@ func assemble(cfg *config.Config, cl *clients, sums checksum.Hasher, recorder re
 		Config: cfg, Rules: rules, Catalog: cat,
 		Pacing: pacing.New(pacing.Deps{Catalog: cat, Rules: rules, Started: time.Now()}),
 		Client: cl.dynamic, Fresh: lease.fresh,
-		Patch: restart.Patches{
-			Record:  trackedPatch(restart.MetadataPatch(cl.meta), restarts),
-			Restart: trackedPatch(restart.DynamicPatch(cl.dynamic), restarts),
-		},
+		Patch:  trackedPatch(cl.patch, restarts),
 		Exists: restart.APIExists(cl.meta, cfg.Sources, cfg.SourceSelector.String()),
 		Keys:   keyread.New(cfg.Sources, restart.APIFetch(cl.protobufCore, cl.dynamic), keyread.Capacity),
 		Events: recorder, Notify: notifier, Metrics: m, Log: log.Named("restart"), Clock: time.Now,
@@ -217,6 +214,8 @@ type clients struct {
 	// sources (restart.APIFetch), as the source informers do.
 	protobufCore rest.Interface
 	meta         metadata.Interface
+	// patch sends every merge patch to a workload.
+	patch restart.PatchFunc
 }
 
 func newClients(s config.Settings) (*clients, error) {
@@ -242,6 +241,9 @@ func newClients(s config.Settings) (*clients, error) {
 	}
 	if c.meta, err = metadata.NewForConfig(rc); err != nil {
 		return nil, fmt.Errorf("creating metadata client: %w", err)
+	}
+	if c.patch, err = restart.APIPatch(rc); err != nil {
+		return nil, err
 	}
 	return c, nil
 }

@@ -8,10 +8,10 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/decision"
@@ -94,7 +94,7 @@ func (c *Controller) write(ctx context.Context, s decision.Snapshot, v decision.
 	if strategy.OtherWrites(v.Plan) {
 		err = errLeaseStale
 		if c.Fresh() {
-			wr := strategy.Writer{Client: c.Client, Annotations: c.Config.Annotations, Patch: c.sendBy(c.patchFor(v.Plan)),
+			wr := strategy.Writer{Client: c.Client, Annotations: c.Config.Annotations, Patch: c.sendBy(c.Patch),
 				TemplateFields: c.templateFields[key.Resource], Sources: c.Config.Sources, Extractors: c.Config.Extractors}
 			err = wr.Restart(ctx, key, s.Workload, v)
 		}
@@ -104,7 +104,7 @@ func (c *Controller) write(ctx context.Context, s decision.Snapshot, v decision.
 			c.Pacing.Unreserve(key)
 			return false, fmt.Errorf("building patch for %s: %w", key, err)
 		}
-		err = c.sendBy(c.patchFor(v.Plan))(ctx, key, body)
+		err = c.sendBy(c.Patch)(ctx, key, body)
 	}
 	if strategy.PatchesWorkload(v.Plan) && !errors.Is(err, errLeaseStale) && !apierrors.IsNotFound(err) {
 		c.Metrics.RestartPatched(key.Namespace, err == nil)
@@ -134,22 +134,13 @@ func (c *Controller) patchAnnotations(ctx context.Context, key catalog.WorkloadK
 	if err != nil {
 		return false, fmt.Errorf("encoding patch: %w", err)
 	}
-	switch err := c.sendBy(c.Patch.Record)(ctx, key, body); {
+	switch err := c.sendBy(c.Patch)(ctx, key, body); {
 	case apierrors.IsNotFound(err):
 		return false, nil
 	case err != nil:
 		return false, fmt.Errorf("patching %s: %w", key, err)
 	}
 	return true, nil
-}
-
-// patchFor is how a plan's merge patch is sent: through the Restart client
-// when it changes the pod template, through the Record client otherwise.
-func (c *Controller) patchFor(plan decision.Plan) PatchFunc {
-	if strategy.PatchesWorkload(plan) {
-		return c.Patch.Restart
-	}
-	return c.Patch.Record
 }
 
 // sendBy sends merge patches by send through the write fence, timed as
@@ -166,32 +157,47 @@ func (c *Controller) sendBy(send PatchFunc) PatchFunc {
 	}
 }
 
-// MetadataPatch sends merge patches through a metadata client: the API
-// server then answers with the workload's metadata alone, as protobuf,
-// instead of the whole object as JSON. At 10,000 workloads, decoding those
-// answers through the dynamic client was 13% of the CPU of the start-up
-// (the first recording patches every workload) and most of its garbage.
-// The patch sent is the same.
-func MetadataPatch(m metadata.Interface) PatchFunc {
-	return func(ctx context.Context, key catalog.WorkloadKey, body []byte) error {
-		_, err := m.Resource(key.Resource).Namespace(key.Namespace).Patch(ctx, key.Name, types.MergePatchType, body,
-			metav1.PatchOptions{FieldManager: "restart-controller"})
-		return err
+// metadataAnswer asks the API server to answer a PATCH with the
+// workload's metadata alone, in protobuf: the smallest answer it can
+// encode and send (client-go's metadata client asks the same).
+const metadataAnswer = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
+
+// APIPatch sends merge patches with a REST client made as client-go's
+// metadata client is, and reads nothing of a success but its status: the
+// controller never uses the object a PATCH returns, and decoding it was
+// the controller's largest cost in a burst of restarts beside garbage
+// collection (BENCHMARKS.md). A failure is decoded as client-go decodes it
+// (apierrors.IsNotFound and IsConflict hold).
+func APIPatch(rc *rest.Config) (PatchFunc, error) {
+	pc := metadata.ConfigFor(rc)
+	// Only for encoding options: every request has an absolute path.
+	pc.GroupVersion, pc.APIPath = &schema.GroupVersion{}, "/"
+	client, err := rest.RESTClientFor(pc)
+	if err != nil {
+		return nil, fmt.Errorf("creating the patch client: %w", err)
 	}
+	return func(ctx context.Context, key catalog.WorkloadKey, body []byte) error {
+		return client.Patch(types.MergePatchType).AbsPath(resourcePath(key)...).
+			Param("fieldManager", fieldManager).SetHeader("Accept", metadataAnswer).
+			Body(body).Do(ctx).Error()
+	}, nil
 }
 
-// DynamicPatch sends merge patches through a dynamic client, which takes
-// the whole workload back as JSON. Restarts go this way: in a burst of
-// 1,000 restarts at 10,000 workloads, their PATCHes through the metadata
-// client took 82-95 ms longer at the client than on the API server,
-// through the dynamic client 45-74 ms; a bare patcher's, 30-53 ms
-// (BENCHMARKS.md).
-func DynamicPatch(d dynamic.Interface) PatchFunc {
-	return func(ctx context.Context, key catalog.WorkloadKey, body []byte) error {
-		_, err := d.Resource(key.Resource).Namespace(key.Namespace).Patch(ctx, key.Name, types.MergePatchType, body,
-			metav1.PatchOptions{FieldManager: "restart-controller"})
-		return err
+// fieldManager is the controller's name in the workloads' managedFields.
+const fieldManager = "restart-controller"
+
+// resourcePath is the API path of a workload: /api/v1 for the core group,
+// /apis/GROUP/VERSION for the others.
+func resourcePath(key catalog.WorkloadKey) []string {
+	gvr := key.Resource
+	path := []string{"/apis", gvr.Group, gvr.Version}
+	if gvr.Group == "" {
+		path = []string{"/api", gvr.Version}
 	}
+	if key.Namespace != "" {
+		path = append(path, "namespaces", key.Namespace)
+	}
+	return append(path, gvr.Resource, key.Name)
 }
 
 // wake enqueues, for each source a rollout that ended had delivered, the

@@ -24,7 +24,7 @@ func BenchmarkReconcile(b *testing.B) {
 			h := newHarness(b, nil, nil, tc.data)
 			h.cache(settled)
 			nop := func(context.Context, catalog.WorkloadKey, []byte) error { return nil }
-			h.c.Patch = Patches{Record: nop, Restart: nop}
+			h.c.Patch = nop
 			key := keyOf(deploymentsGVR, settled)
 			ctx := context.Background()
 			b.ReportAllocs()

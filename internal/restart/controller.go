@@ -50,17 +50,6 @@ type ExistsFunc func(ctx context.Context, id catalog.SourceID) (bool, error)
 // PatchFunc sends a merge patch to a workload.
 type PatchFunc func(ctx context.Context, key catalog.WorkloadKey, body []byte) error
 
-// Patches send every write of the controller to a workload, by what the
-// write changes: the client that answers fastest differs (MetadataPatch,
-// DynamicPatch).
-type Patches struct {
-	// Record writes the controller's annotations alone: records, holds,
-	// and every workload's first recording at start.
-	Record PatchFunc
-	// Restart changes the pod template.
-	Restart PatchFunc
-}
-
 // KeyReader gives a large source's cached state, which keeps only the
 // checksums of its whole data, the digests of the keys a workload reads
 // (keyread.Reader reads them from the API server).
@@ -78,7 +67,7 @@ type Deps struct {
 	// Client reads Jobs and writes what a runNow or recreate restart
 	// writes beside the patch; Patch sends every merge patch.
 	Client dynamic.Interface
-	Patch  Patches
+	Patch  PatchFunc
 	// Fresh reports whether this replica may still write: its leader lease
 	// is certainly its own. It fences every write.
 	Fresh  func() bool

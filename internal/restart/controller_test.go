@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic/fake"
-	metadatafake "k8s.io/client-go/metadata/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
@@ -603,7 +602,7 @@ func TestProcessNextErrorHandling(t *testing.T) {
 			h := newHarness(t, nil, nil, dataV2)
 			settled := settle(h, w, dataV1)
 			h.client = fake.NewSimpleDynamicClient(runtime.NewScheme(), settled.DeepCopy())
-			h.c.Client, h.c.Patch = h.client, dynamicPatches(h.client)
+			h.c.Client, h.c.Patch = h.client, dynamicPatch(h.client)
 			h.cache(settled)
 			h.client.PrependReactor("patch", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
 				return true, nil, tc.err
@@ -650,7 +649,7 @@ func TestRunStopsTakingWorkAndFinishesWhatIsUnderWay(t *testing.T) {
 		keys = append(keys, keyOf(deploymentsGVR, w))
 	}
 	h.client = fake.NewSimpleDynamicClient(runtime.NewScheme(), settled...)
-	h.c.Client, h.c.Patch = h.client, dynamicPatches(h.client)
+	h.c.Client, h.c.Patch = h.client, dynamicPatch(h.client)
 	inFlight, release := make(chan struct{}), make(chan struct{})
 	var patches atomic.Int32
 	h.client.PrependReactor("patch", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
@@ -737,7 +736,7 @@ func TestReconcileReports(t *testing.T) {
 				w = settle(h, w, dataV1)
 			}
 			h.client = fake.NewSimpleDynamicClient(runtime.NewScheme(), w.DeepCopy())
-			h.c.Client, h.c.Patch = h.client, dynamicPatches(h.client)
+			h.c.Client, h.c.Patch = h.client, dynamicPatch(h.client)
 			h.cache(w)
 			rec := &fakeRecorder{}
 			h.c.Events = rec
@@ -999,7 +998,7 @@ func TestRestartedEventNamesTheChangedKeys(t *testing.T) {
 	h := newHarness(t, nil, nil, map[string]string{"a": "2", "b": "1"})
 	settled := settle(h, w, map[string]string{"a": "1", "b": "1"})
 	h.client = fake.NewSimpleDynamicClient(runtime.NewScheme(), settled.DeepCopy())
-	h.c.Client, h.c.Patch = h.client, dynamicPatches(h.client)
+	h.c.Client, h.c.Patch = h.client, dynamicPatch(h.client)
 	h.cache(settled)
 	rec := &fakeRecorder{}
 	h.c.Events = rec
@@ -1010,60 +1009,6 @@ func TestRestartedEventNamesTheChangedKeys(t *testing.T) {
 	want := "Restarted to pick up changed data: configmap/shop/app (changed keys: a)"
 	if len(rec.events) != 1 || rec.events[0].note != want {
 		t.Fatalf("events %+v, want %q", rec.events, want)
-	}
-}
-
-// TestRecordsGoThroughTheMetadataClientAndRestartsThroughTheDynamicOne: a
-// workload's first recording goes out through the metadata client (whose
-// answer is the workload's metadata alone), a restart through the dynamic
-// client; each byte for byte the patch, the other client sending nothing.
-func TestRecordsGoThroughTheMetadataClientAndRestartsThroughTheDynamicOne(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := metav1.AddMetaToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	unrecorded := fromYAML(t, webDeployment)
-	recorded := settle(newHarness(t, nil, nil, nil), unrecorded, dataV1)
-	for _, tc := range []struct {
-		name    string
-		u       *unstructured.Unstructured
-		restart bool
-	}{
-		{name: "first recording", u: unrecorded},
-		{name: "restart", u: recorded, restart: true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, []*unstructured.Unstructured{tc.u}, []*unstructured.Unstructured{tc.u}, dataV2)
-			meta := metadatafake.NewSimpleMetadataClient(scheme)
-			meta.PrependReactor("patch", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
-				return true, &metav1.PartialObjectMetadata{}, nil
-			})
-			h.c.Patch = Patches{Record: MetadataPatch(meta), Restart: DynamicPatch(h.client)}
-			gvr := h.gvrOf(tc.u)
-			if err := h.c.Reconcile(context.Background(), keyOf(gvr, tc.u)); err != nil {
-				t.Fatal(err)
-			}
-			var sent, silent []k8stesting.Action
-			if sent, silent = meta.Actions(), h.client.Actions(); tc.restart {
-				sent, silent = silent, sent
-			}
-			if len(silent) != 0 {
-				t.Fatalf("the other client's actions %v, want none", silent)
-			}
-			if len(sent) != 1 {
-				t.Fatalf("actions %v, want one patch", sent)
-			}
-			p, ok := sent[0].(k8stesting.PatchAction)
-			if !ok || p.GetResource() != gvr || p.GetNamespace() != "shop" || p.GetName() != tc.u.GetName() || p.GetPatchType() != types.MergePatchType {
-				t.Fatalf("action %v, want a merge patch of %v shop/%s", sent[0], gvr, tc.u.GetName())
-			}
-			w := h.reduce(tc.u)
-			applied := annotation(t, map[string]string{cmApp.String(): sourceState(t, cmApp, dataV2).Checksum(testSums, nil)})
-			want := patchBody(tc.u.GetResourceVersion(), applied, w.TemplateHash, strings.Join(h.c.templateFields[gvr], "."), tc.restart)
-			if got := withoutRecord(t, p.GetPatch()); got != want {
-				t.Errorf("patch body:\n got %s\nwant %s", got, want)
-			}
-		})
 	}
 }
 
@@ -1083,7 +1028,7 @@ metadata: {name: lister, namespace: shop, resourceVersion: "5", annotations: {ex
 spec: {template: {spec: {containers: [{name: c, image: x}]}}}
 `)
 	h.client = fake.NewSimpleDynamicClient(runtime.NewScheme(), u.DeepCopy())
-	h.c.Client, h.c.Patch = h.client, dynamicPatches(h.client)
+	h.c.Client, h.c.Patch = h.client, dynamicPatch(h.client)
 	h.cache(u)
 	key := keyOf(deploymentsGVR, u)
 	for range 2 {
@@ -1211,7 +1156,7 @@ func TestReloaderMetricCountsRestartPatches(t *testing.T) {
 				cached = w
 			}
 			h.client = fake.NewSimpleDynamicClient(runtime.NewScheme(), cached.DeepCopy())
-			h.c.Client, h.c.Patch = h.client, dynamicPatches(h.client)
+			h.c.Client, h.c.Patch = h.client, dynamicPatch(h.client)
 			h.cache(cached)
 			if tc.refuse {
 				h.client.PrependReactor("patch", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {

@@ -233,7 +233,7 @@ func TestFailedRolloutHoldsTheRestAndReleaseResumes(t *testing.T) {
 	}
 	// A fresh controller over the same cluster holds them just the same.
 	fresh := newHarness(t, nil, nil, dataV2)
-	fresh.client, fresh.c.Client, fresh.c.Patch = f.client, f.client, dynamicPatches(f.client)
+	fresh.client, fresh.c.Client, fresh.c.Patch = f.client, f.client, dynamicPatch(f.client)
 	for _, k := range f.keys {
 		fresh.cache(f.get(k.Name))
 	}

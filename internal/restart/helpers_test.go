@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/hashicorp/go-hclog"
@@ -79,7 +81,7 @@ func newController(t testing.TB, cfg *config.Config, cat *catalog.Catalog, clien
 		// The process started long before the tests' clock (the breaker's
 		// quiet time counts from its start at the latest).
 		Pacing: pacing.New(pacing.Deps{Catalog: cat, Rules: rules, Started: reconcileNow.Add(-24 * time.Hour)}),
-		Client: client, Patch: dynamicPatches(client), Fresh: func() bool { return true }, Exists: exists,
+		Client: client, Patch: dynamicPatch(client), Fresh: func() bool { return true }, Exists: exists,
 		Keys: noKeyReader{}, Events: &fakeRecorder{}, Notify: discard{},
 		Metrics: metrics.New(func() (int, int) { return 0, 0 }), Log: hclog.NewNullLogger(),
 		Clock: func() time.Time { return reconcileNow },
@@ -91,10 +93,14 @@ func newController(t testing.TB, cfg *config.Config, cat *catalog.Catalog, clien
 	return c
 }
 
-// dynamicPatches send the controller's patches through the fake dynamic
-// client, whose actions the tests read.
-func dynamicPatches(client dynamic.Interface) Patches {
-	return Patches{Record: DynamicPatch(client), Restart: DynamicPatch(client)}
+// dynamicPatch sends the controller's patches through the fake dynamic
+// client, whose actions the tests read (APIPatch is tested on its own).
+func dynamicPatch(client dynamic.Interface) PatchFunc {
+	return func(ctx context.Context, key catalog.WorkloadKey, body []byte) error {
+		_, err := client.Resource(key.Resource).Namespace(key.Namespace).Patch(ctx, key.Name, types.MergePatchType, body,
+			metav1.PatchOptions{FieldManager: fieldManager})
+		return err
+	}
 }
 
 // noKeyReader reads no keys: a test whose workload reads keys of a large

@@ -45,7 +45,7 @@ func TestRestartNotifies(t *testing.T) {
 	h := newHarness(t, nil, nil, map[string]string{"a": "2", "b": "1"})
 	settled := settle(h, w, map[string]string{"a": "1", "b": "1"})
 	h.client = fake.NewSimpleDynamicClient(runtime.NewScheme(), settled.DeepCopy())
-	h.c.Client, h.c.Patch = h.client, dynamicPatches(h.client)
+	h.c.Client, h.c.Patch = h.client, dynamicPatch(h.client)
 	h.cache(settled)
 	n := &notes{}
 	h.c.Notify = n
@@ -116,7 +116,7 @@ func TestDryRunNotifiesNothing(t *testing.T) {
 	h := newHarness(t, nil, nil, map[string]string{"a": "2"})
 	settled := settle(h, w, map[string]string{"a": "1"})
 	h.client = fake.NewSimpleDynamicClient(runtime.NewScheme(), settled.DeepCopy())
-	h.c.Client, h.c.Patch = h.client, dynamicPatches(h.client)
+	h.c.Client, h.c.Patch = h.client, dynamicPatch(h.client)
 	h.cache(settled)
 	h.c.Config.Settings.DryRun = true
 	n := &notes{}
