@@ -238,7 +238,7 @@ func ReduceWorkload(kind config.WorkloadKind, cfg *config.Config) cache.Transfor
 // WorkloadState, as the informer transform (ReduceWorkload) does: for the
 // one-off readers (explain, status) that hold the object itself.
 func ReduceWorkloadObject(u *unstructured.Unstructured, kind config.WorkloadKind, cfg *config.Config) *WorkloadState {
-	annotations := u.GetAnnotations()
+	annotations, optInRules := u.GetAnnotations(), cfg.OptInRules()
 	applied, hasApplied := annotations[cfg.Annotations.AppliedChecksums]
 	state := &WorkloadState{
 		Type: objmeta.TypeOf(u.GetAPIVersion(), u.GetKind()),
@@ -257,7 +257,7 @@ func ReduceWorkloadObject(u *unstructured.Unstructured, kind config.WorkloadKind
 		// The exclude annotations are opt-outs like ignore-sources, so
 		// decisions apply them the one way they apply the others (Ignores).
 		IgnoreSources: splitList(annotations[cfg.Annotations.IgnoreSources]),
-		Excluded:      cfg.ExcludedSources(annotations),
+		Excluded:      optInRules.ExcludedSources(annotations),
 	}
 	if picks := (Picks{Window: annotations[cfg.Annotations.Window], MinInterval: cfg.MinIntervalOf(annotations)}); picks != (Picks{}) {
 		state.Picks = &picks
@@ -278,9 +278,9 @@ func ReduceWorkloadObject(u *unstructured.Unstructured, kind config.WorkloadKind
 	// the restart timestamp there, never an opt-in key (the config keeps
 	// them apart), so a restart changes no workload's opt-in.
 	optIns := cfg.WorkloadAnnotationsOf(kind, u.Object, annotations)
-	coverage := cfg.Coverage(optIns)
-	listed, listOptsIn := cfg.ListedSourcesOf(optIns, state.Namespace, coverage.OptedIn)
-	patterns, problems, patternsOptIn := cfg.ListPatternsOf(optIns, coverage.OptedIn)
+	coverage := optInRules.Coverage(optIns)
+	listed, listOptsIn := optInRules.ListedSourcesOf(optIns, state.Namespace, coverage.OptedIn)
+	patterns, problems, patternsOptIn := optInRules.ListPatternsOf(optIns, coverage.OptedIn)
 	listOptsIn = listOptsIn || patternsOptIn
 	state.Patterns, state.ListProblems = patterns, problems
 	state.OptedIn = coverage.OptedIn || listOptsIn

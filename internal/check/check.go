@@ -78,7 +78,7 @@ func Describe(cfg *config.Config) Watches {
 	w := Watches{
 		Namespaces:       append([]string{}, cfg.Namespaces...),
 		WorkloadSelector: cfg.WorkloadSelector.String(),
-		OptIn:            cfg.OptInDescriptions(),
+		OptIn:            cfg.OptInRules().Descriptions(),
 		Writes: []string{
 			cfg.Annotations.AppliedChecksums + " (workload annotation)",
 			cfg.Annotations.AppliedTemplateHash + " (workload annotation)",

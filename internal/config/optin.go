@@ -37,31 +37,6 @@ func (c *Config) OptInRules() optin.Rules {
 		All: c.OptInAll, Kinds: c.sourceKinds, Namespaces: c.Namespaces}
 }
 
-// Coverage is what a workload's annotations opt it into (optin.Rules.Coverage).
-func (c *Config) Coverage(a WorkloadAnnotations) Coverage { return c.OptInRules().Coverage(a) }
-
-// ListedSourcesOf returns the sources a workload's source lists name
-// (optin.Rules.ListedSourcesOf).
-func (c *Config) ListedSourcesOf(a WorkloadAnnotations, namespace string, optedIn bool) ([]ListedSource, bool) {
-	return c.OptInRules().ListedSourcesOf(a, namespace, optedIn)
-}
-
-// ListPatternsOf returns the entries of a workload's regex source lists
-// (optin.Rules.ListPatternsOf).
-func (c *Config) ListPatternsOf(a WorkloadAnnotations, optedIn bool) ([]ListPattern, []string, bool) {
-	return c.OptInRules().ListPatternsOf(a, optedIn)
-}
-
-// ExcludedSources returns the sources a workload's exclude annotations name
-// (optin.Rules.ExcludedSources).
-func (c *Config) ExcludedSources(workload map[string]string) []ExcludedSource {
-	return c.OptInRules().ExcludedSources(workload)
-}
-
-// OptInDescriptions lists every way a workload opts in or adds sources
-// (optin.Rules.Descriptions).
-func (c *Config) OptInDescriptions() []string { return c.OptInRules().Descriptions() }
-
 // WorkloadAnnotationsOf returns the annotations of a workload object of the
 // kind and of its pod template. The pod template's are read only when some
 // annotation is read there, so that workloads' caches do not copy them for

@@ -265,7 +265,7 @@ func TestReloaderPresetOptOuts(t *testing.T) {
 	}
 	rules := NewRules(cfg, testSums)
 	w := &catalog.WorkloadState{References: []catalog.Reference{{ID: cmApp}},
-		Excluded: cfg.ExcludedSources(map[string]string{"configmaps.exclude.reloader.stakater.com/reload": "app"})}
+		Excluded: cfg.OptInRules().ExcludedSources(map[string]string{"configmaps.exclude.reloader.stakater.com/reload": "app"})}
 	for key, want := range map[string]string{
 		"reloader.stakater.com/ignore":       `the source's annotation reloader.stakater.com/ignore is "true"`,
 		"com.xing.deployment-restart.ignore": `the source's annotation com.xing.deployment-restart.ignore is "true"`,

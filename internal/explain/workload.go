@@ -511,7 +511,7 @@ func (c *Config) usesByID(kind config.WorkloadKind, obj *unstructured.Unstructur
 	}
 	// Lists read where the controller reads them: the workload's own
 	// annotations, its pod template's, or both (readFrom).
-	listed, _ := c.ListedSourcesOf(c.WorkloadAnnotationsOf(kind, obj.Object, obj.GetAnnotations()), namespace, true)
+	listed, _ := c.OptInRules().ListedSourcesOf(c.WorkloadAnnotationsOf(kind, obj.Object, obj.GetAnnotations()), namespace, true)
 	for _, l := range listed {
 		id := catalog.SourceID{Kind: l.Kind, Namespace: l.Namespace, Name: l.Name}
 		out[id] = append(out[id], Use{Reference: "annotation " + l.Annotation, Path: listPath(l.Annotation), AllKeys: true, Optional: true})
@@ -595,7 +595,7 @@ func (c *Config) namespaceNotWatched(namespace string) string {
 func (c *Config) notOptedIn(obj *unstructured.Unstructured) string {
 	if len(c.OptIns) > 0 || len(c.SourceLists) > 0 {
 		return "not opted in: it has none of the config's opt-in annotations with its value (" +
-			strings.Join(c.OptInDescriptions(), "; ") + ")"
+			strings.Join(c.OptInRules().Descriptions(), "; ") + ")"
 	}
 	if obj == nil {
 		return fmt.Sprintf("not opted in: its annotation %s is not \"enabled\"", c.Annotations.OptIn)
