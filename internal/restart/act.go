@@ -164,9 +164,10 @@ const metadataAnswer = "application/vnd.kubernetes.protobuf;as=PartialObjectMeta
 
 // APIPatch sends merge patches with a REST client made as client-go's
 // metadata client is, and reads nothing of a success but its status: the
-// controller never uses the object a PATCH returns, and decoding it was
-// the controller's largest cost in a burst of restarts beside garbage
-// collection (BENCHMARKS.md). A failure is decoded as client-go decodes it
+// controller never uses the object a PATCH returns. Decoding it took 0.33
+// of the controller's 2.97 CPU-s in a burst of 1,000 restarts at 10,000
+// workloads, when restarts took the whole object back as JSON
+// (BENCHMARKS.md). A failure is decoded as client-go decodes it
 // (apierrors.IsNotFound and IsConflict hold).
 func APIPatch(rc *rest.Config) (PatchFunc, error) {
 	pc := metadata.ConfigFor(rc)
