@@ -48,47 +48,17 @@ func (w *Watcher) startMemberInformers(ctx context.Context, kind config.SourceKi
 	return nil
 }
 
-// tryMemberKind starts watching a source kind of lifecycle updatesOnly
-// that was not served at start if it is now, and reports false otherwise:
-// its CRD (the CSI driver's) may be installed later, as a workload kind's
-// may, and until then no workload reads any of its sources (they are
+// memberKind is a source kind of lifecycle updatesOnly as startKind starts
+// it: until it is served, no workload reads any of its sources (they are
 // unknown, never absent).
-func (w *Watcher) tryMemberKind(ctx context.Context, kind config.SourceKind) (bool, error) {
-	found, err := lookUp(w.discovery, kind.GVR)
-	if err != nil {
-		return false, fmt.Errorf("looking up source kind %s: %w", kind.GVR, err)
-	}
-	if found.resource == nil {
-		return false, nil
-	}
-	// Start reviewed the access of the kinds served then; a late one is
-	// reviewed as it appears.
-	w.reviewAccess(ctx, w.targets(RoleSource, kind.GVR))
-	if err := w.startMemberInformers(ctx, kind); err != nil {
-		return false, err
-	}
-	w.log.Info("watching source kind", "resource", kind.GVR.String(), "lifecycle", config.LifecycleUpdatesOnly)
-	return true, nil
-}
-
-// runMissingMemberKinds tries once each source kind of lifecycle
-// updatesOnly not served yet, keeping those still missing.
-func (w *Watcher) runMissingMemberKinds(ctx context.Context) {
-	w.mu.Lock()
-	missing := w.missingMembers
-	w.missingMembers = nil
-	w.mu.Unlock()
-	for _, kind := range missing {
-		started, err := w.tryMemberKind(ctx, kind)
-		if err != nil {
-			w.log.Error("looking up source kind", "resource", kind.GVR.String(), "error", err)
+func (w *Watcher) memberKind(kind config.SourceKind) lateKind {
+	return lateKind{role: RoleSource, gvr: kind.GVR, start: func(ctx context.Context, _ string) error {
+		if err := w.startMemberInformers(ctx, kind); err != nil {
+			return err
 		}
-		if !started {
-			w.mu.Lock()
-			w.missingMembers = append(w.missingMembers, kind)
-			w.mu.Unlock()
-		}
-	}
+		w.log.Info("watching source kind", "resource", kind.GVR.String(), "lifecycle", config.LifecycleUpdatesOnly)
+		return nil
+	}}
 }
 
 // memberHandler turns the events of members into source IDs: the source
@@ -150,22 +120,4 @@ func (h memberHandler) OnDelete(obj interface{}) {
 	if m, ok := obj.(*members.State); ok {
 		h.membersChanged(m)
 	}
-}
-
-// startMemberKind starts watching a source kind of lifecycle updatesOnly
-// that Start looked up, or puts it on the list Run looks for.
-func (w *Watcher) startMemberKind(ctx context.Context, kind config.SourceKind, found lookup) error {
-	if found.resource == nil {
-		w.log.Warn("source kind is not served (CRD not installed?); will watch it once it appears",
-			"resource", kind.GVR.String(), "check_every", w.discoveryInterval)
-		w.mu.Lock()
-		w.missingMembers = append(w.missingMembers, kind)
-		w.mu.Unlock()
-		return nil
-	}
-	if err := w.startMemberInformers(ctx, kind); err != nil {
-		return err
-	}
-	w.log.Info("watching source kind", "resource", kind.GVR.String(), "lifecycle", config.LifecycleUpdatesOnly)
-	return nil
 }

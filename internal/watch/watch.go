@@ -65,12 +65,11 @@ type Watcher struct {
 	// discoveryInterval is how often kinds that are not served yet are looked for.
 	discoveryInterval time.Duration
 
-	mu      sync.Mutex
-	synced  []cache.InformerSynced
-	missing []config.WorkloadKind
-	// missingMembers are the source kinds of lifecycle updatesOnly not
-	// served yet (members.go).
-	missingMembers []config.SourceKind
+	mu     sync.Mutex
+	synced []cache.InformerSynced
+	// missing are the kinds Run looks for: workload kinds, and source
+	// kinds of lifecycle updatesOnly, not served yet.
+	missing []lateKind
 	// started is set once WaitForSync succeeded: before the informers exist,
 	// an empty list of sync checks would otherwise read as "all synced".
 	started atomic.Bool
@@ -202,7 +201,7 @@ func (w *Watcher) Start(ctx context.Context, kinds *Kinds) error {
 	for i, kind := range w.cfg.Sources {
 		var err error
 		if kind.Members != nil {
-			err = w.startMemberKind(ctx, kind, kinds.sources[i])
+			err = w.startKind(ctx, w.memberKind(kind), true, kinds.sources[i], nil)
 		} else {
 			err = w.startSourceInformers(ctx, kind, kinds.sources[i].resource.Kind)
 		}
@@ -211,7 +210,7 @@ func (w *Watcher) Start(ctx context.Context, kinds *Kinds) error {
 		}
 	}
 	for i, kind := range w.cfg.Workloads {
-		if err := w.startWorkloadKind(ctx, kind, true, kinds.workloads[i], kinds.workloadErrs[i]); err != nil {
+		if err := w.startKind(ctx, w.workloadKind(kind), true, kinds.workloads[i], kinds.workloadErrs[i]); err != nil {
 			return fmt.Errorf("workloads[%d]: %w", i, err)
 		}
 	}
@@ -259,20 +258,20 @@ func (w *Watcher) Ready() error {
 	return nil
 }
 
-// Run looks for workload kinds that were not served at start (a CRD not yet
+// Run looks for the kinds that were not served at start (a CRD not yet
 // installed) until ctx ends, and starts watching each one when it appears.
 func (w *Watcher) Run(ctx context.Context) {
 	ticker := time.NewTicker(w.discoveryInterval)
 	defer ticker.Stop()
 	for {
 		w.mu.Lock()
-		missing := append([]config.WorkloadKind(nil), w.missing...)
+		missing := w.missing
 		w.missing = nil
 		w.mu.Unlock()
-		w.runMissingMemberKinds(ctx)
 		for _, kind := range missing {
-			if err := w.tryWorkloadKind(ctx, kind, false); err != nil {
-				w.log.Error("looking up workload kind", "resource", kind.GVR.String(), "error", err)
+			found, err := lookUp(w.discovery, kind.gvr)
+			if err := w.startKind(ctx, kind, false, found, err); err != nil {
+				w.log.Error("looking up "+kind.role+" kind", "resource", kind.gvr.String(), "error", err)
 				w.mu.Lock()
 				w.missing = append(w.missing, kind)
 				w.mu.Unlock()
@@ -286,36 +285,38 @@ func (w *Watcher) Run(ctx context.Context) {
 	}
 }
 
-// tryWorkloadKind starts watching a workload kind if it is served, and
-// otherwise puts it on the list Run looks for; only the first miss warns.
-func (w *Watcher) tryWorkloadKind(ctx context.Context, kind config.WorkloadKind, first bool) error {
-	found, err := lookUp(w.discovery, kind.GVR)
-	return w.startWorkloadKind(ctx, kind, first, found, err)
+// lateKind is a kind that may be served only after start-up: a workload
+// kind, or a source kind of lifecycle updatesOnly (the CSI driver's), whose
+// CRD may be installed later.
+type lateKind struct {
+	role string
+	gvr  schema.GroupVersionResource
+	// start starts its informers; objectKind is its Kind, as discovery
+	// names it.
+	start func(ctx context.Context, objectKind string) error
 }
 
-// startWorkloadKind is tryWorkloadKind once the kind has been looked up.
-func (w *Watcher) startWorkloadKind(ctx context.Context, kind config.WorkloadKind, first bool, found lookup, err error) error {
-	label := kind.GVR.String()
-	if err != nil && first {
-		// One kind that cannot be looked up now (discovery briefly down, a
-		// group's RBAC not granted yet) must not keep every other kind from
-		// being watched: it joins the kinds Run keeps looking for.
-		w.log.Warn("cannot look up workload kind; will keep trying", "resource", label, "error", err)
-		w.metrics.WatchedWorkloads.WithLabelValues(label).Set(0)
-		w.mu.Lock()
-		w.missing = append(w.missing, kind)
-		w.mu.Unlock()
-		return nil
+// startKind starts watching a kind that discovery served when looked up
+// (found, or err), and otherwise puts it on the list Run looks for; only
+// the first miss warns.
+func (w *Watcher) startKind(ctx context.Context, kind lateKind, first bool, found lookup, err error) error {
+	label := kind.gvr.String()
+	if err != nil && !first {
+		return fmt.Errorf("looking up %s kind %s: %w", kind.role, kind.gvr, err)
 	}
-	if err != nil {
-		return fmt.Errorf("looking up workload kind %s: %w", kind.GVR, err)
-	}
-	if found.resource == nil {
-		if first {
-			w.log.Warn("workload kind is not served (CRD not installed?); will watch it once it appears",
+	if err != nil || found.resource == nil {
+		if err != nil {
+			// One kind that cannot be looked up now (discovery briefly down, a
+			// group's RBAC not granted yet) must not keep every other kind from
+			// being watched: it joins the kinds Run keeps looking for.
+			w.log.Warn("cannot look up "+kind.role+" kind; will keep trying", "resource", label, "error", err)
+		} else if first {
+			w.log.Warn(kind.role+" kind is not served (CRD not installed?); will watch it once it appears",
 				"resource", label, "check_every", w.discoveryInterval)
 		}
-		w.metrics.WatchedWorkloads.WithLabelValues(label).Set(0)
+		if kind.role == RoleWorkload {
+			w.metrics.WatchedWorkloads.WithLabelValues(label).Set(0)
+		}
 		w.mu.Lock()
 		w.missing = append(w.missing, kind)
 		w.mu.Unlock()
@@ -324,18 +325,25 @@ func (w *Watcher) startWorkloadKind(ctx context.Context, kind config.WorkloadKin
 	if !first {
 		// Start reviewed the access of the kinds served then; a late one is
 		// reviewed as it appears.
-		w.reviewAccess(ctx, w.targets(RoleWorkload, kind.GVR))
+		w.reviewAccess(ctx, w.targets(kind.role, kind.gvr))
 	}
-	if err := w.startWorkloadInformers(ctx, kind, found.resource.Kind); err != nil {
-		return err
-	}
-	// 1, or 0 while an informer of the kind may not list or watch it.
-	if w.refreshWatched(kind.GVR) {
-		w.log.Info("watching workload kind", "resource", label)
-	} else {
-		w.log.Warn("workload kind started but degraded; it joins once it may be listed and watched", "resource", label)
-	}
-	return nil
+	return kind.start(ctx, found.resource.Kind)
+}
+
+// workloadKind is a workload kind as startKind starts it.
+func (w *Watcher) workloadKind(kind config.WorkloadKind) lateKind {
+	return lateKind{role: RoleWorkload, gvr: kind.GVR, start: func(ctx context.Context, objectKind string) error {
+		if err := w.startWorkloadInformers(ctx, kind, objectKind); err != nil {
+			return err
+		}
+		// 1, or 0 while an informer of the kind may not list or watch it.
+		if w.refreshWatched(kind.GVR) {
+			w.log.Info("watching workload kind", "resource", kind.GVR.String())
+		} else {
+			w.log.Warn("workload kind started but degraded; it joins once it may be listed and watched", "resource", kind.GVR.String())
+		}
+		return nil
+	}}
 }
 
 func (w *Watcher) namespaces() []string {
