@@ -33,10 +33,7 @@ func (w *Watcher) startMemberInformers(ctx context.Context, kind config.SourceKi
 	w.catalog.AddSourceGroups(kind.Name, stores)
 	for _, ns := range w.namespaces() {
 		sel := selectors{label: w.cfg.SourceSelector.String(), field: w.cfg.IgnoredNamespacesField()}
-		informer := dynamicSourceInformer(w.client, kind.GVR, ns, sel)
-		if err := informer.AddIndexers(members.Indexers()); err != nil {
-			return fmt.Errorf("indexing %s by source: %w", kind.GVR, err)
-		}
+		informer := dynamicInformer(w.client, kind.GVR, ns, sel, nil, members.Indexers())
 		handler := memberHandler{kind: kind.Name, handler: w.handler, metrics: w.metrics}
 		// The store joins the catalog before the informer runs, as for
 		// other sources.

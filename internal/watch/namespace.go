@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -35,16 +34,9 @@ func (w *Watcher) startNamespaces(ctx context.Context) error {
 		selector = w.cfg.NamespaceSelector.String()
 	}
 	resource := w.meta.Resource(namespacesGVR)
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = selector
-			return resource.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = selector
-			return resource.Watch(ctx, o)
-		},
-	}
+	lw := trackedListWatch(selectors{label: selector}, nil, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return resource.List(ctx, o)
+	}, resource.Watch)
 	informer := cache.NewSharedIndexInformerWithOptions(lw, &metav1.PartialObjectMetadata{},
 		cache.SharedIndexInformerOptions{Indexers: cache.Indexers{}, ObjectDescription: "namespaces (metadata)"})
 	// Only the name is read, and the labels when the catalog matches them.

@@ -9,13 +9,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/templaterv"
 )
 
 // sourceInformer prefers protobuf: source data is the bulk of what the
@@ -34,7 +34,7 @@ func sourceInformer(rc *rest.Config, client dynamic.Interface, gvr schema.GroupV
 	reduce catalog.SourceReducer) (cache.SharedIndexInformer, error) {
 	gvk := gvr.GroupVersion().WithKind(kind)
 	if rc == nil || gvr.GroupVersion() != corev1.SchemeGroupVersion || !scheme.Scheme.Recognizes(gvk) {
-		return dynamicSourceInformer(client, gvr, namespace, sel), nil
+		return dynamicInformer(client, gvr, namespace, sel, nil, cache.Indexers{}), nil
 	}
 	example, err := scheme.Scheme.New(gvk)
 	if err != nil {
@@ -52,25 +52,20 @@ func sourceInformer(rc *rest.Config, client dynamic.Interface, gvr schema.GroupV
 	return cache.NewSharedIndexInformer(lw, example, 0, cache.Indexers{}), nil
 }
 
-// dynamicSourceInformer is the informer client-go's dynamicinformer builds
-// (NewFilteredDynamicInformer with no resync, indexers or list options),
-// built here because that package imports client-go's informers package:
-// the generated informers and listers of every API group, none of which the
-// controller uses.
-func dynamicSourceInformer(client dynamic.Interface, gvr schema.GroupVersionResource, namespace string, sel selectors) cache.SharedIndexInformer {
+// dynamicInformer is the informer client-go's dynamicinformer builds
+// (NewFilteredDynamicInformer with no resync), built here because that
+// package imports client-go's informers package: the generated informers
+// and listers of every API group, none of which the controller uses. Its
+// lists and watches tell tracker (when not nil) what they deliver
+// (trackedListWatch).
+func dynamicInformer(client dynamic.Interface, gvr schema.GroupVersionResource, namespace string, sel selectors,
+	tracker *templaterv.Tracker, indexers cache.Indexers) cache.SharedIndexInformer {
 	resource := client.Resource(gvr).Namespace(namespace)
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			sel.apply(&o)
-			return resource.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			sel.apply(&o)
-			return resource.Watch(ctx, o)
-		},
-	}
+	lw := trackedListWatch(sel, tracker, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return resource.List(ctx, o)
+	}, resource.Watch)
 	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), &unstructured.Unstructured{},
-		cache.SharedIndexInformerOptions{Indexers: cache.Indexers{}, ObjectDescription: gvr.String()})
+		cache.SharedIndexInformerOptions{Indexers: indexers, ObjectDescription: gvr.String()})
 }
 
 // selectors are the label and field selectors of a kind's lists and

@@ -34,14 +34,9 @@ import (
 // through the lean dynamic client.
 func (w *Watcher) workloadInformer(gvr schema.GroupVersionResource, kind, namespace string, sel selectors,
 	tracker *templaterv.Tracker) (cache.SharedIndexInformer, func(cache.TransformFunc) cache.TransformFunc, error) {
-	opts := cache.SharedIndexInformerOptions{Indexers: catalog.WorkloadIndexers(), ObjectDescription: gvr.String()}
 	gvk := gvr.GroupVersion().WithKind(kind)
 	if w.rest == nil || kind == "" || !scheme.Scheme.Recognizes(gvk) {
-		resource := w.workloads.Resource(gvr).Namespace(namespace)
-		lw := trackedListWatch(sel, tracker, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return resource.List(ctx, o)
-		}, resource.Watch)
-		informer := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, w.workloads), &unstructured.Unstructured{}, opts)
+		informer := dynamicInformer(w.workloads, gvr, namespace, sel, tracker, catalog.WorkloadIndexers())
 		return informer, func(t cache.TransformFunc) cache.TransformFunc { return t }, nil
 	}
 	example, err := scheme.Scheme.New(gvk)
@@ -61,7 +56,8 @@ func (w *Watcher) workloadInformer(gvr schema.GroupVersionResource, kind, namesp
 		o.Watch = true
 		return request(o).Watch(ctx)
 	})
-	informer := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), example, opts)
+	informer := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), example,
+		cache.SharedIndexInformerOptions{Indexers: catalog.WorkloadIndexers(), ObjectDescription: gvr.String()})
 	return informer, func(t cache.TransformFunc) cache.TransformFunc { return asUnstructured(example, gvk, t) }, nil
 }
 
