@@ -87,8 +87,8 @@ func (e *Source) DeepCopyObject() runtime.Object {
 }
 
 // forEachField calls fn for each field of a message, in order, with the
-// field's number, wire type, and its bytes (the value of a length-delimited
-// field). It fails on anything not well formed.
+// field's number, wire type, and its bytes: the value of a length-delimited
+// field, the encoding of any other. It fails on anything not well formed.
 func forEachField(b []byte, fn func(num protowire.Number, typ protowire.Type, value []byte) error) error {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
@@ -98,12 +98,11 @@ func forEachField(b []byte, fn func(num protowire.Number, typ protowire.Type, va
 		b = b[n:]
 		var value []byte
 		if typ == protowire.BytesType {
-			v, m := protowire.ConsumeBytes(b)
-			if m < 0 {
-				return errMalformed
-			}
-			value, n = v, m
-		} else if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+			value, n = protowire.ConsumeBytes(b)
+		} else if n = protowire.ConsumeFieldValue(num, typ, b); n >= 0 {
+			value = b[:n]
+		}
+		if n < 0 {
 			return errMalformed
 		}
 		b = b[n:]
@@ -367,6 +366,11 @@ func decodeList(raw []byte, kind *protoKind, keep []string, each func(*Source)) 
 					meta.ResourceVersion = string(v)
 				case num == listContinue && typ == protowire.BytesType:
 					meta.Continue = string(v)
+				case num == listRemaining && typ == protowire.VarintType:
+					// forEachField has read it whole: it cannot fail.
+					count, _ := protowire.ConsumeVarint(v)
+					c := int64(count)
+					meta.RemainingItemCount = &c
 				}
 				return nil
 			})
@@ -382,40 +386,7 @@ func decodeList(raw []byte, kind *protoKind, keep []string, each func(*Source)) 
 	if err != nil {
 		return meta, fmt.Errorf("decoding a %s: %w", kind.list, err)
 	}
-	// remainingItemCount is a varint, which forEachField hands over as no
-	// bytes: read it apart.
-	meta.RemainingItemCount = remainingItemCount(raw)
 	return meta, nil
-}
-
-func remainingItemCount(list []byte) *int64 {
-	var count *int64
-	_ = forEachField(list, func(num protowire.Number, typ protowire.Type, v []byte) error {
-		if num != objectMetadata || typ != protowire.BytesType {
-			return nil
-		}
-		for b := v; len(b) > 0; {
-			num, typ, n := protowire.ConsumeTag(b)
-			if n < 0 {
-				return nil
-			}
-			b = b[n:]
-			if num == listRemaining && typ == protowire.VarintType {
-				x, m := protowire.ConsumeVarint(b)
-				if m < 0 {
-					return nil
-				}
-				c := int64(x)
-				count = &c
-			}
-			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-				return nil
-			}
-			b = b[n:]
-		}
-		return nil
-	})
-	return count
 }
 
 // Reducer reduces what a source client decodes into what its cache keeps.
