@@ -21,9 +21,7 @@ func DigestBase64(value []byte) Digest {
 	enc := base64.NewEncoder(base64.StdEncoding, h)
 	_, _ = enc.Write(value) // writes to a hash cannot fail
 	_ = enc.Close()
-	var d Digest
-	copy(d[:], h.Sum(nil))
-	return d
+	return Digest(h.Sum(nil)[:len(Digest{})])
 }
 
 // DigestString digests a string value. It hashes a view of the string, not a
@@ -31,10 +29,7 @@ func DigestBase64(value []byte) Digest {
 // input. Copying was a fifth transient copy of all source data during sync
 // (see BENCHMARKS.md).
 func DigestString(v string) Digest {
-	sum := sha256.Sum256(bytesOf(v))
-	var d Digest
-	copy(d[:], sum[:])
-	return d
+	return digestOf(bytesOf(v))
 }
 
 // DigestValue digests a value of a source decoded from JSON: a string as
@@ -46,10 +41,7 @@ func DigestValue(value interface{}) Digest {
 	// Source kinds declared by configuration may hold non-string values;
 	// encoding/json sorts map keys, so the encoding is stable.
 	raw, _ := json.Marshal(value)
-	sum := sha256.Sum256(raw)
-	var d Digest
-	copy(d[:], sum[:])
-	return d
+	return digestOf(raw)
 }
 
 // InField is a key's field-aware digest (version 3's, and DataDigest's): the
@@ -70,10 +62,13 @@ func InField(field string, value Digest) Digest {
 	buf = append(buf, field...)
 	buf = binary.BigEndian.AppendUint64(buf, uint64(len(value)))
 	buf = append(buf, value[:]...)
-	sum := sha256.Sum256(buf)
-	var d Digest
-	copy(d[:], sum[:])
-	return d
+	return digestOf(buf)
+}
+
+// digestOf is the Digest of b: the first half of its SHA-256.
+func digestOf(b []byte) Digest {
+	sum := sha256.Sum256(b)
+	return Digest(sum[:len(Digest{})])
 }
 
 // bytesOf is a read-only view of a string's bytes, for hashing without a copy.
