@@ -416,18 +416,20 @@ func Sources(gvk schema.GroupVersionKind, base runtime.NegotiatedSerializer, kee
 	if !ok || gvk.Group != "" || gvk.Version != "v1" {
 		return nil, false
 	}
-	return protobufSources{base: base, r: r, keep: keep, kind: k}, true
+	return protobufSources{NegotiatedSerializer: base, r: r, keep: keep, kind: k}, true
 }
 
+// protobufSources encodes, and decodes anything but sources of its kind, as
+// the codecs it wraps do.
 type protobufSources struct {
-	base runtime.NegotiatedSerializer
+	runtime.NegotiatedSerializer
 	r    Reducer
 	keep []string
 	kind *protoKind
 }
 
 func (n protobufSources) SupportedMediaTypes() []runtime.SerializerInfo {
-	infos := slices.Clone(n.base.SupportedMediaTypes())
+	infos := slices.Clone(n.NegotiatedSerializer.SupportedMediaTypes())
 	for i, info := range infos {
 		infos[i].Serializer = sourceDecoder{Serializer: info.Serializer, n: n}
 		if info.MediaType == runtime.ContentTypeProtobuf && info.StreamSerializer != nil {
@@ -437,14 +439,6 @@ func (n protobufSources) SupportedMediaTypes() []runtime.SerializerInfo {
 		}
 	}
 	return infos
-}
-
-func (n protobufSources) EncoderForVersion(e runtime.Encoder, gv runtime.GroupVersioner) runtime.Encoder {
-	return n.base.EncoderForVersion(e, gv)
-}
-
-func (n protobufSources) DecoderToVersion(d runtime.Decoder, gv runtime.GroupVersioner) runtime.Decoder {
-	return n.base.DecoderToVersion(d, gv)
 }
 
 // sourceDecoder decodes sources of its kind, and their lists, reduced by
