@@ -47,15 +47,10 @@ func (w *Watcher) workloadInformer(gvr schema.GroupVersionResource, kind, namesp
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating a protobuf client for %s: %w", gvr, err)
 	}
-	request := func(o metav1.ListOptions) *rest.Request {
-		return client.Get().Namespace(namespace).Resource(gvr.Resource).VersionedParams(&o, scheme.ParameterCodec)
-	}
-	lw := trackedListWatch(sel, tracker, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-		return request(o).Do(ctx).Get()
-	}, func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-		o.Watch = true
-		return request(o).Watch(ctx)
-	})
+	// As the sources' informers list and watch (sourceInformer); applying
+	// sel once more does nothing.
+	base := cache.NewFilteredListWatchFromClient(client, gvr.Resource, namespace, sel.apply)
+	lw := trackedListWatch(sel, tracker, base.ListWithContextFunc, base.WatchFuncWithContext)
 	informer := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), example,
 		cache.SharedIndexInformerOptions{Indexers: catalog.WorkloadIndexers(), ObjectDescription: gvr.String()})
 	return informer, func(t cache.TransformFunc) cache.TransformFunc { return asUnstructured(example, gvk, t) }, nil
