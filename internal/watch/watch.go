@@ -270,7 +270,7 @@ func (w *Watcher) Run(ctx context.Context) {
 		w.mu.Unlock()
 		for _, kind := range missing {
 			found, err := lookUp(w.discovery, kind.gvr)
-			if err := w.startKind(ctx, kind, false, found, err); err != nil {
+			if err = w.startKind(ctx, kind, false, found, err); err != nil {
 				w.log.Error("looking up "+kind.role+" kind", "resource", kind.gvr.String(), "error", err)
 				w.mu.Lock()
 				w.missing = append(w.missing, kind)
