@@ -58,11 +58,11 @@ func compile(f *File, p *problems) *Config {
 		c.sourceKinds = append(c.sourceKinds, k.Name)
 	}
 	c.Workloads = compileWorkloads(f.Workloads, p)
-	c.Extractors = compileReferences(f.References, f.Sources, p)
+	c.Extractors = compileReferences(f.References, c.sourceKinds, p)
 	c.OrderByResourceVersion = f.OrderByResourceVersion
 	c.Waves, c.MaxInFlight = compileWaves(f.Waves, p)
 	c.Breaker = compileBreaker(f.Breaker, p)
-	c.OptIns, c.SourceLists, c.Excludes, c.IgnoreAnnotations = compileOptIns(f, p)
+	c.OptIns, c.SourceLists, c.Excludes, c.IgnoreAnnotations = compileOptIns(f, c.sourceKinds, p)
 	c.OptInAll = f.OptInAll
 	c.SourceLifecycle = SourceLifecycle{RestartOnCreate: f.SourceLifecycle.RestartOnCreate,
 		RestartOnDelete: f.SourceLifecycle.RestartOnDelete, AbsentUnknown: f.SourceSelector != ""}
@@ -86,16 +86,12 @@ func compile(f *File, p *problems) *Config {
 // accident. That also keeps them apart from annotations.restartTimestamp,
 // the one annotation restarts write into pod templates, so a restart never
 // changes what a workload opts into.
-func compileOptIns(f *File, p *problems) ([]OptIn, []SourceList, []Exclude, []string) {
-	known := make([]string, len(f.Sources))
-	for i, k := range f.Sources {
-		known[i] = k.Name
-	}
+func compileOptIns(f *File, known []string, p *problems) ([]OptIn, []SourceList, []Exclude, []string) {
 	checkKnown := func(path, kind string) {
 		if kind == "" {
 			p.add(path, errRequired)
-		} else if !p.failedWithin("sources") && !slices.Contains(known, kind) {
-			p.addf(path, "unknown source kind %q (known: %s)", kind, strings.Join(known, ", "))
+		} else {
+			checkKnownKind(p, path, kind, known)
 		}
 	}
 	seen := map[string]string{}
@@ -213,12 +209,8 @@ func compileRollout(path string, gvr schema.GroupVersionResource, f FileRollout,
 	r := rollout.Rule{Kind: rollout.Kind(f.Status), ReadyConditions: f.ReadyConditions, Deadline: time.Duration(f.Deadline)}
 	if f.Status == "" {
 		r.Kind = rollout.BuiltinKind(gvr)
-	} else if !slices.Contains(rollout.Kinds, r.Kind) {
-		names := make([]string, len(rollout.Kinds))
-		for i, k := range rollout.Kinds {
-			names[i] = string(k)
-		}
-		p.addf(path+".status", "must be one of %s, got %q", strings.Join(names, ", "), f.Status)
+	} else {
+		checkOneOf(p, path+".status", r.Kind, rollout.Kinds)
 	}
 	if len(f.ReadyConditions) > 0 && r.Kind != rollout.KindConditions {
 		p.addf(path+".readyConditions", "only the conditions rule reads them; this kind's rule is %s", r.Kind)
@@ -313,6 +305,29 @@ func checkRange(p *problems, path string, n, lo, hi int) {
 	}
 }
 
+// checkOneOf reports a value that is not one of names, and returns whether
+// it is.
+func checkOneOf[T ~string](p *problems, path string, value T, names []T) bool {
+	if slices.Contains(names, value) {
+		return true
+	}
+	list := make([]string, len(names))
+	for i, n := range names {
+		list[i] = string(n)
+	}
+	p.addf(path, "must be one of %s, got %q", strings.Join(list, ", "), value)
+	return false
+}
+
+// checkKnownKind reports a kind that is not one of known, the names of
+// sources. A source kind that did not decode may be the one named: nothing
+// is reported then.
+func checkKnownKind(p *problems, path, kind string, known []string) {
+	if !p.failedWithin("sources") && !slices.Contains(known, kind) {
+		p.addf(path, "unknown source kind %q (known: %s)", kind, strings.Join(known, ", "))
+	}
+}
+
 // checkAddress reports an address the metrics server could not listen on:
 // checking here makes a bad port a configuration error (exit 2), not a
 // failure to start (exit 1).
@@ -350,8 +365,7 @@ func compileAnnotations(a FileAnnotations, p *problems) Annotations {
 		}
 		seen[k.value] = k.path
 	}
-	// The same fields: the conversion stops compiling the day they part.
-	return Annotations(a)
+	return a
 }
 
 type annotationKey struct{ path, value string }
@@ -559,21 +573,15 @@ func checkGVR(p *problems, path, group, version, resource string) (schema.GroupV
 	return schema.GroupVersionResource{Group: group, Version: version, Resource: resource}, ok
 }
 
-func compileReferences(specs []refs.Spec, kinds []FileSourceKind, p *problems) []*refs.Extractor {
+func compileReferences(specs []refs.Spec, known []string, p *problems) []*refs.Extractor {
 	if len(specs) == 0 {
 		p.addf("references", "at least one reference form is required")
 	}
-	known := make([]string, len(kinds))
-	for i, k := range kinds {
-		known[i] = k.Name
-	}
-	// A source kind that did not decode may be the one a reference names.
-	checkKnown := !p.failedWithin("sources")
 	out := make([]*refs.Extractor, 0, len(specs))
 	for i, spec := range specs {
 		path := fmt.Sprintf("references[%d]", i)
-		if checkKnown && spec.Source != "" && !slices.Contains(known, spec.Source) {
-			p.addf(path+".source", "unknown source kind %q (known: %s)", spec.Source, strings.Join(known, ", "))
+		if spec.Source != "" {
+			checkKnownKind(p, path+".source", spec.Source, known)
 		}
 		e, err := refs.Compile(spec)
 		if err != nil {

@@ -3,7 +3,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/validate/content"
@@ -219,12 +218,7 @@ func compileStrategy(path string, f FileRestart, podTemplate refs.Path, p *probl
 	s := Strategy{Name: StrategyName(f.Strategy)}
 	if f.Strategy == "" {
 		s.Name = TemplateAnnotation
-	} else if !slices.Contains(StrategyNames, s.Name) {
-		names := make([]string, len(StrategyNames))
-		for i, n := range StrategyNames {
-			names[i] = string(n)
-		}
-		p.addf(path+".strategy", "must be one of %s, got %q", strings.Join(names, ", "), f.Strategy)
+	} else if !checkOneOf(p, path+".strategy", s.Name, StrategyNames) {
 		return s
 	}
 	only := func(field string, set bool, of StrategyName) {
