@@ -447,12 +447,7 @@ func compileSources(kinds []FileSourceKind, p *problems) []SourceKind {
 		} else {
 			names[k.Name] = i
 		}
-		gvr, ok := checkGVR(p, path, k.Group, k.Version, k.Resource)
-		if j, dup := gvrs[gvr]; dup && ok {
-			p.addf(path, "duplicate resource %s (also sources[%d])", gvr, j)
-		} else {
-			gvrs[gvr] = i
-		}
+		gvr := checkGVR(p, "sources", i, gvrs, k.Group, k.Version, k.Resource)
 		members := compileMembers(path, k, p)
 		if len(k.DataFields) == 0 && k.Lifecycle == "" {
 			p.add(path+".dataFields", errRequired)
@@ -476,12 +471,7 @@ func compileWorkloads(kinds []FileWorkloadKind, p *problems) []WorkloadKind {
 	out := make([]WorkloadKind, len(kinds))
 	for i, k := range kinds {
 		path := fmt.Sprintf("workloads[%d]", i)
-		gvr, ok := checkGVR(p, path, k.Group, k.Version, k.Resource)
-		if j, dup := gvrs[gvr]; dup && ok {
-			p.addf(path, "duplicate resource %s (also workloads[%d])", gvr, j)
-		} else {
-			gvrs[gvr] = i
-		}
+		gvr := checkGVR(p, "workloads", i, gvrs, k.Group, k.Version, k.Resource)
 		out[i] = WorkloadKind{GVR: gvr, Rollout: compileRollout(path+".rollout", gvr, k.Rollout, p)}
 		if k.PodTemplatePath == "" {
 			p.add(path+".podTemplatePath", errRequired)
@@ -549,9 +539,12 @@ func conditionPath(at, value string, p *problems) (refs.Path, bool) {
 	return cp, true
 }
 
-// checkGVR checks the parts of a resource the way the API server names them,
-// so that a typo fails here rather than as a watch that never syncs.
-func checkGVR(p *problems, path, group, version, resource string) (schema.GroupVersionResource, bool) {
+// checkGVR checks the parts of the resource of entry i of a list the way
+// the API server names them, so that a typo fails here rather than as a
+// watch that never syncs, and that no earlier entry has it (seen maps each
+// resource to the first entry with it).
+func checkGVR(p *problems, list string, i int, seen map[schema.GroupVersionResource]int, group, version, resource string) schema.GroupVersionResource {
+	path := fmt.Sprintf("%s[%d]", list, i)
 	ok := true
 	fail := func(field, format string, args ...interface{}) {
 		p.addf(path+"."+field, format, args...)
@@ -570,7 +563,13 @@ func checkGVR(p *problems, path, group, version, resource string) (schema.GroupV
 	} else if len(content.IsDNS1123Label(resource)) > 0 {
 		fail("resource", "must be a lowercase plural resource name, got %q", resource)
 	}
-	return schema.GroupVersionResource{Group: group, Version: version, Resource: resource}, ok
+	gvr := schema.GroupVersionResource{Group: group, Version: version, Resource: resource}
+	if j, dup := seen[gvr]; dup && ok {
+		p.addf(path, "duplicate resource %s (also %s[%d])", gvr, list, j)
+	} else {
+		seen[gvr] = i
+	}
+	return gvr
 }
 
 func compileReferences(specs []refs.Spec, known []string, p *problems) []*refs.Extractor {
