@@ -54,8 +54,13 @@ func compile(f *File, p *problems) *Config {
 	}
 	c.IgnoredNamespaces = compileIgnoredNamespaces(f.IgnoredNamespaces, c.Namespaces, p)
 	c.Sources = compileSources(f.Sources, p)
+	c.SourceLifecycle = SourceLifecycle{RestartOnCreate: f.SourceLifecycle.RestartOnCreate,
+		RestartOnDelete: f.SourceLifecycle.RestartOnDelete, AbsentUnknown: f.SourceSelector != ""}
 	for _, k := range c.Sources {
 		c.sourceKinds = append(c.sourceKinds, k.Name)
+		if k.Members != nil {
+			c.SourceLifecycle.UpdatesOnly = append(c.SourceLifecycle.UpdatesOnly, k.Name)
+		}
 	}
 	c.Workloads = compileWorkloads(f.Workloads, p)
 	c.Extractors = compileReferences(f.References, c.sourceKinds, p)
@@ -64,13 +69,6 @@ func compile(f *File, p *problems) *Config {
 	c.Breaker = compileBreaker(f.Breaker, p)
 	c.OptIns, c.SourceLists, c.Excludes, c.IgnoreAnnotations = compileOptIns(f, c.sourceKinds, p)
 	c.OptInAll = f.OptInAll
-	c.SourceLifecycle = SourceLifecycle{RestartOnCreate: f.SourceLifecycle.RestartOnCreate,
-		RestartOnDelete: f.SourceLifecycle.RestartOnDelete, AbsentUnknown: f.SourceSelector != ""}
-	for _, k := range c.Sources {
-		if k.Members != nil {
-			c.SourceLifecycle.UpdatesOnly = append(c.SourceLifecycle.UpdatesOnly, k.Name)
-		}
-	}
 	c.Sinks = compileNotifications(f.Notifications, p)
 	c.Windows = compileWindows(f.RestartWindows, p)
 	for i, a := range f.MinIntervalAnnotations {
@@ -584,14 +582,7 @@ func compileReferences(specs []refs.Spec, known []string, p *problems) []*refs.E
 		}
 		e, err := refs.Compile(spec)
 		if err != nil {
-			for _, err := range unjoin(err) {
-				var fe *refs.FieldError
-				if errors.As(err, &fe) {
-					p.add(path+"."+fe.Field, fe.Err)
-				} else {
-					p.add(path, err)
-				}
-			}
+			addRefsErrors(p, path, err)
 			continue
 		}
 		out = append(out, e)
@@ -599,9 +590,19 @@ func compileReferences(specs []refs.Spec, known []string, p *problems) []*refs.E
 	return out
 }
 
-func unjoin(err error) []error {
+// addRefsErrors reports the errors package refs joined in err, each under
+// path and the field it names, if any.
+func addRefsErrors(p *problems, path string, err error) {
+	errs := []error{err}
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
+		errs = j.Unwrap()
 	}
-	return []error{err}
+	for _, err := range errs {
+		var fe *refs.FieldError
+		if errors.As(err, &fe) {
+			p.add(path+"."+fe.Field, fe.Err)
+		} else {
+			p.add(path, err)
+		}
+	}
 }
