@@ -325,7 +325,7 @@ func (m *mapping) dropSource(name string) {
 // re-creates a Job whose sources change, unless told to ignore Jobs. Here
 // that is never a default, so the migrated file says it explicitly.
 func (m *mapping) recreateJobs() {
-	m.tree["workloads"] = append(slices.Clone(m.current("workloads")), map[string]any{
+	m.tree["workloads"] = append(m.current("workloads"), map[string]any{
 		"group": "batch", "version": "v1", "resource": "jobs", "podTemplatePath": "spec.template",
 		"rollout": map[string]any{"status": "job"},
 		"restart": map[string]any{"strategy": "recreate", "clearFields": []any{"spec.selector"},
