@@ -182,20 +182,11 @@ func (c Condition) Holds(obj map[string]interface{}) bool {
 	if !ok {
 		return false
 	}
-	switch want := c.Equals.(type) {
-	case float64:
-		switch got := v.(type) {
-		case int64:
-			return float64(got) == want
-		case float64:
-			return got == want
-		case int:
-			return float64(got) == want
-		}
-		return false
-	default:
-		return v == c.Equals
+	if want, isNumber := c.Equals.(float64); isNumber {
+		got, ok := asFloat(v)
+		return ok && got == want
 	}
+	return v == c.Equals
 }
 
 // noElement: a missing (or null) list has no element; a value that is not
