@@ -475,12 +475,8 @@ func compileWorkloads(kinds []FileWorkloadKind, p *problems) []WorkloadKind {
 			p.add(path+".podTemplatePath", errRequired)
 			continue
 		}
-		tp, err := refs.ParsePath(k.PodTemplatePath)
-		if err == nil && tp.HasWildcard() {
-			err = errors.New("must not contain [*]: a workload has one pod template")
-		}
-		if err != nil {
-			p.add(path+".podTemplatePath", err)
+		tp, ok := onePath(p, path+".podTemplatePath", k.PodTemplatePath, "a workload has one pod template")
+		if !ok {
 			continue
 		}
 		out[i].PodTemplatePath = tp
@@ -526,15 +522,21 @@ func conditionPath(at, value string, p *problems) (refs.Path, bool) {
 		p.add(at, errRequired)
 		return refs.Path{}, false
 	}
-	cp, err := refs.ParsePath(value)
-	if err == nil && cp.HasWildcard() {
-		err = errors.New("must not contain [*]: a condition reads one value")
+	return onePath(p, at, value, "a condition reads one value")
+}
+
+// onePath parses a path that reaches one value; why says why, to a path
+// with [*].
+func onePath(p *problems, at, value, why string) (refs.Path, bool) {
+	rp, err := refs.ParsePath(value)
+	if err == nil && rp.HasWildcard() {
+		err = errors.New("must not contain [*]: " + why)
 	}
 	if err != nil {
 		p.add(at, err)
 		return refs.Path{}, false
 	}
-	return cp, true
+	return rp, true
 }
 
 // checkGVR checks the parts of the resource of entry i of a list the way

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
@@ -275,19 +274,10 @@ func compileJobTemplate(path, value string, podTemplate refs.Path, p *problems) 
 	return jt
 }
 
-// strategyPath parses a path that reaches one field.
+// strategyPath parses a path that reaches one field: the empty Path when
+// it does not (a problem says why).
 func strategyPath(path, value string, p *problems) refs.Path {
-	rp, err := refs.ParsePath(value)
-	if err == nil && rp.HasWildcard() {
-		err = errors.New("must not contain [*]: it names one field")
-	}
-	if err == nil && rp.String() == "" {
-		err = errors.New("must name a field")
-	}
-	if err != nil {
-		p.add(path, err)
-		return refs.Path{}
-	}
+	rp, _ := onePath(p, path, value, "it names one field")
 	return rp
 }
 
