@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/pflag"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -154,11 +153,12 @@ func checkCluster(ctx context.Context, kube *genericclioptions.ConfigFlags, cfg 
 		rc.Timeout = requestTimeout
 	}
 	rc.UserAgent = "restart-controller-check"
-	disc, err := discovery.NewDiscoveryClientForConfig(rc)
+	kc, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		report.Results = append(report.Results, Result{LevelError, "cluster", err.Error()})
 		return
 	}
+	disc := kc.Discovery()
 	if _, err := disc.ServerVersion(); err != nil {
 		if unreachable(err) {
 			report.Note = fmt.Sprintf("not checked: %s is not reachable (%v); only the config file was checked", rc.Host, err)
@@ -171,11 +171,6 @@ func checkCluster(ctx context.Context, kube *genericclioptions.ConfigFlags, cfg 
 	report.Cluster = rc.Host
 	report.Results = append(report.Results, Served(disc, cfg)...)
 
-	kc, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		report.Results = append(report.Results, Result{LevelError, "cluster", err.Error()})
-		return
-	}
 	user, groups := ServiceAccountUser(saNamespace, saName)
 	report.Subject = user
 	report.Results = append(report.Results, RBAC(ctx, kc.AuthorizationV1().SubjectAccessReviews(), user, groups, access.Needs(cfg))...)

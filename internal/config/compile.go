@@ -54,23 +54,21 @@ func compile(f *File, p *problems) *Config {
 	}
 	c.IgnoredNamespaces = compileIgnoredNamespaces(f.IgnoredNamespaces, c.Namespaces, p)
 	c.Sources = compileSources(f.Sources, p)
-	for _, k := range c.Sources {
-		c.sourceKinds = append(c.sourceKinds, k.Name)
-	}
-	c.Workloads = compileWorkloads(f.Workloads, p)
-	c.Extractors = compileReferences(f.References, f.Sources, p)
-	c.OrderByResourceVersion = f.OrderByResourceVersion
-	c.Waves, c.MaxInFlight = compileWaves(f.Waves, p)
-	c.Breaker = compileBreaker(f.Breaker, p)
-	c.OptIns, c.SourceLists, c.Excludes, c.IgnoreAnnotations = compileOptIns(f, p)
-	c.OptInAll = f.OptInAll
 	c.SourceLifecycle = SourceLifecycle{RestartOnCreate: f.SourceLifecycle.RestartOnCreate,
 		RestartOnDelete: f.SourceLifecycle.RestartOnDelete, AbsentUnknown: f.SourceSelector != ""}
 	for _, k := range c.Sources {
+		c.sourceKinds = append(c.sourceKinds, k.Name)
 		if k.Members != nil {
 			c.SourceLifecycle.UpdatesOnly = append(c.SourceLifecycle.UpdatesOnly, k.Name)
 		}
 	}
+	c.Workloads = compileWorkloads(f.Workloads, p)
+	c.Extractors = compileReferences(f.References, c.sourceKinds, p)
+	c.OrderByResourceVersion = f.OrderByResourceVersion
+	c.Waves, c.MaxInFlight = compileWaves(f.Waves, p)
+	c.Breaker = compileBreaker(f.Breaker, p)
+	c.OptIns, c.SourceLists, c.Excludes, c.IgnoreAnnotations = compileOptIns(f, c.sourceKinds, p)
+	c.OptInAll = f.OptInAll
 	c.Sinks = compileNotifications(f.Notifications, p)
 	c.Windows = compileWindows(f.RestartWindows, p)
 	for i, a := range f.MinIntervalAnnotations {
@@ -86,16 +84,12 @@ func compile(f *File, p *problems) *Config {
 // accident. That also keeps them apart from annotations.restartTimestamp,
 // the one annotation restarts write into pod templates, so a restart never
 // changes what a workload opts into.
-func compileOptIns(f *File, p *problems) ([]OptIn, []SourceList, []Exclude, []string) {
-	known := make([]string, len(f.Sources))
-	for i, k := range f.Sources {
-		known[i] = k.Name
-	}
+func compileOptIns(f *File, known []string, p *problems) ([]OptIn, []SourceList, []Exclude, []string) {
 	checkKnown := func(path, kind string) {
 		if kind == "" {
 			p.add(path, errRequired)
-		} else if !p.failedWithin("sources") && !slices.Contains(known, kind) {
-			p.addf(path, "unknown source kind %q (known: %s)", kind, strings.Join(known, ", "))
+		} else {
+			checkKnownKind(p, path, kind, known)
 		}
 	}
 	seen := map[string]string{}
@@ -213,12 +207,8 @@ func compileRollout(path string, gvr schema.GroupVersionResource, f FileRollout,
 	r := rollout.Rule{Kind: rollout.Kind(f.Status), ReadyConditions: f.ReadyConditions, Deadline: time.Duration(f.Deadline)}
 	if f.Status == "" {
 		r.Kind = rollout.BuiltinKind(gvr)
-	} else if !slices.Contains(rollout.Kinds, r.Kind) {
-		names := make([]string, len(rollout.Kinds))
-		for i, k := range rollout.Kinds {
-			names[i] = string(k)
-		}
-		p.addf(path+".status", "must be one of %s, got %q", strings.Join(names, ", "), f.Status)
+	} else {
+		checkOneOf(p, path+".status", r.Kind, rollout.Kinds)
 	}
 	if len(f.ReadyConditions) > 0 && r.Kind != rollout.KindConditions {
 		p.addf(path+".readyConditions", "only the conditions rule reads them; this kind's rule is %s", r.Kind)
@@ -313,6 +303,29 @@ func checkRange(p *problems, path string, n, lo, hi int) {
 	}
 }
 
+// checkOneOf reports a value that is not one of names, and returns whether
+// it is.
+func checkOneOf[T ~string](p *problems, path string, value T, names []T) bool {
+	if slices.Contains(names, value) {
+		return true
+	}
+	list := make([]string, len(names))
+	for i, n := range names {
+		list[i] = string(n)
+	}
+	p.addf(path, "must be one of %s, got %q", strings.Join(list, ", "), value)
+	return false
+}
+
+// checkKnownKind reports a kind that is not one of known, the names of
+// sources. A source kind that did not decode may be the one named: nothing
+// is reported then.
+func checkKnownKind(p *problems, path, kind string, known []string) {
+	if !p.failedWithin("sources") && !slices.Contains(known, kind) {
+		p.addf(path, "unknown source kind %q (known: %s)", kind, strings.Join(known, ", "))
+	}
+}
+
 // checkAddress reports an address the metrics server could not listen on:
 // checking here makes a bad port a configuration error (exit 2), not a
 // failure to start (exit 1).
@@ -350,8 +363,7 @@ func compileAnnotations(a FileAnnotations, p *problems) Annotations {
 		}
 		seen[k.value] = k.path
 	}
-	// The same fields: the conversion stops compiling the day they part.
-	return Annotations(a)
+	return a
 }
 
 type annotationKey struct{ path, value string }
@@ -433,12 +445,7 @@ func compileSources(kinds []FileSourceKind, p *problems) []SourceKind {
 		} else {
 			names[k.Name] = i
 		}
-		gvr, ok := checkGVR(p, path, k.Group, k.Version, k.Resource)
-		if j, dup := gvrs[gvr]; dup && ok {
-			p.addf(path, "duplicate resource %s (also sources[%d])", gvr, j)
-		} else {
-			gvrs[gvr] = i
-		}
+		gvr := checkGVR(p, "sources", i, gvrs, k.Group, k.Version, k.Resource)
 		members := compileMembers(path, k, p)
 		if len(k.DataFields) == 0 && k.Lifecycle == "" {
 			p.add(path+".dataFields", errRequired)
@@ -462,23 +469,14 @@ func compileWorkloads(kinds []FileWorkloadKind, p *problems) []WorkloadKind {
 	out := make([]WorkloadKind, len(kinds))
 	for i, k := range kinds {
 		path := fmt.Sprintf("workloads[%d]", i)
-		gvr, ok := checkGVR(p, path, k.Group, k.Version, k.Resource)
-		if j, dup := gvrs[gvr]; dup && ok {
-			p.addf(path, "duplicate resource %s (also workloads[%d])", gvr, j)
-		} else {
-			gvrs[gvr] = i
-		}
+		gvr := checkGVR(p, "workloads", i, gvrs, k.Group, k.Version, k.Resource)
 		out[i] = WorkloadKind{GVR: gvr, Rollout: compileRollout(path+".rollout", gvr, k.Rollout, p)}
 		if k.PodTemplatePath == "" {
 			p.add(path+".podTemplatePath", errRequired)
 			continue
 		}
-		tp, err := refs.ParsePath(k.PodTemplatePath)
-		if err == nil && tp.HasWildcard() {
-			err = errors.New("must not contain [*]: a workload has one pod template")
-		}
-		if err != nil {
-			p.add(path+".podTemplatePath", err)
+		tp, ok := onePath(p, path+".podTemplatePath", k.PodTemplatePath, "a workload has one pod template")
+		if !ok {
 			continue
 		}
 		out[i].PodTemplatePath = tp
@@ -524,20 +522,29 @@ func conditionPath(at, value string, p *problems) (refs.Path, bool) {
 		p.add(at, errRequired)
 		return refs.Path{}, false
 	}
-	cp, err := refs.ParsePath(value)
-	if err == nil && cp.HasWildcard() {
-		err = errors.New("must not contain [*]: a condition reads one value")
+	return onePath(p, at, value, "a condition reads one value")
+}
+
+// onePath parses a path that reaches one value; why says why, to a path
+// with [*].
+func onePath(p *problems, at, value, why string) (refs.Path, bool) {
+	rp, err := refs.ParsePath(value)
+	if err == nil && rp.HasWildcard() {
+		err = errors.New("must not contain [*]: " + why)
 	}
 	if err != nil {
 		p.add(at, err)
 		return refs.Path{}, false
 	}
-	return cp, true
+	return rp, true
 }
 
-// checkGVR checks the parts of a resource the way the API server names them,
-// so that a typo fails here rather than as a watch that never syncs.
-func checkGVR(p *problems, path, group, version, resource string) (schema.GroupVersionResource, bool) {
+// checkGVR checks the parts of the resource of entry i of a list the way
+// the API server names them, so that a typo fails here rather than as a
+// watch that never syncs, and that no earlier entry has it (seen maps each
+// resource to the first entry with it).
+func checkGVR(p *problems, list string, i int, seen map[schema.GroupVersionResource]int, group, version, resource string) schema.GroupVersionResource {
+	path := fmt.Sprintf("%s[%d]", list, i)
 	ok := true
 	fail := func(field, format string, args ...interface{}) {
 		p.addf(path+"."+field, format, args...)
@@ -556,35 +563,28 @@ func checkGVR(p *problems, path, group, version, resource string) (schema.GroupV
 	} else if len(content.IsDNS1123Label(resource)) > 0 {
 		fail("resource", "must be a lowercase plural resource name, got %q", resource)
 	}
-	return schema.GroupVersionResource{Group: group, Version: version, Resource: resource}, ok
+	gvr := schema.GroupVersionResource{Group: group, Version: version, Resource: resource}
+	if j, dup := seen[gvr]; dup && ok {
+		p.addf(path, "duplicate resource %s (also %s[%d])", gvr, list, j)
+	} else {
+		seen[gvr] = i
+	}
+	return gvr
 }
 
-func compileReferences(specs []refs.Spec, kinds []FileSourceKind, p *problems) []*refs.Extractor {
+func compileReferences(specs []refs.Spec, known []string, p *problems) []*refs.Extractor {
 	if len(specs) == 0 {
 		p.addf("references", "at least one reference form is required")
 	}
-	known := make([]string, len(kinds))
-	for i, k := range kinds {
-		known[i] = k.Name
-	}
-	// A source kind that did not decode may be the one a reference names.
-	checkKnown := !p.failedWithin("sources")
 	out := make([]*refs.Extractor, 0, len(specs))
 	for i, spec := range specs {
 		path := fmt.Sprintf("references[%d]", i)
-		if checkKnown && spec.Source != "" && !slices.Contains(known, spec.Source) {
-			p.addf(path+".source", "unknown source kind %q (known: %s)", spec.Source, strings.Join(known, ", "))
+		if spec.Source != "" {
+			checkKnownKind(p, path+".source", spec.Source, known)
 		}
 		e, err := refs.Compile(spec)
 		if err != nil {
-			for _, err := range unjoin(err) {
-				var fe *refs.FieldError
-				if errors.As(err, &fe) {
-					p.add(path+"."+fe.Field, fe.Err)
-				} else {
-					p.add(path, err)
-				}
-			}
+			addRefsErrors(p, path, err)
 			continue
 		}
 		out = append(out, e)
@@ -592,9 +592,19 @@ func compileReferences(specs []refs.Spec, kinds []FileSourceKind, p *problems) [
 	return out
 }
 
-func unjoin(err error) []error {
+// addRefsErrors reports the errors package refs joined in err, each under
+// path and the field it names, if any.
+func addRefsErrors(p *problems, path string, err error) {
+	errs := []error{err}
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
+		errs = j.Unwrap()
 	}
-	return []error{err}
+	for _, err := range errs {
+		var fe *refs.FieldError
+		if errors.As(err, &fe) {
+			p.add(path+"."+fe.Field, fe.Err)
+		} else {
+			p.add(path, err)
+		}
+	}
 }

@@ -1,11 +1,6 @@
 package config
 
-import (
-	"errors"
-	"fmt"
-
-	"github.com/restart-controller/restart-controller/internal/refs"
-)
+import "github.com/restart-controller/restart-controller/internal/refs"
 
 // LifecycleUpdatesOnly is the sources[].lifecycle of a kind whose objects
 // another controller creates and deletes with each pod: the CSI Secrets
@@ -38,11 +33,8 @@ func compileMembers(path string, k FileSourceKind, p *problems) *refs.Members {
 		p.addf(path+".dataFields", "must be left out with lifecycle: %s, whose data are its items", LifecycleUpdatesOnly)
 	}
 	m, err := refs.CompileMembers(k.NameFrom, k.Items.Path, k.Items.Key, k.Items.Value)
-	for _, err := range unjoin(err) {
-		var fe *refs.FieldError
-		if errors.As(err, &fe) {
-			p.add(fmt.Sprintf("%s.%s", path, fe.Field), fe.Err)
-		}
+	if err != nil {
+		addRefsErrors(p, path, err)
 	}
 	return m
 }

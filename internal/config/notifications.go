@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -99,18 +98,15 @@ func compileNotifications(f FileNotifications, p *problems) []Sink {
 				p.addf(path+".name", "duplicate sink %q (also notifications.sinks[%d])", s.Name, j)
 			}
 		}
-		if !slices.Contains(SinkTypes(), s.Type) {
-			p.addf(path+".type", "must be one of %s, got %q", strings.Join(SinkTypes(), ", "), s.Type)
-		}
+		checkOneOf(p, path+".type", s.Type, SinkTypes())
 		checkSecretKey(p, path+".urlSecret", fs.URLSecret)
 		if len(s.Send) == 0 {
 			s.Send = NotificationKinds()
 		}
 		for j, kind := range fs.Send {
-			if !slices.Contains(NotificationKinds(), kind) {
-				p.addf(fmt.Sprintf("%s.send[%d]", path, j), "must be one of %s, got %q", strings.Join(NotificationKinds(), ", "), kind)
-			} else if slices.Contains(fs.Send[:j], kind) {
-				p.addf(fmt.Sprintf("%s.send[%d]", path, j), "duplicate %q", kind)
+			at := fmt.Sprintf("%s.send[%d]", path, j)
+			if checkOneOf(p, at, kind, NotificationKinds()) && slices.Contains(fs.Send[:j], kind) {
+				p.addf(at, "duplicate %q", kind)
 			}
 		}
 		if s.RatePerSecond == 0 {

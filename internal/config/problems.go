@@ -37,10 +37,8 @@ type problems struct {
 	origins map[string]string
 }
 
+// newProblems starts with earlier's problems; origins may be nil: it is only read.
 func newProblems(origins map[string]string, earlier []Problem) *problems {
-	if origins == nil {
-		origins = map[string]string{}
-	}
 	return &problems{list: append([]Problem(nil), earlier...), undecodable: map[string]bool{}, origins: origins}
 }
 

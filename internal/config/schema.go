@@ -265,15 +265,20 @@ type FileAnnotations struct {
 	// OptIn marks a workload as managed when its value is "enabled".
 	OptIn            string `json:"optIn"`
 	AppliedChecksums string `json:"appliedChecksums"`
+	// RestartTimestamp is set in the pod template's annotations.
 	RestartTimestamp string `json:"restartTimestamp"`
 	// AppliedTemplateHash records the pod template the checksums were taken
-	// against; not in xing's controller, whose annotations are all kept.
+	// against, so a template change (which rolls pods by itself) re-records
+	// checksums instead of restarting a second time; not in xing's
+	// controller, whose annotations are all kept.
 	AppliedTemplateHash string `json:"appliedTemplateHash"`
 	// Rollout records on the workload what its last restart delivered and
-	// how its rollout ended; Hold records why a restart is held.
+	// how its rollout ended; Hold records why a restart is held (package
+	// record writes both).
 	Rollout string `json:"rollout"`
 	Hold    string `json:"hold"`
-	// IgnoreSources, on a workload, names sources whose changes restart it not.
+	// IgnoreSources, on a workload, names sources whose changes restart it
+	// not: a comma-separated list ("configmap/NAME", or a NAME of any kind).
 	IgnoreSources string `json:"ignoreSources"`
 	// Ignore, on a source, set to "true", makes its changes restart nothing.
 	Ignore string `json:"ignore"`

@@ -1,9 +1,7 @@
 package config
 
 import (
-	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/validate/content"
@@ -219,12 +217,7 @@ func compileStrategy(path string, f FileRestart, podTemplate refs.Path, p *probl
 	s := Strategy{Name: StrategyName(f.Strategy)}
 	if f.Strategy == "" {
 		s.Name = TemplateAnnotation
-	} else if !slices.Contains(StrategyNames, s.Name) {
-		names := make([]string, len(StrategyNames))
-		for i, n := range StrategyNames {
-			names[i] = string(n)
-		}
-		p.addf(path+".strategy", "must be one of %s, got %q", strings.Join(names, ", "), f.Strategy)
+	} else if !checkOneOf(p, path+".strategy", s.Name, StrategyNames) {
 		return s
 	}
 	only := func(field string, set bool, of StrategyName) {
@@ -281,19 +274,10 @@ func compileJobTemplate(path, value string, podTemplate refs.Path, p *problems) 
 	return jt
 }
 
-// strategyPath parses a path that reaches one field.
+// strategyPath parses a path that reaches one field: the empty Path when
+// it does not (a problem says why).
 func strategyPath(path, value string, p *problems) refs.Path {
-	rp, err := refs.ParsePath(value)
-	if err == nil && rp.HasWildcard() {
-		err = errors.New("must not contain [*]: it names one field")
-	}
-	if err == nil && rp.String() == "" {
-		err = errors.New("must name a field")
-	}
-	if err != nil {
-		p.add(path, err)
-		return refs.Path{}
-	}
+	rp, _ := onePath(p, path, value, "it names one field")
 	return rp
 }
 

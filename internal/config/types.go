@@ -128,33 +128,9 @@ type Settings struct {
 	LeaseRetryPeriod   time.Duration
 }
 
-// Annotations are the annotation keys the controller reads and writes.
-type Annotations struct {
-	OptIn            string // value must be "enabled"
-	AppliedChecksums string
-	RestartTimestamp string // set in the pod template's annotations
-	// AppliedTemplateHash records the pod template the checksums were taken
-	// against, so a template change (which rolls pods by itself) re-records
-	// checksums instead of restarting a second time.
-	AppliedTemplateHash string
-	// Rollout and Hold are written on workloads (package record).
-	Rollout string
-	Hold    string
-	// IgnoreSources is read on workloads: a comma-separated list of sources
-	// ("configmap/NAME", or a NAME of any kind) whose changes restart it not.
-	IgnoreSources string
-	// Ignore is read on sources: "true" makes their changes restart nothing.
-	Ignore string
-	// Release is read on sources: a held change's ID lets that change go on.
-	Release string
-	// RestartStrategy is read on workloads: its value picks one of the
-	// kind's Restart.ByAnnotation strategies.
-	RestartStrategy string
-	// Window names a workload's restart window; MinInterval is its least
-	// time between restarts.
-	Window      string
-	MinInterval string
-}
+// Annotations are the annotation keys the controller reads and writes:
+// the file's, checked (compileAnnotations).
+type Annotations = FileAnnotations
 
 // SourceKind is a watched source resource, e.g. ConfigMaps.
 type SourceKind struct {
@@ -206,20 +182,11 @@ func (c Condition) Holds(obj map[string]interface{}) bool {
 	if !ok {
 		return false
 	}
-	switch want := c.Equals.(type) {
-	case float64:
-		switch got := v.(type) {
-		case int64:
-			return float64(got) == want
-		case float64:
-			return got == want
-		case int:
-			return float64(got) == want
-		}
-		return false
-	default:
-		return v == c.Equals
+	if want, isNumber := c.Equals.(float64); isNumber {
+		got, ok := asFloat(v)
+		return ok && got == want
 	}
+	return v == c.Equals
 }
 
 // noElement: a missing (or null) list has no element; a value that is not

@@ -80,7 +80,9 @@ func Config(o Options, reloaderPace bool) (Result, error) {
 
 // mapping builds the config tree and collects findings.
 type mapping struct {
-	tree     map[string]any
+	tree map[string]any
+	// defaults are the built-in defaults, the mapping's own copy (koanf's
+	// Raw copies): what it takes from them into tree may be changed there.
 	defaults map[string]any
 	findings []Finding
 }
@@ -237,16 +239,12 @@ func (m *mapping) current(key string) []any {
 	return list
 }
 
-// workloads returns the tree's workload kinds, copied so that they can be
-// changed.
+// workloads returns the tree's workload kinds, set in the tree so that
+// changing them changes the file.
 func (m *mapping) workloads() []any {
 	list := m.current("workloads")
-	out := make([]any, len(list))
-	for i, e := range list {
-		out[i] = copyTree(e)
-	}
-	m.tree["workloads"] = out
-	return out
+	m.tree["workloads"] = list
+	return list
 }
 
 // deploymentConfigs adds OpenShift's DeploymentConfigs as examples/config.yaml
@@ -327,7 +325,7 @@ func (m *mapping) dropSource(name string) {
 // re-creates a Job whose sources change, unless told to ignore Jobs. Here
 // that is never a default, so the migrated file says it explicitly.
 func (m *mapping) recreateJobs() {
-	m.tree["workloads"] = append(slices.Clone(m.current("workloads")), map[string]any{
+	m.tree["workloads"] = append(m.current("workloads"), map[string]any{
 		"group": "batch", "version": "v1", "resource": "jobs", "podTemplatePath": "spec.template",
 		"rollout": map[string]any{"status": "job"},
 		"restart": map[string]any{"strategy": "recreate", "clearFields": []any{"spec.selector"},
@@ -448,25 +446,6 @@ func header(findings []Finding) []byte {
 		}
 	}
 	return b.Bytes()
-}
-
-// copyTree copies the maps and lists of a decoded YAML tree.
-func copyTree(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		out := make(map[string]any, len(x))
-		for k, e := range x {
-			out[k] = copyTree(e)
-		}
-		return out
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = copyTree(e)
-		}
-		return out
-	}
-	return v
 }
 
 // entries reads a list of maps out of a decoded YAML tree.

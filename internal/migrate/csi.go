@@ -15,17 +15,14 @@ func (m *mapping) csi(o Options) {
 	if !o.EnableCSIIntegration {
 		return
 	}
-	for _, list := range []string{"sources", "references"} {
-		m.tree[list] = append([]any{}, m.current(list)...)
-	}
-	m.tree["sources"] = append(m.tree["sources"].([]any), map[string]any{
+	m.tree["sources"] = append(m.current("sources"), map[string]any{
 		"name": csiSource, "group": "secrets-store.csi.x-k8s.io", "version": "v1", "resource": "secretproviderclasspodstatuses",
 		"lifecycle": "updatesOnly", "nameFrom": "status.secretProviderClassName",
 		"items": map[string]any{"path": "status.objects[*]", "key": "id", "value": "version"},
 		// Reloader's env-vars name: STAKATER_<NAME>_SECRETPROVIDERCLASS.
 		"envVarKind": "SECRETPROVIDERCLASS",
 	})
-	m.tree["references"] = append(m.tree["references"].([]any), map[string]any{
+	m.tree["references"] = append(m.current("references"), map[string]any{
 		"source": csiSource, "from": []any{"volumes[*].csi"}, "name": "volumeAttributes.secretProviderClass",
 	})
 	// Reloader has no flags renaming these.

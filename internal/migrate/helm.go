@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/knadh/koanf/maps"
 	"sigs.k8s.io/yaml"
 )
 
@@ -19,20 +20,8 @@ func (v Values) ReadValues(data []byte) error {
 	if err := yaml.Unmarshal(data, &file); err != nil {
 		return fmt.Errorf("parsing Helm values: %w", err)
 	}
-	merge(v, file)
+	maps.Merge(file, v)
 	return nil
-}
-
-func merge(into, from map[string]any) {
-	for k, val := range from {
-		if sub, ok := val.(map[string]any); ok {
-			if dst, ok := into[k].(map[string]any); ok {
-				merge(dst, sub)
-				continue
-			}
-		}
-		into[k] = val
-	}
 }
 
 // Set applies one --set argument: comma-separated key=value pairs, keys
@@ -44,17 +33,7 @@ func (v Values) Set(arg string) error {
 		if !ok || key == "" {
 			return fmt.Errorf("--set %q: want key=value", pair)
 		}
-		path := strings.Split(key, ".")
-		node := map[string]any(v)
-		for _, p := range path[:len(path)-1] {
-			next, ok := node[p].(map[string]any)
-			if !ok {
-				next = map[string]any{}
-				node[p] = next
-			}
-			node = next
-		}
-		node[path[len(path)-1]] = typed(value)
+		maps.Merge(maps.Unflatten(map[string]any{key: typed(value)}, "."), v)
 	}
 	return nil
 }
@@ -109,15 +88,7 @@ func typed(value string) any {
 
 // get returns the value at a dotted path, nil when absent.
 func (v Values) get(path string) any {
-	var node any = map[string]any(v)
-	for _, p := range strings.Split(path, ".") {
-		m, ok := node.(map[string]any)
-		if !ok {
-			return nil
-		}
-		node = m[p]
-	}
-	return node
+	return maps.Search(v, strings.Split(path, "."))
 }
 
 // isTrue is the chart's `eq X true` / `if X` for a boolean value.

@@ -83,40 +83,40 @@ func DefaultOptions() Options {
 	}
 }
 
-// reloaderFlag is one of Reloader's flags: how it is set into Options.
+// reloaderFlag is one of Reloader's flags: how it sets its field of Options.
 type reloaderFlag struct {
 	isBool bool
-	set    func(o *Options, value string) error
+	set    func(value string) error
 }
 
-func boolFlag(field func(*Options) *bool) reloaderFlag {
-	return reloaderFlag{isBool: true, set: func(o *Options, v string) error {
+func boolFlag(field *bool) reloaderFlag {
+	return reloaderFlag{isBool: true, set: func(v string) error {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
 			return fmt.Errorf("not a boolean: %q", v)
 		}
-		*field(o) = b
+		*field = b
 		return nil
 	}}
 }
 
 // stringBoolFlag is a flag Reloader declares as a string and compares with
 // "true" (--is-Argo-Rollouts, --reload-on-create, --reload-on-delete).
-func stringBoolFlag(field func(*Options) *bool) reloaderFlag {
-	return reloaderFlag{set: func(o *Options, v string) error { *field(o) = v == "true"; return nil }}
+func stringBoolFlag(field *bool) reloaderFlag {
+	return reloaderFlag{set: func(v string) error { *field = v == "true"; return nil }}
 }
 
-func stringFlag(field func(*Options) *string) reloaderFlag {
-	return reloaderFlag{set: func(o *Options, v string) error { *field(o) = v; return nil }}
+func stringFlag(field *string) reloaderFlag {
+	return reloaderFlag{set: func(v string) error { *field = v; return nil }}
 }
 
 // sliceFlag appends comma-separated values, as pflag's StringSlice does
 // (repeating the flag adds to the list).
-func sliceFlag(field func(*Options) *[]string) reloaderFlag {
-	return reloaderFlag{set: func(o *Options, v string) error {
+func sliceFlag(field *[]string) reloaderFlag {
+	return reloaderFlag{set: func(v string) error {
 		for _, s := range strings.Split(strings.Trim(v, `"`), ",") {
 			if s = strings.TrimSpace(s); s != "" {
-				*field(o) = append(*field(o), s)
+				*field = append(*field, s)
 			}
 		}
 		return nil
@@ -125,44 +125,41 @@ func sliceFlag(field func(*Options) *[]string) reloaderFlag {
 
 // flags are Reloader's flags that change behaviour; the others (log level
 // aside) configure its own process and have no counterpart to carry over.
-func flags() map[string]reloaderFlag {
-	a := func(f func(*Annotations) *string) reloaderFlag {
-		return stringFlag(func(o *Options) *string { return f(&o.Annotations) })
-	}
+func flags(o *Options) map[string]reloaderFlag {
 	return map[string]reloaderFlag{
-		"auto-reload-all":           boolFlag(func(o *Options) *bool { return &o.AutoReloadAll }),
-		"configmap-annotation":      a(func(a *Annotations) *string { return &a.ConfigMap }),
-		"secret-annotation":         a(func(a *Annotations) *string { return &a.Secret }),
-		"auto-annotation":           a(func(a *Annotations) *string { return &a.Auto }),
-		"configmap-auto-annotation": a(func(a *Annotations) *string { return &a.ConfigMapAuto }),
-		"secret-auto-annotation":    a(func(a *Annotations) *string { return &a.SecretAuto }),
-		"auto-search-annotation":    a(func(a *Annotations) *string { return &a.Search }),
-		"search-match-annotation":   a(func(a *Annotations) *string { return &a.Match }),
-		"ignore-annotation":         a(func(a *Annotations) *string { return &a.Ignore }),
-		"resources-to-ignore":       sliceFlag(func(o *Options) *[]string { return &o.ResourcesToIgnore }),
-		"ignored-workload-types":    sliceFlag(func(o *Options) *[]string { return &o.WorkloadTypesToIgnore }),
-		"namespaces":                sliceFlag(func(o *Options) *[]string { return &o.Namespaces }),
-		"namespaces-to-ignore":      sliceFlag(func(o *Options) *[]string { return &o.NamespacesToIgnore }),
-		"namespace-selector":        sliceFlag(func(o *Options) *[]string { return &o.NamespaceSelectors }),
-		"resource-label-selector":   sliceFlag(func(o *Options) *[]string { return &o.ResourceSelectors }),
-		"is-Argo-Rollouts":          stringBoolFlag(func(o *Options) *bool { return &o.IsArgoRollouts }),
-		"reload-strategy":           stringFlag(func(o *Options) *string { return &o.ReloadStrategy }),
-		"reload-on-create":          stringBoolFlag(func(o *Options) *bool { return &o.ReloadOnCreate }),
-		"reload-on-delete":          stringBoolFlag(func(o *Options) *bool { return &o.ReloadOnDelete }),
-		"sync-after-restart":        boolFlag(func(o *Options) *bool { return &o.SyncAfterRestart }),
-		"enable-ha":                 boolFlag(func(o *Options) *bool { return &o.EnableHA }),
-		"enable-pprof":              boolFlag(func(o *Options) *bool { return &o.EnablePProf }),
-		"enable-csi-integration":    boolFlag(func(o *Options) *bool { return &o.EnableCSIIntegration }),
-		"log-format":                stringFlag(func(o *Options) *string { return &o.LogFormat }),
-		"log-level":                 stringFlag(func(o *Options) *string { return &o.LogLevel }),
-		"webhook-url": {set: func(o *Options, v string) error {
+		"auto-reload-all":           boolFlag(&o.AutoReloadAll),
+		"configmap-annotation":      stringFlag(&o.Annotations.ConfigMap),
+		"secret-annotation":         stringFlag(&o.Annotations.Secret),
+		"auto-annotation":           stringFlag(&o.Annotations.Auto),
+		"configmap-auto-annotation": stringFlag(&o.Annotations.ConfigMapAuto),
+		"secret-auto-annotation":    stringFlag(&o.Annotations.SecretAuto),
+		"auto-search-annotation":    stringFlag(&o.Annotations.Search),
+		"search-match-annotation":   stringFlag(&o.Annotations.Match),
+		"ignore-annotation":         stringFlag(&o.Annotations.Ignore),
+		"resources-to-ignore":       sliceFlag(&o.ResourcesToIgnore),
+		"ignored-workload-types":    sliceFlag(&o.WorkloadTypesToIgnore),
+		"namespaces":                sliceFlag(&o.Namespaces),
+		"namespaces-to-ignore":      sliceFlag(&o.NamespacesToIgnore),
+		"namespace-selector":        sliceFlag(&o.NamespaceSelectors),
+		"resource-label-selector":   sliceFlag(&o.ResourceSelectors),
+		"is-Argo-Rollouts":          stringBoolFlag(&o.IsArgoRollouts),
+		"reload-strategy":           stringFlag(&o.ReloadStrategy),
+		"reload-on-create":          stringBoolFlag(&o.ReloadOnCreate),
+		"reload-on-delete":          stringBoolFlag(&o.ReloadOnDelete),
+		"sync-after-restart":        boolFlag(&o.SyncAfterRestart),
+		"enable-ha":                 boolFlag(&o.EnableHA),
+		"enable-pprof":              boolFlag(&o.EnablePProf),
+		"enable-csi-integration":    boolFlag(&o.EnableCSIIntegration),
+		"log-format":                stringFlag(&o.LogFormat),
+		"log-level":                 stringFlag(&o.LogLevel),
+		"webhook-url": {set: func(v string) error {
 			o.WebhookURLSet = v != ""
 			return nil
 		}},
 		// Reloader's own process: nothing to carry over.
-		"pprof-addr":                       {set: func(*Options, string) error { return nil }},
-		"pause-deployment-annotation":      {set: func(*Options, string) error { return nil }},
-		"pause-deployment-time-annotation": {set: func(*Options, string) error { return nil }},
+		"pprof-addr":                       {set: func(string) error { return nil }},
+		"pause-deployment-annotation":      {set: func(string) error { return nil }},
+		"pause-deployment-time-annotation": {set: func(string) error { return nil }},
 	}
 }
 
@@ -171,7 +168,7 @@ func flags() map[string]reloaderFlag {
 // so that no setting is dropped unseen.
 func FromFlags(args []string, lookupEnv func(string) (string, bool)) (Options, error) {
 	o := DefaultOptions()
-	known := flags()
+	known := flags(&o)
 	for i := 0; i < len(args); i++ {
 		arg := args[i]
 		name, value, hasValue := strings.Cut(strings.TrimLeft(arg, "-"), "=")
@@ -190,7 +187,7 @@ func FromFlags(args []string, lookupEnv func(string) (string, bool)) (Options, e
 				return Options{}, fmt.Errorf("reading Reloader's arguments: --%s needs a value", name)
 			}
 		}
-		if err := f.set(&o, value); err != nil {
+		if err := f.set(value); err != nil {
 			return Options{}, fmt.Errorf("reading Reloader's arguments: --%s: %w", name, err)
 		}
 	}
