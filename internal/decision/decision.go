@@ -125,12 +125,6 @@ type Snapshot struct {
 // Sources are source states by ID.
 type Sources map[catalog.SourceID]*catalog.SourceState
 
-// Source looks a source up.
-func (s Sources) Source(id catalog.SourceID) (*catalog.SourceState, bool) {
-	state, ok := s[id]
-	return state, ok
-}
-
 // Grace is an open grace period of a source's change.
 type Grace struct {
 	// Ends is when the change is due.

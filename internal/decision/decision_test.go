@@ -206,7 +206,7 @@ func TestDecideDeletedOptionalSource(t *testing.T) {
 			w.Namespace, w.Name = "shop", "web"
 			v := decideWith(rules, Snapshot{Key: catalog.WorkloadKey{Namespace: "shop", Name: "web"}, Workload: ReadWorkload(w), Sources: sourceMap{},
 				Pace: true, Now: decideNow}, Pacing{Now: decideNow})
-			if v.Action != tc.want || v.Plan.Applied[cmApp.String()] != Absent {
+			if v.Action != tc.want || v.Plan.Applied[cmApp.String()] != record.Absent {
 				t.Fatalf("verdict %s recording %q, want %s recording absent; reasons %q", v.Action, v.Plan.Applied[cmApp.String()], tc.want, v.Reasons)
 			}
 		})

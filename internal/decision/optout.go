@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/record"
 )
 
 // optOutView returns the workload as decisions should see it: for each
@@ -29,8 +30,8 @@ func (r Rules) optOutView(w Workload, sources Sources) (Workload, []catalog.Sour
 		if !ok {
 			// The deletion of a source the workload ignores is recorded
 			// (absent), never restarted for or reported.
-			if known && old != Absent && w.State.Ignores(ref.ID) {
-				set(ref.ID, Absent)
+			if known && old != record.Absent && w.State.Ignores(ref.ID) {
+				set(ref.ID, record.Absent)
 			}
 			continue
 		}

@@ -866,7 +866,7 @@ func TestReconcileOrdersSourceUpdateBeforeTemplateChange(t *testing.T) {
 	}{
 		{"ordered: recorded, no restart", true, sourceState(t, cmApp, dataV2).Checksum(testSums, nil),
 			h0.reduce(u).TemplateHash + "@100@5d6f0000-0000-4000-8000-000000000042"},
-		{"ordering off: pending", false, decision.Pending, h0.reduce(u).TemplateHash},
+		{"ordering off: pending", false, record.Pending, h0.reduce(u).TemplateHash},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, []*unstructured.Unstructured{recorded}, nil, nil)
