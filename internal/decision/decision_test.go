@@ -319,11 +319,11 @@ func TestReaderOutcomeOfUnwrittenEnd(t *testing.T) {
 // whatever its kind's rule read from the status.
 func TestRolloutPhaseOfNotRolled(t *testing.T) {
 	w := &catalog.WorkloadState{Rollout: rollout.Status{Phase: rollout.Complete}}
-	if got := RolloutPhase(w); got != rollout.Complete {
+	if got := RolloutStatus(w).Phase; got != rollout.Complete {
 		t.Fatalf("phase %s, want the status's", got)
 	}
 	w.NotRolled = "spec.suspend is true"
-	if got := RolloutPhase(w); got != rollout.NotRolling {
+	if got := RolloutStatus(w).Phase; got != rollout.NotRolling {
 		t.Fatalf("phase %s, want NotRolling", got)
 	}
 }

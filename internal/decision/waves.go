@@ -204,7 +204,7 @@ func (r Rules) ReaderOf(key catalog.WorkloadKey, w Workload, reserved *record.La
 		last = reserved
 	}
 	if last.Delivered(sid, change) {
-		rd.Restarted, rd.Result = true, last.Outcome(RolloutPhase(ws))
+		rd.Restarted, rd.Result = true, last.Outcome(RolloutStatus(ws).Phase)
 		rd.Failure = last.Reason
 		if last.Message != "" {
 			rd.Failure += ": " + last.Message

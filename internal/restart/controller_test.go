@@ -458,7 +458,7 @@ func TestReconcileRestartSettles(t *testing.T) {
 		if err != nil || rec == nil || !rec.Unpaced || !rec.InFlight() {
 			t.Fatalf("%s: rollout record %+v (%v), want unpaced without a result", u.GetKind(), rec, err)
 		}
-		if got := rec.Outcome(decision.RolloutPhase(h.reduce(done))); got == rollout.ResultPending || got == rollout.ResultFailed {
+		if got := rec.Outcome(decision.RolloutStatus(h.reduce(done)).Phase); got == rollout.ResultPending || got == rollout.ResultFailed {
 			t.Errorf("%s: outcome from the status %q, want it ended", u.GetKind(), got)
 		}
 		if u.GetKind() == "Deployment" {
