@@ -9,7 +9,7 @@ import (
 )
 
 // optOutView returns the workload as decisions should see it: for each
-// source whose changes it opts out of (OptedOut), the current checksum as
+// source whose changes it opts out of (WhyOptedOut), the current checksum as
 // if its pods had read it. The change is recorded, never restarted for.
 func (r Rules) optOutView(w Workload, sources Sources) (Workload, []catalog.SourceID) {
 	if w.Applied == nil {
@@ -35,7 +35,7 @@ func (r Rules) optOutView(w Workload, sources Sources) (Workload, []catalog.Sour
 			}
 			continue
 		}
-		if !known || !r.OptedOut(w.State, ref.ID, src) || src.Matches(r.Sums, old, ref.Keys) {
+		if !known || r.WhyOptedOut(w.State, ref.ID, src) == "" || src.Matches(r.Sums, old, ref.Keys) {
 			continue
 		}
 		set(ref.ID, src.Checksum(r.Sums, ref.Keys))
@@ -44,12 +44,6 @@ func (r Rules) optOutView(w Workload, sources Sources) (Workload, []catalog.Sour
 		w.Applied = applied
 	}
 	return w, ignored
-}
-
-// OptedOut reports whether changes of the source restart the workload not
-// (WhyOptedOut says which opt-out).
-func (r Rules) OptedOut(w *catalog.WorkloadState, id catalog.SourceID, src *catalog.SourceState) bool {
-	return r.WhyOptedOut(w, id, src) != ""
 }
 
 // WhyOptedOut names the opt-out by which changes of the source restart the

@@ -194,7 +194,7 @@ func waveAt(w config.Waves, settled int) (number, end int) {
 func (r Rules) ReaderOf(key catalog.WorkloadKey, w Workload, reserved *record.LastRestart, self bool,
 	id catalog.SourceID, src *catalog.SourceState, change string, ns labels.Labels, now time.Time) (Reader, bool) {
 	ws := w.State
-	if !ws.OptedIn || ws.Problem != "" || r.OptedOut(ws, id, src) {
+	if !ws.OptedIn || ws.Problem != "" || r.WhyOptedOut(ws, id, src) != "" {
 		return Reader{}, false
 	}
 	sid := id.String()
