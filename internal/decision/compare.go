@@ -349,9 +349,7 @@ func (c *comparison) schedule(plan *Plan, changed []catalog.SourceID, current ma
 	for _, id := range changed {
 		if g, open := graceOf(c.grace, id, c.now); open {
 			waiting = append(waiting, id)
-			if earliestDue.IsZero() || g.Ends.Before(earliestDue) {
-				earliestDue = g.Ends
-			}
+			earliestDue = earliest(earliestDue, g.Ends)
 			continue
 		}
 		ready = append(ready, id)
