@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/events"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/checksum"
@@ -153,7 +154,7 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 // caches (a source with too many keys to cache a digest each keeps its
 // whole-data checksums, keyed), the decision's rules, the controller with
 // everything it uses, and the watcher that feeds it.
-func assemble(cfg *config.Config, cl *clients, sums checksum.Hasher, recorder restart.EventRecorder, notifier restart.Notifier,
+func assemble(cfg *config.Config, cl *clients, sums checksum.Hasher, recorder events.EventRecorder, notifier restart.Notifier,
 	restarts *activity, lease *leaseLock, m *metrics.Metrics, log hclog.Logger, lookupEnv func(string) (string, bool)) (*restart.Controller, *watch.Watcher, *catalog.Catalog, error) {
 	cat := catalog.New(catalog.BoundSources(sums))
 	rules := decision.NewRules(cfg, sums)

@@ -88,7 +88,7 @@ func startEvents(ctx context.Context, client kubernetes.Interface, restarts *act
 	stop = func() {
 		waiting.close()
 		<-handedOn
-		busy.waitIdle(eventsQuiet, eventsDrainTimeout)
+		busy.waitIdle(eventsQuiet, time.Now().Add(eventsDrainTimeout), nil)
 		broadcaster.Shutdown()
 		cancel()
 	}
@@ -185,7 +185,7 @@ func (w *waitingEvents) next() (waitingEvent, bool) {
 			<-w.wake
 			continue
 		case !closed:
-			w.waitForPause(oldest.Add(w.pacing.MaxDelay))
+			w.restarts.waitIdle(w.pacing.Quiet, oldest.Add(w.pacing.MaxDelay), w.closing.Done())
 			// Paced after the wait: a burst's Events go out at
 			// PerSecond, not all at once.
 			if err := w.pace.Wait(w.closing); err != nil {
@@ -198,18 +198,6 @@ func (w *waitingEvents) next() (waitingEvent, bool) {
 		w.queue = w.queue[1:]
 		w.mu.Unlock()
 		return e, true
-	}
-}
-
-// waitForPause waits until no restart write has been under way for Quiet,
-// the deadline passes or close is called.
-func (w *waitingEvents) waitForPause(deadline time.Time) {
-	for time.Now().Before(deadline) && !w.restarts.idleFor(w.pacing.Quiet) {
-		select {
-		case <-w.closing.Done():
-			return
-		case <-time.After(w.pacing.Quiet / 4):
-		}
 	}
 }
 
@@ -294,9 +282,14 @@ func (a *activity) idleFor(quiet time.Duration) bool {
 	return a.inFlight == 0 && time.Since(a.last) >= quiet
 }
 
-// waitIdle waits until idleFor(quiet), or at most timeout.
-func (a *activity) waitIdle(quiet, timeout time.Duration) {
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline) && !a.idleFor(quiet); {
-		time.Sleep(quiet / 4)
+// waitIdle waits until idleFor(quiet), the deadline passes or stop closes
+// (nil: never).
+func (a *activity) waitIdle(quiet time.Duration, deadline time.Time, stop <-chan struct{}) {
+	for time.Now().Before(deadline) && !a.idleFor(quiet) {
+		select {
+		case <-stop:
+			return
+		case <-time.After(quiet / 4):
+		}
 	}
 }

@@ -12,9 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	authorizationv1client "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	"k8s.io/client-go/tools/events"
 
 	"github.com/restart-controller/restart-controller/internal/config"
-	"github.com/restart-controller/restart-controller/internal/restart"
 	"github.com/restart-controller/restart-controller/internal/watch"
 )
 
@@ -54,7 +54,7 @@ func selfReference(s config.Settings, lookupEnv func(string) (string, bool)) *co
 
 // healthEvents records a Warning Event when a kind becomes degraded and a
 // Normal one when it recovers, on self (nil: logs once that it cannot).
-func healthEvents(recorder restart.EventRecorder, self *corev1.ObjectReference, log hclog.Logger) func(watch.HealthChange) {
+func healthEvents(recorder events.EventRecorder, self *corev1.ObjectReference, log hclog.Logger) func(watch.HealthChange) {
 	var once sync.Once
 	return func(c watch.HealthChange) {
 		if self == nil {

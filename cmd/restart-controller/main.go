@@ -75,10 +75,13 @@ func main() {
 // failed, 2 when the configuration is invalid (nothing was touched), whether
 // the config loader or the cluster's discovery found it.
 func run(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer, onSynced func()) int {
-	fs := pflag.NewFlagSet("restart-controller", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cli.Flags(fs)
-	cfg, err := cli.Load(fs, args, lookupEnv)
+	load := func(out io.Writer) (*config.Config, error) {
+		fs := pflag.NewFlagSet("restart-controller", pflag.ContinueOnError)
+		fs.SetOutput(out)
+		cli.Flags(fs)
+		return cli.Load(fs, args, lookupEnv)
+	}
+	cfg, err := load(stderr)
 	switch {
 	case errors.Is(err, pflag.ErrHelp):
 		return 0
@@ -100,12 +103,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	log.Info("starting", "version", version, "config", cfg.Settings.ConfigFile,
 		"grace_period", cfg.Settings.GracePeriod, "workers", cfg.Settings.Workers)
 
-	reload := func() (*config.Config, error) {
-		fs := pflag.NewFlagSet("restart-controller", pflag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		cli.Flags(fs)
-		return cli.Load(fs, args, lookupEnv)
-	}
+	reload := func() (*config.Config, error) { return load(io.Discard) }
 	if err := supervise(ctx, cfg, reload, log, lookupEnv, onSynced); err != nil {
 		// A mistake the cluster reveals (a misspelled built-in resource) is
 		// a configuration error too: nothing was watched or written.

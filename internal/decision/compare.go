@@ -14,13 +14,6 @@ import (
 	"github.com/restart-controller/restart-controller/internal/record"
 )
 
-// Absent and Pending are the applied checksums of a source that did not
-// exist when recorded, and of one whose restart is due (package record).
-const (
-	Absent  = record.Absent
-	Pending = record.Pending
-)
-
 // PatternMark is the applied value of a pattern's entry (PatternKey).
 const PatternMark = "pattern"
 
@@ -248,13 +241,13 @@ func (c *comparison) each(plan *Plan, sources Sources) ([]catalog.SourceID, map[
 // readers of a change by the same comparison (Rules.ReaderOf).
 func (c *comparison) existing(ref catalog.Reference, old string, known bool, state *catalog.SourceState) (value, sum string, changed bool) {
 	sums := c.sums
-	if state.Baseline && old != Pending {
+	if state.Baseline && old != record.Pending {
 		return c.baseline(state.Checksum(sums, ref.Keys), old, known), "", false
 	}
 	if !known && ref.Matched && c.patternRecorded(ref.ID) {
 		// Matched by an entry in force when the checksums were
 		// recorded, yet not recorded: it appeared since.
-		old, known = Absent, true
+		old, known = record.Absent, true
 	}
 	sum = state.Checksum(sums, ref.Keys)
 	switch {
@@ -262,14 +255,14 @@ func (c *comparison) existing(ref catalog.Reference, old string, known bool, sta
 		// Same data; an older checksum format is re-recorded silently.
 		return sum, sum, false
 	case c.recordOnly && c.missed(ref, state):
-		return Pending, sum, true
+		return record.Pending, sum, true
 	case known && sums.Rebaseline(old):
 		// Keyed with another key (rotated, or lost): what the pods read
 		// cannot be compared, so the current data becomes the baseline.
 		return sum, sum, false
 	case c.recordOnly || !known:
 		return sum, sum, false
-	case old == Absent && (!ref.Optional || !c.life.RestartOnCreate):
+	case old == record.Absent && (!ref.Optional || !c.life.RestartOnCreate):
 		// The pods could not start without it, so they start with it
 		// now; or creations restart nothing by configuration.
 		return sum, sum, false
@@ -289,7 +282,7 @@ func (c *comparison) existing(ref catalog.Reference, old string, known bool, sta
 // compared with anything, so it is filled again too. A pending record
 // is not decided here: it says a restart is due.
 func (c *comparison) baseline(now, old string, known bool) string {
-	if known && old != Absent && !c.sums.Rebaseline(old) {
+	if known && old != record.Absent && !c.sums.Rebaseline(old) {
 		return old
 	}
 	return now
@@ -328,7 +321,7 @@ func PatternRecorded(w *catalog.WorkloadState, applied map[string]string, id cat
 // instead of being recorded absent: absent, it matches nothing.
 func (c *comparison) absent(plan *Plan, ref catalog.Reference, old string, known bool, changed []catalog.SourceID) []catalog.SourceID {
 	id := ref.ID.String()
-	deleted := known && old != Absent && !c.recordOnly
+	deleted := known && old != record.Absent && !c.recordOnly
 	switch {
 	case deleted && ref.Optional && c.life.RestartOnDelete:
 		plan.Applied[id] = old // until the restart (schedule)
@@ -339,7 +332,7 @@ func (c *comparison) absent(plan *Plan, ref catalog.Reference, old string, known
 	case known && !c.recordOnly:
 		plan.Applied[id] = old
 	default:
-		plan.Applied[id] = Absent
+		plan.Applied[id] = record.Absent
 	}
 	if ref.Matched {
 		c.gone = append(c.gone, ref.ID)
@@ -356,9 +349,7 @@ func (c *comparison) schedule(plan *Plan, changed []catalog.SourceID, current ma
 	for _, id := range changed {
 		if g, open := graceOf(c.grace, id, c.now); open {
 			waiting = append(waiting, id)
-			if earliestDue.IsZero() || g.Ends.Before(earliestDue) {
-				earliestDue = g.Ends
-			}
+			earliestDue = earliest(earliestDue, g.Ends)
 			continue
 		}
 		ready = append(ready, id)

@@ -416,12 +416,12 @@ func TestDecide(t *testing.T) {
 			appliedHash: tmplOld,
 			sources:     sourceMap{cmApp: appV2},
 			windows:     dueAt{cmApp: decideNow.Add(time.Second)},
-			want:        Plan{Applied: map[string]string{"configmap/shop/app": Pending}, Patch: true, Wait: time.Second},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": record.Pending}, Patch: true, Wait: time.Second},
 		},
 		{
 			name:        "pending entry, change due: restart",
 			refs:        []catalog.Reference{whole},
-			applied:     ann(map[string]string{"configmap/shop/app": Pending}),
+			applied:     ann(map[string]string{"configmap/shop/app": record.Pending}),
 			appliedHash: tmplNow,
 			sources:     sourceMap{cmApp: appV2},
 			want: Plan{Applied: map[string]string{"configmap/shop/app": app2},
@@ -440,7 +440,7 @@ func TestDecide(t *testing.T) {
 			refs:    []catalog.Reference{whole, dbPW},
 			sources: sourceMap{cmApp: appV2, secDB: dbV1},
 			windows: dueAt{cmApp: decideNow.Add(2 * time.Second)},
-			want:    Plan{Applied: map[string]string{"configmap/shop/app": Pending, "secret/shop/db": db1}, Patch: true, Wait: 2 * time.Second},
+			want:    Plan{Applied: map[string]string{"configmap/shop/app": record.Pending, "secret/shop/db": db1}, Patch: true, Wait: 2 * time.Second},
 		},
 		{
 			name:        "newly referenced source without entry: recorded",
@@ -561,7 +561,7 @@ func TestDecide(t *testing.T) {
 			ordered:     true,
 			sources:     sourceMap{cmApp: at(appV2, "101")},
 			windows:     dueAt{cmApp: decideNow.Add(time.Second)},
-			want: Plan{Applied: map[string]string{"configmap/shop/app": Pending}, TemplateRecord: tmplNow + "@100@" + webUID,
+			want: Plan{Applied: map[string]string{"configmap/shop/app": record.Pending}, TemplateRecord: tmplNow + "@100@" + webUID,
 				Patch: true, Wait: time.Second},
 		},
 		{
@@ -594,7 +594,7 @@ func TestDecide(t *testing.T) {
 			sources:     sourceMap{cmApp: at(appV1, "101")},
 			windows:     dueAt{cmApp: decideNow.Add(2 * time.Second)},
 			createdOnly: true,
-			want: Plan{Applied: map[string]string{"configmap/shop/app": Pending}, TemplateRecord: tmplNow + "@100@" + webUID,
+			want: Plan{Applied: map[string]string{"configmap/shop/app": record.Pending}, TemplateRecord: tmplNow + "@100@" + webUID,
 				Patch: true, Wait: 2 * time.Second},
 		},
 		{
@@ -605,7 +605,7 @@ func TestDecide(t *testing.T) {
 			ordered:     true,
 			sources:     sourceMap{cmApp: at(appV2, "99")},
 			windows:     dueAt{cmApp: decideNow.Add(time.Second)},
-			want:        Plan{Applied: map[string]string{"configmap/shop/app": Pending}, Patch: true, Wait: time.Second},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": record.Pending}, Patch: true, Wait: time.Second},
 		},
 		{
 			name:        "ordering off: the template's resourceVersion is not used: pending",
@@ -615,7 +615,7 @@ func TestDecide(t *testing.T) {
 			templateRV:  "100",
 			sources:     sourceMap{cmApp: at(appV2, "99")},
 			windows:     dueAt{cmApp: decideNow.Add(time.Second)},
-			want:        Plan{Applied: map[string]string{"configmap/shop/app": Pending}, Patch: true, Wait: time.Second},
+			want:        Plan{Applied: map[string]string{"configmap/shop/app": record.Pending}, Patch: true, Wait: time.Second},
 		},
 		{
 			// The workload's event was decided before the source informer
@@ -895,7 +895,7 @@ func FuzzDecideHostileAnnotation(f *testing.F) {
 			}
 			// app is inside its grace period: it may have changed under pods
 			// that just started, so it is pending until the period ends.
-			if plan.Applied[cmApp.String()] != Pending || plan.Wait != time.Second ||
+			if plan.Applied[cmApp.String()] != record.Pending || plan.Wait != time.Second ||
 				plan.Applied[secDB.String()] != db.Checksum(testSums, []string{"pw"}) {
 				t.Fatalf("want app pending (wait 1s) and db recorded: %+v", plan)
 			}

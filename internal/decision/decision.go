@@ -72,23 +72,16 @@ type Rules struct {
 	IgnoreAnnotations []string
 	// Kinds are the workload kinds: their restart strategies, rollout
 	// rules and minimum intervals.
-	Kinds map[schema.GroupVersionResource]Kind
+	Kinds map[schema.GroupVersionResource]config.WorkloadKind
 	// Windows are the restart windows, in the configuration's order.
 	Windows []config.Window
 }
 
-// Kind is what the decision reads of a workload kind's configuration.
-type Kind struct {
-	Restart     config.Restart
-	Rollout     rollout.Rule
-	MinInterval time.Duration
-}
-
 // NewRules returns the rules of a configuration, with sums for checksums.
 func NewRules(cfg *config.Config, sums checksum.Hasher) Rules {
-	kinds := make(map[schema.GroupVersionResource]Kind, len(cfg.Workloads))
+	kinds := make(map[schema.GroupVersionResource]config.WorkloadKind, len(cfg.Workloads))
 	for _, w := range cfg.Workloads {
-		kinds[w.GVR] = Kind{Restart: w.Restart, Rollout: w.Rollout, MinInterval: w.MinInterval}
+		kinds[w.GVR] = w
 	}
 	return Rules{Annotations: cfg.Annotations, Ordered: cfg.OrderByResourceVersion, Breaker: cfg.Breaker,
 		Waves: cfg.Waves, MaxInFlight: cfg.MaxInFlight, Sums: sums, Lifecycle: cfg.SourceLifecycle,
@@ -124,12 +117,6 @@ type Snapshot struct {
 
 // Sources are source states by ID.
 type Sources map[catalog.SourceID]*catalog.SourceState
-
-// Source looks a source up.
-func (s Sources) Source(id catalog.SourceID) (*catalog.SourceState, bool) {
-	state, ok := s[id]
-	return state, ok
-}
 
 // Grace is an open grace period of a source's change.
 type Grace struct {

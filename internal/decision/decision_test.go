@@ -206,7 +206,7 @@ func TestDecideDeletedOptionalSource(t *testing.T) {
 			w.Namespace, w.Name = "shop", "web"
 			v := decideWith(rules, Snapshot{Key: catalog.WorkloadKey{Namespace: "shop", Name: "web"}, Workload: ReadWorkload(w), Sources: sourceMap{},
 				Pace: true, Now: decideNow}, Pacing{Now: decideNow})
-			if v.Action != tc.want || v.Plan.Applied[cmApp.String()] != Absent {
+			if v.Action != tc.want || v.Plan.Applied[cmApp.String()] != record.Absent {
 				t.Fatalf("verdict %s recording %q, want %s recording absent; reasons %q", v.Action, v.Plan.Applied[cmApp.String()], tc.want, v.Reasons)
 			}
 		})
@@ -319,11 +319,11 @@ func TestReaderOutcomeOfUnwrittenEnd(t *testing.T) {
 // whatever its kind's rule read from the status.
 func TestRolloutPhaseOfNotRolled(t *testing.T) {
 	w := &catalog.WorkloadState{Rollout: rollout.Status{Phase: rollout.Complete}}
-	if got := RolloutPhase(w); got != rollout.Complete {
+	if got := RolloutStatus(w).Phase; got != rollout.Complete {
 		t.Fatalf("phase %s, want the status's", got)
 	}
 	w.NotRolled = "spec.suspend is true"
-	if got := RolloutPhase(w); got != rollout.NotRolling {
+	if got := RolloutStatus(w).Phase; got != rollout.NotRolling {
 		t.Fatalf("phase %s, want NotRolling", got)
 	}
 }

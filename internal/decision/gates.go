@@ -112,7 +112,7 @@ func (r Rules) deliveries(s Snapshot, plan Plan) []delivery {
 			sid := ref.ID.String()
 			_, waiting := graceOf(s.Grace, ref.ID, s.Now)
 			old, value := w.Applied[sid], plan.Applied[sid]
-			if !waiting || value == old || value == Absent || value == Pending || src.Matches(r.Sums, old, ref.Keys) {
+			if !waiting || value == old || value == record.Absent || value == record.Pending || src.Matches(r.Sums, old, ref.Keys) {
 				continue
 			}
 		}

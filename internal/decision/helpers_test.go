@@ -20,7 +20,7 @@ var (
 )
 
 type (
-	sourceMap = decisiontest.SourceMap
+	sourceMap = Sources
 	dueAt     = decisiontest.DueAt
 )
 

@@ -5,10 +5,11 @@ import (
 	"strings"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/record"
 )
 
 // optOutView returns the workload as decisions should see it: for each
-// source whose changes it opts out of (OptedOut), the current checksum as
+// source whose changes it opts out of (WhyOptedOut), the current checksum as
 // if its pods had read it. The change is recorded, never restarted for.
 func (r Rules) optOutView(w Workload, sources Sources) (Workload, []catalog.SourceID) {
 	if w.Applied == nil {
@@ -29,12 +30,12 @@ func (r Rules) optOutView(w Workload, sources Sources) (Workload, []catalog.Sour
 		if !ok {
 			// The deletion of a source the workload ignores is recorded
 			// (absent), never restarted for or reported.
-			if known && old != Absent && w.State.Ignores(ref.ID) {
-				set(ref.ID, Absent)
+			if known && old != record.Absent && w.State.Ignores(ref.ID) {
+				set(ref.ID, record.Absent)
 			}
 			continue
 		}
-		if !known || !r.OptedOut(w.State, ref.ID, src) || src.Matches(r.Sums, old, ref.Keys) {
+		if !known || r.WhyOptedOut(w.State, ref.ID, src) == "" || src.Matches(r.Sums, old, ref.Keys) {
 			continue
 		}
 		set(ref.ID, src.Checksum(r.Sums, ref.Keys))
@@ -43,12 +44,6 @@ func (r Rules) optOutView(w Workload, sources Sources) (Workload, []catalog.Sour
 		w.Applied = applied
 	}
 	return w, ignored
-}
-
-// OptedOut reports whether changes of the source restart the workload not
-// (WhyOptedOut says which opt-out).
-func (r Rules) OptedOut(w *catalog.WorkloadState, id catalog.SourceID, src *catalog.SourceState) bool {
-	return r.WhyOptedOut(w, id, src) != ""
 }
 
 // WhyOptedOut names the opt-out by which changes of the source restart the

@@ -18,7 +18,7 @@ func TestDecideCarriesTheStrategy(t *testing.T) {
 	restartAt := config.Strategy{Name: config.TimestampAt}
 	runNow := config.Strategy{Name: config.RunNow}
 	rules := testRules
-	rules.Kinds = map[schema.GroupVersionResource]Kind{
+	rules.Kinds = map[schema.GroupVersionResource]config.WorkloadKind{
 		rollouts: {Restart: config.Restart{Strategy: config.Strategy{Name: config.TemplateAnnotation}, ByAnnotation: map[string]config.Strategy{"restart": restartAt}}},
 		cronjobs: {Restart: config.Restart{Strategy: runNow}},
 	}

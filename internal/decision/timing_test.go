@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/record"
 	"github.com/restart-controller/restart-controller/internal/rollout"
 )
@@ -28,7 +29,7 @@ func TestTiming(t *testing.T) {
 	rules.Windows = testWindows(t, `
 - {name: nights, schedule: "0 2 * * *", duration: 1h, namespaceSelector: "window=nights"}
 - {name: halfpast, schedule: "30 * * * *", duration: 5m}`)
-	rules.Kinds = map[schema.GroupVersionResource]Kind{deployments: {MinInterval: 10 * time.Minute}}
+	rules.Kinds = map[schema.GroupVersionResource]config.WorkloadKind{deployments: {MinInterval: 10 * time.Minute}}
 	nightOpens := time.Date(2030, 1, 3, 2, 0, 0, 0, time.UTC)
 	halfPast := time.Date(2030, 1, 2, 3, 30, 0, 0, time.UTC)
 	for _, tc := range []struct {

@@ -253,7 +253,7 @@ func TestBaselinePatch(t *testing.T) {
 			windows: dueAt{spcVault: decideNow.Add(time.Second)}, want: map[string]string{spcVault.String(): v1}},
 		{name: "recorded absent (never by this kind): filled", applied: map[string]string{spcVault.String(): ""}, tmplHash: tmplNow,
 			want: map[string]string{spcVault.String(): v2}},
-		{name: "pending: the restart it says is due", applied: map[string]string{spcVault.String(): Pending}, tmplHash: tmplNow,
+		{name: "pending: the restart it says is due", applied: map[string]string{spcVault.String(): record.Pending}, tmplHash: tmplNow,
 			want: map[string]string{spcVault.String(): v2}, restart: true},
 	}
 	for _, tt := range tests {

@@ -194,7 +194,7 @@ func waveAt(w config.Waves, settled int) (number, end int) {
 func (r Rules) ReaderOf(key catalog.WorkloadKey, w Workload, reserved *record.LastRestart, self bool,
 	id catalog.SourceID, src *catalog.SourceState, change string, ns labels.Labels, now time.Time) (Reader, bool) {
 	ws := w.State
-	if !ws.OptedIn || ws.Problem != "" || r.OptedOut(ws, id, src) {
+	if !ws.OptedIn || ws.Problem != "" || r.WhyOptedOut(ws, id, src) != "" {
 		return Reader{}, false
 	}
 	sid := id.String()
@@ -204,7 +204,7 @@ func (r Rules) ReaderOf(key catalog.WorkloadKey, w Workload, reserved *record.La
 		last = reserved
 	}
 	if last.Delivered(sid, change) {
-		rd.Restarted, rd.Result = true, last.Outcome(RolloutPhase(ws))
+		rd.Restarted, rd.Result = true, last.Outcome(RolloutStatus(ws).Phase)
 		rd.Failure = last.Reason
 		if last.Message != "" {
 			rd.Failure += ": " + last.Message

@@ -72,19 +72,10 @@ func (w Workload) NamedSources() []catalog.SourceID {
 	return ids
 }
 
-// RolloutPhase is where the rollout of the workload's pod template stands,
-// for its record (record.LastRestart.Outcome): NotRolling where a
-// configured condition says its template replaces no pods now.
-func RolloutPhase(w *catalog.WorkloadState) rollout.Phase {
-	if w.NotRolled != "" {
-		return rollout.NotRolling
-	}
-	return w.Rollout.Phase
-}
-
 // RolloutStatus is the workload's rollout status as its last restart's
-// rollout is judged by: NotRolling, with the condition, where its template
-// replaces no pods now.
+// rollout is judged by, and its Phase as its record reads it
+// (record.LastRestart.Outcome): NotRolling, with the condition, where its
+// template replaces no pods now.
 func RolloutStatus(w *catalog.WorkloadState) rollout.Status {
 	if w.NotRolled != "" {
 		return rollout.Status{Phase: rollout.NotRolling, Reason: "NotRolled", Message: w.NotRolled}

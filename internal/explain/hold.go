@@ -87,7 +87,7 @@ func (c *Config) rolloutReport(w *catalog.WorkloadState, deadline time.Duration)
 		return nil
 	}
 	r := &RolloutReport{At: rec.At, Result: string(rec.Result), Reason: rec.Reason, Job: rec.Job, Sources: slices.Sorted(maps.Keys(rec.Sources))}
-	switch outcome := rec.Outcome(decision.RolloutPhase(w)); {
+	switch outcome := rec.Outcome(decision.RolloutStatus(w).Phase); {
 	case outcome != rec.Result: // an unpaced restart's end is not written
 		r.Result, r.Reason, r.Note = string(outcome), w.Rollout.Reason, "ended, as the workload's status shows (an unpaced restart's end is not written)"
 	case rec.Result == rollout.ResultPending:

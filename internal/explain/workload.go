@@ -416,8 +416,8 @@ func (c *Config) decision(snap decision.Snapshot, r *WorkloadReport, pace pacing
 			d.Reasons = append(d.Reasons, "its hold annotation holds nothing any more: it is removed")
 		}
 		for _, ref := range w.References {
-			if _, exists := snap.Sources[ref.ID]; !exists && plan.Applied[ref.ID.String()] == decision.Absent {
-				if old, known := snap.Workload.Applied[ref.ID.String()]; !known || old != decision.Absent {
+			if _, exists := snap.Sources[ref.ID]; !exists && plan.Applied[ref.ID.String()] == record.Absent {
+				if old, known := snap.Workload.Applied[ref.ID.String()]; !known || old != record.Absent {
 					d.Reasons = append(d.Reasons, ref.ID.String()+" is recorded as absent once the controller has confirmed with the API server that it does not exist")
 				}
 			}

@@ -32,8 +32,7 @@ func New(out io.Writer, format string, verbose bool) hclog.Logger {
 func Logr(log hclog.Logger) logr.Logger { return logr.New(&sink{log: log}) }
 
 type sink struct {
-	log  hclog.Logger
-	name string
+	log hclog.Logger
 }
 
 func (s *sink) Init(logr.RuntimeInfo) {}
@@ -65,11 +64,11 @@ func (s *sink) Error(err error, msg string, keysAndValues ...interface{}) {
 }
 
 func (s *sink) WithValues(keysAndValues ...interface{}) logr.LogSink {
-	return &sink{log: s.log.With(keysAndValues...), name: s.name}
+	return &sink{log: s.log.With(keysAndValues...)}
 }
 
 func (s *sink) WithName(name string) logr.LogSink {
-	return &sink{log: s.log.Named(name), name: name}
+	return &sink{log: s.log.Named(name)}
 }
 
 // clientGoDebugVerbosity is the klog level shown with --verbose: client-go's

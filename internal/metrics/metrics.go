@@ -129,14 +129,11 @@ func New(counts func() (sources, workloads int)) *Metrics {
 		[]float64{1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1200, 3600}, "outcome")
 	m.Held = f.gaugeVec("restart_controller_restarts_held",
 		"Workloads whose due restart is held, by reason: wave (a rollout of the same change failed) or breaker (restarted too often).", "reason")
-	// Both reasons are exposed from the start, so a held count of zero reads
-	// as 0 rather than as a missing series.
-	m.Held.WithLabelValues("wave")
-	m.Held.WithLabelValues("breaker")
 	m.Waiting = f.gaugeVec("restart_controller_restarts_waiting",
 		"Workloads whose due restart waits, without a hold, by reason: window (its restart window is closed) or min-interval (its minimum interval since its last restart is not over).", "reason")
-	m.Waiting.WithLabelValues("window")
-	m.Waiting.WithLabelValues("min-interval")
+	// Every reason is exposed from the start, so a count of zero reads as 0
+	// rather than as a missing series.
+	m.SetStanding(nil, nil)
 	m.Notifications = f.notifyCounters()
 	return m
 }

@@ -33,7 +33,7 @@ const (
 
 // fakeCatalog is the caches over maps: what the fleet reads of them.
 type fakeCatalog struct {
-	sources   decisiontest.SourceMap
+	sources   decision.Sources
 	workloads map[catalog.WorkloadKey]*catalog.WorkloadState
 	reads     int
 }
@@ -89,7 +89,7 @@ func rules() decision.Rules {
 
 func newHarness(t testing.TB, n int) *harness {
 	t.Helper()
-	h := &harness{t: t, now: t0, cat: &fakeCatalog{sources: decisiontest.SourceMap{}, workloads: map[catalog.WorkloadKey]*catalog.WorkloadState{}}}
+	h := &harness{t: t, now: t0, cat: &fakeCatalog{sources: decision.Sources{}, workloads: map[catalog.WorkloadKey]*catalog.WorkloadState{}}}
 	h.f = New(Deps{Catalog: h.cat, Rules: rules(), Started: t0})
 	h.cat.sources[cmApp] = decisiontest.SourceState(t, cmApp, dataV2)
 	applied := decisiontest.Annotation(t, map[string]string{cmApp.String(): decisiontest.V1(decisiontest.SourceState(t, cmApp, dataV1), nil)})
@@ -142,7 +142,7 @@ func (h *harness) ended(i int, result rollout.Result, reason string) {
 func (h *harness) reserve(i int) {
 	l := h.f.Lock()
 	defer l.Unlock()
-	l.Facts(h.keys[i], nil, []catalog.SourceID{cmApp}, decisiontest.SourceMap{cmApp: h.cat.sources[cmApp]}, h.now)
+	l.Facts(h.keys[i], nil, []catalog.SourceID{cmApp}, decision.Sources{cmApp: h.cat.sources[cmApp]}, h.now)
 	l.Note(h.keys[i], decision.Verdict{Action: decision.Restart, At: h.now,
 		LastRestart: &record.LastRestart{At: h.now, Sources: map[string]string{cmApp.String(): h.change()}}})
 }

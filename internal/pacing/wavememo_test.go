@@ -119,7 +119,7 @@ func TestWaveDecisionsReadReadersOnce(t *testing.T) {
 		h := newHarness(t, n)
 		for i := n - 1; i >= 0; i-- {
 			l := h.f.Lock()
-			facts := l.Facts(h.keys[i], nil, []catalog.SourceID{cmApp}, decisiontest.SourceMap{cmApp: h.cat.sources[cmApp]}, h.now)
+			facts := l.Facts(h.keys[i], nil, []catalog.SourceID{cmApp}, decision.Sources{cmApp: h.cat.sources[cmApp]}, h.now)
 			if state := facts.Waves[cmApp]; i == 0 && len(state.Admit) != 1 {
 				t.Fatalf("%d readers: first wave %v", n, state.Admit)
 			}

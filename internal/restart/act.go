@@ -94,7 +94,7 @@ func (c *Controller) write(ctx context.Context, s decision.Snapshot, v decision.
 	if strategy.OtherWrites(v.Plan) {
 		err = errLeaseStale
 		if c.Fresh() {
-			wr := strategy.Writer{Client: c.Client, Annotations: c.Config.Annotations, Patch: c.sendBy(c.Patch),
+			wr := strategy.Writer{Client: c.Client, Annotations: c.Config.Annotations, Patch: c.send,
 				TemplateFields: c.templateFields[key.Resource], Sources: c.Config.Sources, Extractors: c.Config.Extractors}
 			err = wr.Restart(ctx, key, s.Workload, v)
 		}
@@ -104,7 +104,7 @@ func (c *Controller) write(ctx context.Context, s decision.Snapshot, v decision.
 			c.Pacing.Unreserve(key)
 			return false, fmt.Errorf("building patch for %s: %w", key, err)
 		}
-		err = c.sendBy(c.Patch)(ctx, key, body)
+		err = c.send(ctx, key, body)
 	}
 	if strategy.PatchesWorkload(v.Plan) && !errors.Is(err, errLeaseStale) && !apierrors.IsNotFound(err) {
 		c.Metrics.RestartPatched(key.Namespace, err == nil)
@@ -134,7 +134,7 @@ func (c *Controller) patchAnnotations(ctx context.Context, key catalog.WorkloadK
 	if err != nil {
 		return false, fmt.Errorf("encoding patch: %w", err)
 	}
-	switch err := c.sendBy(c.Patch)(ctx, key, body); {
+	switch err := c.send(ctx, key, body); {
 	case apierrors.IsNotFound(err):
 		return false, nil
 	case err != nil:
@@ -143,18 +143,16 @@ func (c *Controller) patchAnnotations(ctx context.Context, key catalog.WorkloadK
 	return true, nil
 }
 
-// sendBy sends merge patches by send through the write fence, timed as
+// send sends a merge patch by Patch through the write fence, timed as
 // every write to a workload is.
-func (c *Controller) sendBy(send PatchFunc) PatchFunc {
-	return func(ctx context.Context, key catalog.WorkloadKey, body []byte) error {
-		if !c.Fresh() {
-			return errLeaseStale
-		}
-		start := time.Now()
-		err := send(ctx, key, body)
-		c.Metrics.PatchDuration.Observe(time.Since(start).Seconds())
-		return err
+func (c *Controller) send(ctx context.Context, key catalog.WorkloadKey, body []byte) error {
+	if !c.Fresh() {
+		return errLeaseStale
 	}
+	start := time.Now()
+	err := c.Patch(ctx, key, body)
+	c.Metrics.PatchDuration.Observe(time.Since(start).Seconds())
+	return err
 }
 
 // metadataAnswer asks the API server to answer a PATCH with the

@@ -16,10 +16,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
@@ -29,16 +29,6 @@ import (
 	"github.com/restart-controller/restart-controller/internal/notify"
 	"github.com/restart-controller/restart-controller/internal/pacing"
 )
-
-// Catalog is what the controller reads: cached workloads and sources, and
-// the indexes of readers and rollouts in flight.
-type Catalog = pacing.Catalog
-
-// EventRecorder reports on the objects they concern, where `kubectl
-// describe` shows them (client-go's events.EventRecorder).
-type EventRecorder interface {
-	Eventf(regarding runtime.Object, related runtime.Object, eventtype, reason, action, note string, args ...interface{})
-}
 
 // Notifier takes notifications for sinks. Notify must never block: a slow
 // sink must not delay a restart (notify.Notifier queues, or drops).
@@ -62,7 +52,7 @@ type KeyReader interface {
 type Deps struct {
 	Config  *config.Config
 	Rules   decision.Rules
-	Catalog Catalog
+	Catalog pacing.Catalog
 	Pacing  *pacing.State
 	// Client reads Jobs and writes what a runNow or recreate restart
 	// writes beside the patch; Patch sends every merge patch.
@@ -73,7 +63,9 @@ type Deps struct {
 	Fresh  func() bool
 	Exists ExistsFunc
 	Keys   KeyReader
-	Events EventRecorder
+	// Events reports on the objects they concern, where `kubectl
+	// describe` shows them.
+	Events events.EventRecorder
 	Notify Notifier
 	// Metrics carries the queue's metrics provider too.
 	Metrics *metrics.Metrics

@@ -458,7 +458,7 @@ func TestReconcileRestartSettles(t *testing.T) {
 		if err != nil || rec == nil || !rec.Unpaced || !rec.InFlight() {
 			t.Fatalf("%s: rollout record %+v (%v), want unpaced without a result", u.GetKind(), rec, err)
 		}
-		if got := rec.Outcome(decision.RolloutPhase(h.reduce(done))); got == rollout.ResultPending || got == rollout.ResultFailed {
+		if got := rec.Outcome(decision.RolloutStatus(h.reduce(done)).Phase); got == rollout.ResultPending || got == rollout.ResultFailed {
 			t.Errorf("%s: outcome from the status %q, want it ended", u.GetKind(), got)
 		}
 		if u.GetKind() == "Deployment" {
@@ -866,7 +866,7 @@ func TestReconcileOrdersSourceUpdateBeforeTemplateChange(t *testing.T) {
 	}{
 		{"ordered: recorded, no restart", true, sourceState(t, cmApp, dataV2).Checksum(testSums, nil),
 			h0.reduce(u).TemplateHash + "@100@5d6f0000-0000-4000-8000-000000000042"},
-		{"ordering off: pending", false, decision.Pending, h0.reduce(u).TemplateHash},
+		{"ordering off: pending", false, record.Pending, h0.reduce(u).TemplateHash},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, []*unstructured.Unstructured{recorded}, nil, nil)

@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
 )
 
 // LimitedRecorder passes Events on while a token bucket allows and drops the
@@ -11,13 +12,13 @@ import (
 // must not turn into thousands of Event writes in one second. The restarts
 // themselves are still logged and counted.
 type LimitedRecorder struct {
-	inner   EventRecorder
+	inner   events.EventRecorder
 	limiter *rate.Limiter
 	dropped prometheus.Counter
 }
 
 // NewLimitedRecorder allows perSecond Events on average, burst at once.
-func NewLimitedRecorder(inner EventRecorder, perSecond float64, burst int, dropped prometheus.Counter) *LimitedRecorder {
+func NewLimitedRecorder(inner events.EventRecorder, perSecond float64, burst int, dropped prometheus.Counter) *LimitedRecorder {
 	return &LimitedRecorder{inner: inner, limiter: rate.NewLimiter(rate.Limit(perSecond), burst), dropped: dropped}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/decision"
 	"github.com/restart-controller/restart-controller/internal/keyread"
+	"github.com/restart-controller/restart-controller/internal/record"
 	"github.com/restart-controller/restart-controller/internal/rollout"
 	"github.com/restart-controller/restart-controller/internal/strategy"
 )
@@ -101,7 +102,7 @@ func (c *Controller) confirmAbsent(ctx context.Context, w decision.Workload, ref
 	if c.Config.SourceLifecycle.Unknown(id.Kind) {
 		return nil
 	}
-	if old, known := w.Applied[id.String()]; known && old == decision.Absent && !ref.Matched {
+	if old, known := w.Applied[id.String()]; known && old == record.Absent && !ref.Matched {
 		return nil
 	}
 	found, err := c.Exists(ctx, id)

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"strconv"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // deployment follows `kubectl rollout status`: once the latest generation is
@@ -258,17 +260,8 @@ func progressing(reason, format string, args ...interface{}) Status {
 type object map[string]interface{}
 
 func (o object) get(path ...string) (interface{}, bool) {
-	var cur interface{} = map[string]interface{}(o)
-	for _, p := range path {
-		m, ok := cur.(map[string]interface{})
-		if !ok {
-			return nil, false
-		}
-		if cur, ok = m[p]; !ok {
-			return nil, false
-		}
-	}
-	return cur, cur != nil
+	v, found, _ := unstructured.NestedFieldNoCopy(o, path...) // the error: a field of the wrong type on the way
+	return v, found && v != nil
 }
 
 func (o object) str(path ...string) (string, bool) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -31,10 +32,7 @@ import (
 // one write, so a crash never leaves the variables set without their record
 // or the other way round.
 func (wr Writer) envVar(ctx context.Context, key catalog.WorkloadKey, w decision.Workload, v decision.Verdict, obj *unstructured.Unstructured) error {
-	patch, err := buildPatch(nil, wr.Annotations, w.State, v.Plan, v.At)
-	if err != nil {
-		return err
-	}
+	patch := buildPatch(nil, wr.Annotations, w.State, v.Plan, v.At)
 	template, ok, _ := unstructured.NestedMap(obj.Object, wr.TemplateFields...)
 	if !ok {
 		return fmt.Errorf("no pod template at %v", wr.TemplateFields)
@@ -51,9 +49,7 @@ func (wr Writer) envVar(ctx context.Context, key catalog.WorkloadKey, w decision
 		// Every variable holds its value already (set by hand, or a
 		// GitOps tool re-applied them): the template would not change
 		// and no pod would restart, so the restart timestamp changes it.
-		for k, val := range timestampLeaf(wr.Annotations, v.At) {
-			leaf[k] = val
-		}
+		maps.Copy(leaf, timestampLeaf(wr.Annotations, v.At))
 	}
 	nest(patch, wr.TemplateFields, leaf)
 	body, err := json.Marshal(patch)

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -74,9 +75,7 @@ func (wr Writer) runNow(ctx context.Context, key catalog.WorkloadKey, w decision
 		rec := *v.LastRestart
 		rec.Job = job.GetName()
 		plan.Extra = make(map[string]interface{}, len(v.Plan.Extra)+1)
-		for k, val := range v.Plan.Extra {
-			plan.Extra[k] = val
-		}
+		maps.Copy(plan.Extra, v.Plan.Extra)
 		plan.Extra[wr.Annotations.Rollout] = record.Encode(&rec)
 	}
 	body, err := BuildPatch(nil, wr.Annotations, w.State, plan, v.At)

@@ -3,11 +3,13 @@ package strategy
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/decision"
+	"github.com/restart-controller/restart-controller/internal/record"
 )
 
 // BuildPatch returns the one merge patch that carries a plan: the applied
@@ -18,11 +20,7 @@ import (
 // with a conflict when the cache is behind; the retry then decides again on
 // fresh state instead of restarting twice on a stale view.
 func BuildPatch(templateFields []string, annotations config.Annotations, w *catalog.WorkloadState, plan decision.Plan, now time.Time) ([]byte, error) {
-	patch, err := buildPatch(templateFields, annotations, w, plan, now)
-	if err != nil {
-		return nil, err
-	}
-	body, err := json.Marshal(patch)
+	body, err := json.Marshal(buildPatch(templateFields, annotations, w, plan, now))
 	if err != nil {
 		return nil, fmt.Errorf("encoding patch: %w", err)
 	}
@@ -31,22 +29,11 @@ func BuildPatch(templateFields []string, annotations config.Annotations, w *cata
 
 // buildPatch is BuildPatch's patch before it is encoded, for the strategies
 // that add to it (envVar).
-func buildPatch(templateFields []string, annotations config.Annotations, w *catalog.WorkloadState, plan decision.Plan, now time.Time) (map[string]interface{}, error) {
-	applied, err := json.Marshal(plan.Applied) // map keys sorted: stable output
-	if err != nil {
-		return nil, fmt.Errorf("encoding applied checksums: %w", err)
-	}
-	ann := map[string]interface{}{
-		annotations.AppliedChecksums:    string(applied),
-		annotations.AppliedTemplateHash: templateRecordOf(w, plan),
-	}
-	for k, v := range plan.Extra {
-		ann[k] = v
-	}
+func buildPatch(templateFields []string, annotations config.Annotations, w *catalog.WorkloadState, plan decision.Plan, now time.Time) map[string]interface{} {
 	patch := map[string]interface{}{
 		"metadata": map[string]interface{}{
 			"resourceVersion": w.ResourceVersion,
-			"annotations":     ann,
+			"annotations":     recordAnnotations(annotations, w, plan),
 		},
 	}
 	// runNow, recreate and envVar restart by other writes (strategy.go):
@@ -58,7 +45,19 @@ func buildPatch(templateFields []string, annotations config.Annotations, w *cata
 	case plan.Restart && !OtherWrites(plan):
 		nest(patch, templateFields, timestampLeaf(annotations, now))
 	}
-	return patch, nil
+	return patch
+}
+
+// recordAnnotations are the workload annotations a plan records: the
+// applied checksums, the template record and the plan's Extra (nil removes
+// one).
+func recordAnnotations(annotations config.Annotations, w *catalog.WorkloadState, plan decision.Plan) map[string]interface{} {
+	ann := map[string]interface{}{
+		annotations.AppliedChecksums:    record.EncodeApplied(plan.Applied),
+		annotations.AppliedTemplateHash: templateRecordOf(w, plan),
+	}
+	maps.Copy(ann, plan.Extra)
+	return ann
 }
 
 // timestampLeaf is the pod template's restart timestamp, below the template.
@@ -95,7 +94,5 @@ func nest(root map[string]interface{}, fields []string, leaf map[string]interfac
 		}
 		node = next
 	}
-	for k, v := range leaf {
-		node[k] = v
-	}
+	maps.Copy(node, leaf)
 }

@@ -24,11 +24,7 @@ const recreateTimeout = 30 * time.Second
 // Between the two writes the object exists only in this process; that is
 // why recreate is never a default.
 func (wr Writer) recreate(ctx context.Context, key catalog.WorkloadKey, w *catalog.WorkloadState, v decision.Verdict, obj *unstructured.Unstructured) error {
-	annotations, err := wr.annotationsOf(w, v.Plan, v.At)
-	if err != nil {
-		return err
-	}
-	fresh := wr.recreated(obj, v.Plan, annotations)
+	fresh := wr.recreated(obj, v.Plan, recordAnnotations(wr.Annotations, w, v.Plan))
 	uid, rv := obj.GetUID(), obj.GetResourceVersion()
 	background := metav1.DeletePropagationBackground
 	res := wr.Client.Resource(key.Resource).Namespace(key.Namespace)

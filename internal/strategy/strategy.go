@@ -9,9 +9,7 @@ package strategy
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -95,23 +93,6 @@ func (wr Writer) Restart(ctx context.Context, key catalog.WorkloadKey, w decisio
 		return wr.envVar(ctx, key, w, v, obj)
 	}
 	return wr.recreate(ctx, key, w.State, v, obj)
-}
-
-// annotationsOf reads the annotations a plan's patch records.
-func (wr Writer) annotationsOf(w *catalog.WorkloadState, plan decision.Plan, at time.Time) (map[string]interface{}, error) {
-	body, err := BuildPatch(nil, wr.Annotations, w, plan, at)
-	if err != nil {
-		return nil, err
-	}
-	var patch struct {
-		Metadata struct {
-			Annotations map[string]interface{} `json:"annotations"`
-		} `json:"metadata"`
-	}
-	if err := json.Unmarshal(body, &patch); err != nil {
-		return nil, fmt.Errorf("reading the record: %w", err)
-	}
-	return patch.Metadata.Annotations, nil
 }
 
 func ownedBy(obj, owner *unstructured.Unstructured) bool {

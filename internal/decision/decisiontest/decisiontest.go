@@ -69,9 +69,6 @@ func Annotation(t testing.TB, m map[string]string) string {
 	return string(b)
 }
 
-// SourceMap holds source states by ID, as a decision's snapshot does.
-type SourceMap = map[catalog.SourceID]*catalog.SourceState
-
 // DueAt is when each source's open grace period ends.
 type DueAt map[catalog.SourceID]time.Time
 
