@@ -198,7 +198,7 @@ func (c *Config) explain(kind config.WorkloadKind, w *catalog.WorkloadState, obj
 	}
 	lookup, unreadable := c.readSources(r, usesOf, w, applied, fetch, !r.TemplateRecorded || appliedErr != nil)
 	r.Hold = c.holdReport(w, lookup)
-	r.Rollout = c.rolloutReport(w, kind.Rollout.Deadline)
+	r.Rollout = c.rolloutReport(w, kind.Rollout.DeadlineOrDefault())
 	switch {
 	case !w.OptedIn:
 		r.Decision = Decision{Action: ActionNothing, Reasons: []string{c.notOptedIn(obj)}}
