@@ -39,7 +39,7 @@ type Catalog struct {
 	workloads map[schema.GroupVersionResource][]cache.Indexer
 	// readers indexes the workloads reading each source.
 	readers *readerIndex
-	// reduce is how sources enter the caches (SourceTransform).
+	// reduce is how sources enter the caches (SourceReducer).
 	reduce SourceReducer
 	// namespaces, when set, is the cache of Namespaces (WatchNamespaces).
 	namespaces *namespaces
@@ -76,12 +76,6 @@ func (c *Catalog) SourceReducer(dataFields []string) SourceReducer {
 	r := c.reduce
 	r.DataFields = dataFields
 	return r
-}
-
-// SourceTransform returns the informer transform of a source cache of this
-// catalog: sources are reduced to digests as they enter it.
-func (c *Catalog) SourceTransform(dataFields []string) cache.TransformFunc {
-	return c.SourceReducer(dataFields).Transform()
 }
 
 // AddSourceStore registers the cache of one source kind (one per watched

@@ -133,7 +133,7 @@ func (cl *Cluster) Fetcher(ctx context.Context, keep []string, selector labels.S
 		if !selector.Matches(labels.Set(u.GetLabels())) {
 			return nil, fmt.Errorf("%s/%s/%s: %w %q", kind.Name, namespace, name, ErrUnselected, selector.String())
 		}
-		return reduceSource(kind, u, keep...)
+		return catalog.SourceReducer{DataFields: kind.DataFields, Keep: keep}.Reduce(u)
 	}
 }
 
@@ -149,12 +149,6 @@ func (cl *Cluster) NamespaceLabels(ctx context.Context) func(namespace string) (
 		}
 		return u.GetLabels(), nil
 	}
-}
-
-// reduceSource reduces a source object as the controller's cache does,
-// keeping the annotations named.
-func reduceSource(kind config.SourceKind, u *unstructured.Unstructured, keep ...string) (*catalog.SourceState, error) {
-	return catalog.SourceReducer{DataFields: kind.DataFields, Keep: keep}.Reduce(u)
 }
 
 // SourceNames returns a lister of the names of the sources of a kind in a

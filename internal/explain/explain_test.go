@@ -72,7 +72,7 @@ func loadFixture(t *testing.T, cfg *Config) *fixture {
 				t.Fatalf("fixture: no source %s", source)
 			}
 			kind, _ := cfg.sourceKind(strings.ToLower(u.GetKind()))
-			state, err := reduceSource(kind, u)
+			state, err := catalog.SourceReducer{DataFields: kind.DataFields}.Reduce(u)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -141,7 +141,7 @@ func (f *fixture) fetch(t *testing.T) SourceFetcher {
 		if !ok {
 			return nil, nil
 		}
-		return reduceSource(kind, u, f.cfg.SourceAnnotations()...)
+		return catalog.SourceReducer{DataFields: kind.DataFields, Keep: f.cfg.SourceAnnotations()}.Reduce(u)
 	}
 }
 
@@ -636,7 +636,7 @@ func TestExplainSelectors(t *testing.T) {
 	if r.Watched || !strings.Contains(r.NotWatched, "namespaceSelector") || r.Decision.Action != ActionNothing {
 		t.Errorf("namespace not selected: watched %v (%s), decision %+v", r.Watched, r.NotWatched, r.Decision)
 	}
-	if why := cfg.namespaceNotWatched("lab"); !strings.Contains(why, "ignoredNamespaces") {
+	if why := cfg.NamespaceNotWatched("lab"); !strings.Contains(why, "ignoredNamespaces") {
 		t.Errorf("ignored namespace: %q", why)
 	}
 }

@@ -95,7 +95,7 @@ func (f *Fleet) Raw(key catalog.WorkloadKey) (*catalog.WorkloadState, bool) {
 func (f *Fleet) watched(namespace string) bool {
 	no, ok := f.notWatched[namespace]
 	if !ok {
-		no = f.cfg.namespaceNotWatched(namespace) != ""
+		no = f.cfg.NamespaceNotWatched(namespace) != ""
 		f.notWatched[namespace] = no
 	}
 	return !no

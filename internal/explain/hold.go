@@ -80,7 +80,8 @@ func (c *Config) holdReport(w *catalog.WorkloadState, sources decision.Sources) 
 	return r
 }
 
-// rolloutReport reads the workload's rollout record.
+// rolloutReport reads the workload's rollout record; deadline is its
+// kind's (rollout.Rule.DeadlineOrDefault).
 func (c *Config) rolloutReport(w *catalog.WorkloadState, deadline time.Duration) *RolloutReport {
 	rec, err := record.ParseLastRestart(w.LastRestart)
 	if err != nil || rec == nil {
@@ -92,9 +93,6 @@ func (c *Config) rolloutReport(w *catalog.WorkloadState, deadline time.Duration)
 		r.Result, r.Reason, r.Note = string(outcome), w.Rollout.Reason, "ended, as the workload's status shows (an unpaced restart's end is not written)"
 	case rec.Result == rollout.ResultPending:
 		r.Result = "rolling out"
-		if deadline <= 0 {
-			deadline = rollout.DefaultDeadline
-		}
 		ends := rec.At.Add(deadline).UTC()
 		r.Deadline = &ends
 		r.Note = fmt.Sprintf("followed until it completes, or judged failed at %s (the deadline, %s after the restart)",

@@ -65,7 +65,7 @@ func (cl *Cluster) readSource(ctx context.Context, kind config.SourceKind, names
 	if err != nil || obj == nil {
 		return nil, nil, err
 	}
-	state, err := reduceSource(kind, obj)
+	state, err := catalog.SourceReducer{DataFields: kind.DataFields}.Reduce(obj)
 	return obj, state, err
 }
 

@@ -32,7 +32,7 @@ func TestRolloutReportOfUnwrittenEnd(t *testing.T) {
 			rec := tc.record
 			rec.At = at
 			w := &catalog.WorkloadState{LastRestart: record.Encode(&rec), Rollout: rollout.Status{Phase: tc.phase}}
-			r := c.rolloutReport(w, 0)
+			r := c.rolloutReport(w, rollout.DefaultDeadline)
 			if r == nil || r.Result != tc.result || !strings.Contains(r.Note, tc.note) {
 				t.Fatalf("report %+v, want result %q and a note with %q", r, tc.result, tc.note)
 			}

@@ -90,7 +90,7 @@ func (c *Config) ExplainSource(kind config.SourceKind, namespace, name string, s
 	if state != nil {
 		r.Keys = state.Digests.Keys()
 	}
-	r.NotWatched = c.namespaceNotWatched(namespace)
+	r.NotWatched = c.NamespaceNotWatched(namespace)
 	r.Watched = r.NotWatched == ""
 
 	var readers []Reader

@@ -185,7 +185,7 @@ func (c *Config) explain(kind config.WorkloadKind, w *catalog.WorkloadState, obj
 		r.NotWatched = c.notWatched(w.Namespace, obj.GetLabels())
 		usesOf = c.usesByID(kind, obj, w)
 	} else {
-		r.NotWatched = c.namespaceNotWatched(w.Namespace)
+		r.NotWatched = c.NamespaceNotWatched(w.Namespace)
 	}
 	r.Watched = r.NotWatched == ""
 
@@ -198,7 +198,7 @@ func (c *Config) explain(kind config.WorkloadKind, w *catalog.WorkloadState, obj
 	}
 	lookup, unreadable := c.readSources(r, usesOf, w, applied, fetch, !r.TemplateRecorded || appliedErr != nil)
 	r.Hold = c.holdReport(w, lookup)
-	r.Rollout = c.rolloutReport(w, kind.Rollout.Deadline)
+	r.Rollout = c.rolloutReport(w, kind.Rollout.DeadlineOrDefault())
 	switch {
 	case !w.OptedIn:
 		r.Decision = Decision{Action: ActionNothing, Reasons: []string{c.notOptedIn(obj)}}
@@ -550,7 +550,7 @@ func (c *Config) usesByID(kind config.WorkloadKind, obj *unstructured.Unstructur
 // notWatched says why the controller does not see a workload, or "".
 func (c *Config) notWatched(namespace string, objLabels map[string]string) string {
 	var why []string
-	if s := c.namespaceNotWatched(namespace); s != "" {
+	if s := c.NamespaceNotWatched(namespace); s != "" {
 		why = append(why, s)
 	}
 	if !c.WorkloadSelector.Matches(labels.Set(objLabels)) {
@@ -559,15 +559,9 @@ func (c *Config) notWatched(namespace string, objLabels map[string]string) strin
 	return strings.Join(why, "; ")
 }
 
-// NamespaceNotWatched says why the controller does not act on the
-// workloads of a namespace, or "" when it does.
+// NamespaceNotWatched says why the controller does not watch a namespace,
+// or does not act on its workloads, or "" when it does.
 func (c *Config) NamespaceNotWatched(namespace string) string {
-	return c.namespaceNotWatched(namespace)
-}
-
-// namespaceNotWatched says why the controller does not watch a namespace,
-// or does not act on its workloads, or "".
-func (c *Config) namespaceNotWatched(namespace string) string {
 	if len(c.Namespaces) > 0 && !slices.Contains(c.Namespaces, namespace) {
 		return fmt.Sprintf("namespace %s is not among the config's namespaces (%s)", namespace, strings.Join(c.Namespaces, ", "))
 	}

@@ -65,9 +65,6 @@ func NewListing(cfg *explain.Config, scope []string, namespaceLabels func(string
 	return l
 }
 
-// Config is the config the listing decides with.
-func (l *Listing) Config() *explain.Config { return l.cfg }
-
 // ReadOutside sets how sources of namespaces out of scope are read.
 func (l *Listing) ReadOutside(fetch explain.SourceFetcher, names func(kind config.SourceKind, namespace string) ([]string, error)) {
 	l.outside, l.outsideNames = fetch, names
@@ -76,12 +73,6 @@ func (l *Listing) ReadOutside(fetch explain.SourceFetcher, names func(kind confi
 // AddWorkload adds a workload object listed as kind.
 func (l *Listing) AddWorkload(kind config.WorkloadKind, obj *unstructured.Unstructured) {
 	l.fleet.AddObject(kind, obj)
-}
-
-// AddWorkloadState adds a workload already reduced as the controller's
-// cache reduces it.
-func (l *Listing) AddWorkloadState(kind config.WorkloadKind, w *catalog.WorkloadState) {
-	l.fleet.AddWorkload(kind, w)
 }
 
 // AddSource reduces a source object listed as kind and adds it; a member
