@@ -44,7 +44,9 @@ func Peers() []Peer {
 // the config reads or writes.
 func workloadAnnotationsRead(cfg *config.Config) []string {
 	a := cfg.Annotations
-	keys := []string{a.OptIn, a.AppliedChecksums, a.RestartTimestamp, a.AppliedTemplateHash, a.Rollout, a.Hold, a.IgnoreSources}
+	keys := []string{a.OptIn, a.AppliedChecksums, a.RestartTimestamp, a.AppliedTemplateHash, a.Rollout, a.Hold, a.IgnoreSources,
+		a.RestartStrategy, a.Window, a.MinInterval}
+	keys = append(keys, cfg.MinIntervalAnnotations...)
 	for _, o := range cfg.OptIns {
 		keys = append(keys, o.Annotation)
 	}
@@ -103,7 +105,7 @@ func PeerAnnotations(cfg *config.Config, kinds []config.WorkloadKind, workloads 
 		}
 		p, _ := peerOf(k)
 		out = append(out, Result{LevelWarning, "annotation " + k,
-			fmt.Sprintf("on %s, but this config does not read it: it opts nothing in (examples/presets/%s reads it)", shown, p.Preset)})
+			fmt.Sprintf("on %s, but this config does not read it: it has no effect (examples/presets/%s reads it)", shown, p.Preset)})
 	}
 	return out
 }

@@ -29,13 +29,15 @@ func preset(t *testing.T, name string) *config.Config {
 // A workload annotated Reloader's way, on its metadata and its pod template,
 // under the default config: each annotation the config does not read is a
 // warning naming the workloads and the preset; Reloader's own mark is not;
-// under the Reloader preset nothing is.
+// under the Reloader preset nothing is, its pause period and rollout
+// strategy included.
 func TestPeerAnnotations(t *testing.T) {
 	objs := []*unstructured.Unstructured{}
 	for _, doc := range []string{`
 apiVersion: apps/v1
 kind: Deployment
-metadata: {name: web, namespace: shop, annotations: {reloader.stakater.com/auto: "true", team: a}}
+metadata: {name: web, namespace: shop, annotations: {reloader.stakater.com/auto: "true", team: a,
+  deployment.reloader.stakater.com/pause-period: 5m, reloader.stakater.com/rollout-strategy: restart}}
 spec: {template: {metadata: {annotations: {configmap.reloader.stakater.com/reload: app, reloader.stakater.com/last-reloaded-from: x}}, spec: {containers: []}}}`, `
 apiVersion: apps/v1
 kind: Deployment
@@ -53,9 +55,13 @@ spec: {template: {spec: {containers: []}}}`,
 	got := PeerAnnotations(cfg, kinds, objs)
 	want := []Result{
 		{LevelWarning, "annotation configmap.reloader.stakater.com/reload",
-			"on deployments/shop/web, but this config does not read it: it opts nothing in (examples/presets/reloader.yaml reads it)"},
+			"on deployments/shop/web, but this config does not read it: it has no effect (examples/presets/reloader.yaml reads it)"},
+		{LevelWarning, "annotation deployment.reloader.stakater.com/pause-period",
+			"on deployments/shop/web, but this config does not read it: it has no effect (examples/presets/reloader.yaml reads it)"},
 		{LevelWarning, "annotation reloader.stakater.com/auto",
-			"on deployments/shop/api, deployments/shop/web, but this config does not read it: it opts nothing in (examples/presets/reloader.yaml reads it)"},
+			"on deployments/shop/api, deployments/shop/web, but this config does not read it: it has no effect (examples/presets/reloader.yaml reads it)"},
+		{LevelWarning, "annotation reloader.stakater.com/rollout-strategy",
+			"on deployments/shop/web, but this config does not read it: it has no effect (examples/presets/reloader.yaml reads it)"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got\n%q\nwant\n%q", got, want)
