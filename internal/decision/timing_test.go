@@ -115,13 +115,26 @@ func TestWaitingReaderNeverStallsTheWaves(t *testing.T) {
 		}
 		readers[catalog.WorkloadKey{Namespace: "shop", Name: w.Name}] = ReadWorkload(w)
 	}
-	noLabels := func(string) labels.Labels { return nil }
-	state := rules.WaveOf(readers, catalog.WorkloadKey{}, cmApp, v2, noLabels, now)
+	state := waveOf(rules, readers, cmApp, v2, now)
 	if !state.Paced || state.Reach != 6 || len(state.Admit) != 1 || state.Admit[0] != "./shop/w1" {
 		t.Fatalf("closed window: %+v, want the first wave to admit w1, not the waiting w0", state)
 	}
-	state = rules.WaveOf(readers, catalog.WorkloadKey{}, cmApp, v2, noLabels, time.Date(2030, 1, 2, 3, 31, 0, 0, time.UTC))
+	state = waveOf(rules, readers, cmApp, v2, time.Date(2030, 1, 2, 3, 31, 0, 0, time.UTC))
 	if len(state.Admit) != 1 || state.Admit[0] != "./shop/w0" {
 		t.Fatalf("open window: %+v, want w0 first again", state)
 	}
+}
+
+// waveOf evaluates the waves of the source's current change over its
+// readers, as ReaderOf sees each, none of them being decided; the
+// controller does so in package pacing, which memoizes it per source.
+func waveOf(r Rules, readers map[catalog.WorkloadKey]Workload, id catalog.SourceID, src *catalog.SourceState, now time.Time) WaveState {
+	change := src.Change(r.Sums)
+	var rds []Reader
+	for key, w := range readers {
+		if rd, ok := r.ReaderOf(key, w, nil, false, id, src, change, nil, now); ok {
+			rds = append(rds, rd)
+		}
+	}
+	return EvaluateWaves(r.Waves, rds, src.Annotations[r.Annotations.Release] == change)
 }

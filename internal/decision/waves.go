@@ -273,20 +273,3 @@ func (r Rules) pending(w Workload, id catalog.SourceID, src *catalog.SourceState
 	}
 	return false, true
 }
-
-// WaveOf evaluates the waves of the source's current change over its
-// readers, as ReaderOf sees each, the workload self among them being
-// decided. The controller keeps the same evaluation memoized per source
-// (package pacing); explain and status evaluate it from a listing.
-// ns gives the labels of a namespace (nil: not known).
-func (r Rules) WaveOf(readers map[catalog.WorkloadKey]Workload, self catalog.WorkloadKey, id catalog.SourceID, src *catalog.SourceState,
-	ns func(string) labels.Labels, now time.Time) WaveState {
-	change := src.Change(r.Sums)
-	var rds []Reader
-	for key, w := range readers {
-		if rd, ok := r.ReaderOf(key, w, nil, key == self, id, src, change, ns(key.Namespace), now); ok {
-			rds = append(rds, rd)
-		}
-	}
-	return EvaluateWaves(r.Waves, rds, src.Annotations[r.Annotations.Release] == change)
-}
