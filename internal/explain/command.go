@@ -183,10 +183,7 @@ func explainTarget(ctx context.Context, cl *Cluster, cfg *Config, target Target,
 		}
 		cfg.SourceNames = cl.SourceNames(ctx, cfg.SourceSelector)
 		cfg.NamespaceLabels = cl.NamespaceLabels(ctx)
-		r, err := cfg.ExplainWorkloadIn(*target.Workload, obj, cl.Fetcher(ctx, cfg.SourceAnnotations(), cfg.SourceSelector), fleet, time.Now())
-		if err != nil {
-			return nil, 0, err
-		}
+		r := cfg.ExplainWorkload(*target.Workload, obj, cl.Fetcher(ctx, cfg.SourceAnnotations(), cfg.SourceSelector), fleet, time.Now())
 		if r.Decision.Action == ActionUnknown {
 			return r, exitFailed, nil
 		}
@@ -199,10 +196,7 @@ func explainTarget(ctx context.Context, cl *Cluster, cfg *Config, target Target,
 	}
 	workloads, skipped := cl.Workloads(ctx, cfg, namespace)
 	cfg.NamespaceLabels = cl.NamespaceLabels(ctx)
-	r, err := cfg.ExplainSource(kind, namespace, target.Name, state, workloads, key)
-	if err != nil {
-		return nil, 0, err
-	}
+	r := cfg.ExplainSource(kind, namespace, target.Name, state, workloads, key)
 	if obj != nil && !cfg.SourceSelector.Matches(labels.Set(obj.GetLabels())) {
 		why := fmt.Sprintf("its labels do not match the config's sourceSelector %q: it is not in the controller's caches, and its changes restart nothing",
 			cfg.SourceSelector.String())

@@ -161,10 +161,7 @@ var now = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 func (f *fixture) explainWorkload(t *testing.T, name string) *WorkloadReport {
 	t.Helper()
 	w := f.workload(t, name)
-	r, err := f.cfg.ExplainWorkload(w.Kind, w.Object, f.fetch(t), now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := f.cfg.ExplainWorkload(w.Kind, w.Object, f.fetch(t), nil, now)
 	return r
 }
 
@@ -178,10 +175,7 @@ func (f *fixture) explainAnnotated(t *testing.T, name string, annotations map[st
 		all[k] = v
 	}
 	obj.SetAnnotations(all)
-	r, err := f.cfg.ExplainWorkload(w.Kind, obj, f.fetch(t), now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := f.cfg.ExplainWorkload(w.Kind, obj, f.fetch(t), nil, now)
 	return r
 }
 
@@ -196,10 +190,7 @@ func (f *fixture) explainSource(t *testing.T, source, key string) *SourceReport 
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := f.cfg.ExplainSource(kind, "shop", name, state, f.workloads, key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := f.cfg.ExplainSource(kind, "shop", name, state, f.workloads, key)
 	return r
 }
 
@@ -473,10 +464,7 @@ func (f *fixture) explainInFleet(t *testing.T, name, as string, annotations, oth
 	for _, n := range others {
 		fleet = append(fleet, Workload{Kind: w.Kind, Object: copyOf(n, othersAnnotations)})
 	}
-	r, err := f.cfg.ExplainWorkloadIn(w.Kind, copyOf(as, annotations), f.fetch(t), func() []Workload { return fleet }, now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := f.cfg.ExplainWorkload(w.Kind, copyOf(as, annotations), f.fetch(t), func() []Workload { return fleet }, now)
 	return r
 }
 
@@ -529,10 +517,7 @@ sourceListAnnotations:
 	obj := f.workload(t, "worker").Object.DeepCopy()
 	obj.SetAnnotations(map[string]string{"com.xing.deployment-restart": "enabled", "example.com/reload": "eph-.*"})
 	kind, _ := cfg.sourceKind("configmap")
-	sr, err := cfg.ExplainSource(kind, "shop", "eph-config", state, []Workload{{Kind: f.workload(t, "worker").Kind, Object: obj}}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	sr := cfg.ExplainSource(kind, "shop", "eph-config", state, []Workload{{Kind: f.workload(t, "worker").Kind, Object: obj}}, "")
 	if len(sr.Readers) != 1 || len(sr.Readers[0].Uses) != 1 || sr.Readers[0].Uses[0].Reference != "annotation example.com/reload, regex eph-.*" {
 		t.Errorf("readers %+v", sr.Readers)
 	}
@@ -569,10 +554,7 @@ sourceListAnnotations:
 		"spec", "template", "metadata", "annotations"); err != nil {
 		t.Fatal(err)
 	}
-	r, err := cfg.ExplainWorkload(w.Kind, obj, f.fetch(t), now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := cfg.ExplainWorkload(w.Kind, obj, f.fetch(t), nil, now)
 	places := map[string]string{}
 	for _, s := range r.Sources {
 		for _, u := range s.Uses {
@@ -605,10 +587,7 @@ func TestExplainSelectors(t *testing.T) {
 		return f.fetch(t)(kind, namespace, name)
 	}
 	w := f.workload(t, "worker")
-	r, err := cfg.ExplainWorkload(w.Kind, w.Object, fetch, now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := cfg.ExplainWorkload(w.Kind, w.Object, fetch, nil, now)
 	found := false
 	for _, s := range r.Sources {
 		if s.Name == "app-config" {
@@ -629,10 +608,7 @@ func TestExplainSelectors(t *testing.T) {
 	}
 
 	cfg.NamespaceLabels = func(string) (map[string]string, error) { return map[string]string{"env": "dev"}, nil }
-	r, err = cfg.ExplainWorkload(w.Kind, w.Object, f.fetch(t), now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r = cfg.ExplainWorkload(w.Kind, w.Object, f.fetch(t), nil, now)
 	if r.Watched || !strings.Contains(r.NotWatched, "namespaceSelector") || r.Decision.Action != ActionNothing {
 		t.Errorf("namespace not selected: watched %v (%s), decision %+v", r.Watched, r.NotWatched, r.Decision)
 	}

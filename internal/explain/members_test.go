@@ -93,19 +93,13 @@ func TestExplainMembers(t *testing.T) {
 				}
 				return nil, fmt.Errorf("%s: %w", s, ErrNoMembers)
 			}
-			r, err := cfg.ExplainWorkload(kind, &obj, fetch, now)
-			if err != nil {
-				t.Fatal(err)
-			}
+			r := cfg.ExplainWorkload(kind, &obj, fetch, nil, now)
 			if len(r.Sources) != 1 || r.Sources[0].Status != tt.status || r.Decision.Action != tt.action {
 				t.Fatalf("sources %+v, decision %+v; want %s, %s", r.Sources, r.Decision, tt.status, tt.action)
 			}
 			// explain secretproviderclasspodstatus/vault: its reader, alike.
 			state, _ := fetch(spc, "shop", "vault")
-			sr, err := cfg.ExplainSource(spc, "shop", "vault", state, []Workload{w}, "")
-			if err != nil {
-				t.Fatal(err)
-			}
+			sr := cfg.ExplainSource(spc, "shop", "vault", state, []Workload{w}, "")
 			if len(sr.Readers) != 1 || sr.Readers[0].Status != tt.status {
 				t.Errorf("readers %+v; want one %s", sr.Readers, tt.status)
 			}

@@ -81,7 +81,7 @@ func withMatchOf(w *catalog.WorkloadState, id catalog.SourceID, exists bool) *ca
 // workload selector. key, when not empty, keeps only the readers a change of
 // that key would restart.
 func (c *Config) ExplainSource(kind config.SourceKind, namespace, name string, state *catalog.SourceState,
-	workloads []Workload, key string) (*SourceReport, error) {
+	workloads []Workload, key string) *SourceReport {
 	id := catalog.SourceID{Kind: kind.Name, Namespace: namespace, Name: name}
 	r := &SourceReport{
 		Source: id.String(), Kind: kind.Name, Namespace: namespace, Name: name,
@@ -149,5 +149,5 @@ func (c *Config) ExplainSource(kind config.SourceKind, namespace, name string, s
 			r.Readers = append(r.Readers, rd)
 		}
 	}
-	return r, nil
+	return r
 }

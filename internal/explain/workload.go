@@ -133,24 +133,20 @@ const graceNote = "it would restart once the grace period of that change ends; e
 	"grace periods: a change younger than the grace period is waiting, an older one is due now"
 
 // ExplainWorkload explains a workload object of the given configured kind,
-// reading its sources through fetch. The workload is reduced exactly as the
-// controller's cache reduces it, and the decision is the decision package's on the
-// current data, with no grace period known to be open.
-func (c *Config) ExplainWorkload(kind config.WorkloadKind, obj *unstructured.Unstructured, fetch SourceFetcher, now time.Time) (*WorkloadReport, error) {
-	return c.ExplainWorkloadIn(kind, obj, fetch, nil, now)
-}
-
-// ExplainWorkloadIn is ExplainWorkload with the workloads of its namespace
+// reading its sources through fetch, with the workloads of its namespace
 // listed by fleet, so that the decision sees the waves of the changes it
-// would deliver as the controller does (nil: the workload alone).
-func (c *Config) ExplainWorkloadIn(kind config.WorkloadKind, obj *unstructured.Unstructured, fetch SourceFetcher, fleet FleetLister, now time.Time) (*WorkloadReport, error) {
+// would deliver as the controller does (nil: the workload alone). The
+// workload is reduced exactly as the controller's cache reduces it, and the
+// decision is the decision package's on the current data, with no grace
+// period known to be open.
+func (c *Config) ExplainWorkload(kind config.WorkloadKind, obj *unstructured.Unstructured, fetch SourceFetcher, fleet FleetLister, now time.Time) *WorkloadReport {
 	w := catalog.ReduceWorkloadObject(obj, kind, c.Config)
-	return c.explain(kind, w, obj, fetch, c.listedPacing(kind, w, fleet), now), nil
+	return c.explain(kind, w, obj, fetch, c.listedPacing(kind, w, fleet), now)
 }
 
 // ExplainListed explains a workload status listed, from its reduced state
 // alone, paced over the fleet it was listed with: the decision is
-// ExplainWorkloadIn's. Status keeps no objects (at 10,000 workloads they
+// ExplainWorkload's. Status keeps no objects (at 10,000 workloads they
 // would be most of its memory), so the places of the references are not
 // named (Sources[].Uses), and, listed with the workload selector, the
 // workload's labels match it.

@@ -55,10 +55,7 @@ func (e *explainer) action(t *testing.T, name string) string {
 		}
 		return out
 	}
-	r, err := e.cfg.ExplainWorkloadIn(kind, e.f.get(name), fetch, fleet, e.f.c.Clock())
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := e.cfg.ExplainWorkload(kind, e.f.get(name), fetch, fleet, e.f.c.Clock())
 	return r.Decision.Action
 }
 
