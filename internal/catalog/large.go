@@ -143,7 +143,7 @@ func (c *SourceState) Covers(keys []string) bool {
 // written. The caller checks that k.Data is c's data (Whole.Data).
 func (c *SourceState) WithKeys(k *KeyDigests) *SourceState {
 	out := *c
-	out.Digests, out.Fields, out.covered = DigestsOf(k.Digests), k.Fields, &k.Keys
+	out.Digests, out.Fields, out.covered = checksum.DigestsOf(k.Digests), k.Fields, &k.Keys
 	return &out
 }
 

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
 
+	"github.com/restart-controller/restart-controller/internal/checksum"
 	"github.com/restart-controller/restart-controller/internal/sourcecodec"
 )
 
@@ -358,8 +359,8 @@ func wellFormed(t *testing.T, out k8sruntime.Object) {
 		if s.Large() == (s.Digests != nil) {
 			t.Fatalf("%s: large %v with digests %v", s.Name, s.Large(), s.Digests)
 		}
-		if !slices.IsSortedFunc(s.Digests, func(a, b KeyDigest) int { return strings.Compare(a.Key, b.Key) }) ||
-			len(slices.CompactFunc(slices.Clone(s.Digests), func(a, b KeyDigest) bool { return a.Key == b.Key })) != len(s.Digests) {
+		if !slices.IsSortedFunc(s.Digests, func(a, b checksum.KeyDigest) int { return strings.Compare(a.Key, b.Key) }) ||
+			len(slices.CompactFunc(slices.Clone(s.Digests), func(a, b checksum.KeyDigest) bool { return a.Key == b.Key })) != len(s.Digests) {
 			t.Fatalf("%s: digests not sorted, or a key twice: %v", s.Name, s.Digests.Keys())
 		}
 		if c := s.DeepCopyObject(); !reflect.DeepEqual(c, s) {

@@ -45,7 +45,7 @@ type SourceState struct {
 	// Digests digest each key's value alone (the value's text, as JSON
 	// carries it). For a large source (Whole set), only the keys of covered
 	// that exist, or nil.
-	Digests Digests `json:"digests"`
+	Digests checksum.Digests `json:"digests"`
 	// Fields names the data field of each key that is not in "data", e.g.
 	// "binaryData": the same bytes are another file there. Nil when every key
 	// is in "data", as in most ConfigMaps and every Secret, so the common case

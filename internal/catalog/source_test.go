@@ -289,7 +289,7 @@ func TestSourceStateDeepCopy(t *testing.T) {
 	if !reflect.DeepEqual(s, c) {
 		t.Fatalf("copy differs: %+v", c)
 	}
-	c.Digests[0] = KeyDigest{Key: "a", Digest: checksum.Digest{}}
+	c.Digests[0] = checksum.KeyDigest{Key: "a", Digest: checksum.Digest{}}
 	c.Name = "other"
 	c.Fields["bin"] = "data"
 	if s.Digests.Map()["a"] == (checksum.Digest{}) || s.Name != "app" || s.Fields["bin"] != "binaryData" {

@@ -256,7 +256,7 @@ spec:
 	if want := []string{"p", "q"}; !reflect.DeepEqual(a.References[0].Keys, want) {
 		t.Fatalf("keys %v, want %v", a.References[0].Keys, want)
 	}
-	state := &SourceState{Digests: DigestsOf(map[string]checksum.Digest{"p": checksum.DigestValue("1"), "q": checksum.DigestValue("2")})}
+	state := &SourceState{Digests: checksum.DigestsOf(map[string]checksum.Digest{"p": checksum.DigestValue("1"), "q": checksum.DigestValue("2")})}
 	if state.Checksum(testSums, a.References[0].Keys) != state.Checksum(testSums, b.References[0].Keys) {
 		t.Error("key order changed the checksum")
 	}

@@ -37,7 +37,7 @@ type State struct {
 	// while the object names none (then it is a member of nothing).
 	Source string `json:"source"`
 	// Digests digest each item's value, by the item's key.
-	Digests catalog.Digests `json:"digests"`
+	Digests checksum.Digests `json:"digests"`
 }
 
 // DeepCopyObject is required of cached objects; digests are never mutated
@@ -83,7 +83,7 @@ func Reduce(members *refs.Members) cache.TransformFunc {
 		state.Source, _ = members.Name(u.Object)
 		digests := map[string]checksum.Digest{}
 		members.Items(u.Object, func(key string, value interface{}) { digests[key] = checksum.DigestValue(value) })
-		state.Digests = catalog.DigestsOf(digests)
+		state.Digests = checksum.DigestsOf(digests)
 		return state, nil
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/checksum"
 	"github.com/restart-controller/restart-controller/internal/refs"
 )
 
@@ -68,7 +69,7 @@ func TestGroup(t *testing.T) {
 	tests := []struct {
 		name     string
 		members  []*State
-		want     catalog.Digests // nil: no source
+		want     checksum.Digests // nil: no source
 		wantRV   string
 		baseline bool
 	}{

@@ -38,7 +38,7 @@ func sourceState(rv string, digests map[string]byte) *catalog.SourceState {
 	for k, b := range digests {
 		m[k] = checksum.Digest{b}
 	}
-	s := &catalog.SourceState{Digests: catalog.DigestsOf(m)}
+	s := &catalog.SourceState{Digests: checksum.DigestsOf(m)}
 	s.Name, s.Namespace, s.ResourceVersion = "app", "shop", rv
 	return s
 }

@@ -26,7 +26,7 @@ func (r *membersRecorder) SourceMembersChanged(id catalog.SourceID) {
 
 func member(name, source string, generation int64, version byte) *members.State {
 	m := &members.State{Source: source,
-		Digests: catalog.DigestsOf(map[string]checksum.Digest{"secret/db": {version}})}
+		Digests: checksum.DigestsOf(map[string]checksum.Digest{"secret/db": {version}})}
 	m.Name, m.Namespace, m.Generation = name, "shop", generation
 	return m
 }

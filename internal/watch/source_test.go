@@ -356,7 +356,7 @@ func firstMediaType(accept string) string {
 	return mediaType
 }
 
-func equalDigests(got catalog.Digests, want map[string]checksum.Digest) bool {
+func equalDigests(got checksum.Digests, want map[string]checksum.Digest) bool {
 	if len(got) != len(want) {
 		return false
 	}
