@@ -68,36 +68,34 @@ func (c codecReducer) List(meta metav1.ListMeta, items []runtime.Object) runtime
 // Decoded reduces an object of the kind, or a list of them, decoded the
 // usual way; anything else is returned as it is.
 func (c codecReducer) Decoded(obj runtime.Object) (runtime.Object, error) {
-	reduce := c.r.Transform()
-	var items []runtime.Object
-	var meta metav1.ListMeta
 	switch o := obj.(type) {
 	case *corev1.ConfigMap, *corev1.Secret:
-		out, err := reduce(o)
+		state, err := c.r.Reduce(o)
 		if err != nil {
 			return nil, err
 		}
-		return out.(*SourceState), nil
+		return state, nil
 	case *corev1.ConfigMapList:
-		meta = o.ListMeta
-		for i := range o.Items {
-			items = append(items, &o.Items[i])
-		}
+		return reduceList(c.r, o.ListMeta, o.Items)
 	case *corev1.SecretList:
-		meta = o.ListMeta
-		for i := range o.Items {
-			items = append(items, &o.Items[i])
-		}
-	default:
-		return obj, nil
+		return reduceList(c.r, o.ListMeta, o.Items)
 	}
+	return obj, nil
+}
+
+// reduceList reduces the items of a list of ConfigMaps or Secrets, decoded
+// the usual way.
+func reduceList[T any, P interface {
+	*T
+	runtime.Object
+}](r SourceReducer, meta metav1.ListMeta, items []T) (runtime.Object, error) {
 	list := &SourceStateList{ListMeta: meta, Items: make([]SourceState, 0, len(items))}
-	for _, item := range items {
-		out, err := reduce(item)
+	for i := range items {
+		state, err := r.Reduce(P(&items[i]))
 		if err != nil {
 			return nil, err
 		}
-		list.Items = append(list.Items, *out.(*SourceState))
+		list.Items = append(list.Items, *state)
 	}
 	return list, nil
 }
