@@ -77,12 +77,11 @@ func (w *WorkloadState) recordedMatches(found []SourceID) []SourceID {
 	}
 	var out []SourceID
 	for key := range applied {
-		parts := strings.SplitN(key, "/", 3)
+		id, ok := ParseSourceID(key)
 		// "~ENTRY" records a pattern in force (decision.PatternKey), no source.
-		if len(parts) != 3 || parts[1] != w.Namespace || strings.HasPrefix(parts[2], "~") {
+		if !ok || id.Namespace != w.Namespace || strings.HasPrefix(id.Name, "~") {
 			continue
 		}
-		id := SourceID{Kind: parts[0], Namespace: parts[1], Name: parts[2]}
 		if matchesAny(w.Patterns, id) && !slices.Contains(found, id) {
 			out = append(out, id)
 		}

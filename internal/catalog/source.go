@@ -33,6 +33,16 @@ type SourceID struct {
 
 func (id SourceID) String() string { return id.Kind + "/" + id.Namespace + "/" + id.Name }
 
+// ParseSourceID reads "KIND/NAMESPACE/NAME" (SourceID.String), as
+// checksums, records and holds name sources.
+func ParseSourceID(s string) (SourceID, bool) {
+	parts := strings.SplitN(s, "/", 3)
+	if len(parts) != 3 {
+		return SourceID{}, false
+	}
+	return SourceID{Kind: parts[0], Namespace: parts[1], Name: parts[2]}, true
+}
+
 // SourceState is what the cache keeps of a source object: identity and one
 // digest per key, never the data itself. A source with more keys than
 // MaxDigestKeys (or longer key names than MaxDigestKeyBytes) keeps instead

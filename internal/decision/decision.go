@@ -42,7 +42,6 @@ package decision
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -368,14 +367,4 @@ func earliest(a, b time.Time) time.Time {
 		return a
 	}
 	return b
-}
-
-// ParseSourceID reads "KIND/NAMESPACE/NAME", as checksums, records and holds
-// name sources.
-func ParseSourceID(s string) (catalog.SourceID, bool) {
-	parts := strings.SplitN(s, "/", 3)
-	if len(parts) != 3 {
-		return catalog.SourceID{}, false
-	}
-	return catalog.SourceID{Kind: parts[0], Namespace: parts[1], Name: parts[2]}, true
 }

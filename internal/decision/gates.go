@@ -245,7 +245,7 @@ func (r Rules) restart(d *due, v Verdict) Verdict {
 			if _, ok := d.delivered[sid]; ok {
 				continue
 			}
-			if id, ok := ParseSourceID(sid); ok {
+			if id, ok := catalog.ParseSourceID(sid); ok {
 				if src, ok := s.Sources[id]; ok && src.Change(r.Sums) == change {
 					d.delivered[sid] = change
 					carried = true
@@ -285,7 +285,7 @@ func (r Rules) HoldOver(hold *record.Hold, sources Sources) (bool, string) {
 	if hold == nil || hold.Kind != record.HoldWave {
 		return false, ""
 	}
-	id, ok := ParseSourceID(hold.Source)
+	id, ok := catalog.ParseSourceID(hold.Source)
 	if !ok {
 		return true, "it names no source"
 	}

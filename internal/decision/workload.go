@@ -65,7 +65,7 @@ func (w Workload) NamedSources() []catalog.SourceID {
 	}
 	var ids []catalog.SourceID
 	for _, sid := range named {
-		if id, ok := ParseSourceID(sid); ok {
+		if id, ok := catalog.ParseSourceID(sid); ok {
 			ids = append(ids, id)
 		}
 	}

@@ -70,7 +70,7 @@ func (c *Config) holdReport(w *catalog.WorkloadState, sources decision.Sources) 
 	case record.HoldWave:
 		r.EndsWhen = fmt.Sprintf("the failed rollout (%s) completes after all, or %s changes again: then it restarts in its wave",
 			record.FailedWorkload(h.Cause), h.Source)
-		if id, ok := decision.ParseSourceID(h.Source); ok {
+		if id, ok := catalog.ParseSourceID(h.Source); ok {
 			r.Release = c.ReleaseCommand(id, h.Change)
 		}
 		if over, why := c.rules().HoldOver(h, sources); over {

@@ -252,7 +252,7 @@ func (s *State) AnyWaiting(sources map[string]string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for raw := range sources {
-		if id, ok := decision.ParseSourceID(raw); ok && s.waitingOn[id] > 0 {
+		if id, ok := catalog.ParseSourceID(raw); ok && s.waitingOn[id] > 0 {
 			return true
 		}
 	}
@@ -349,7 +349,7 @@ func (s *State) Movable(sources map[string]string, now time.Time) []catalog.Work
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for raw := range sources {
-		id, ok := decision.ParseSourceID(raw)
+		id, ok := catalog.ParseSourceID(raw)
 		if !ok {
 			continue
 		}

@@ -164,13 +164,13 @@ func Build(l *Listing, scope string, now time.Time) *Report {
 		if rs, ok := restartOf(l, name, wr); ok {
 			rep.Restarts = append(rep.Restarts, rs)
 			for _, s := range rs.Sources {
-				if id, ok := decision.ParseSourceID(s); ok {
+				if id, ok := catalog.ParseSourceID(s); ok {
 					candidates[id] = true
 				}
 			}
 		}
 		if h := wr.Hold; h != nil && h.InForce && h.Kind == string(record.HoldWave) {
-			if id, ok := decision.ParseSourceID(h.Source); ok {
+			if id, ok := catalog.ParseSourceID(h.Source); ok {
 				candidates[id] = true
 				holds[[2]string{h.Source, h.Change}] = append(holds[[2]string{h.Source, h.Change}], h.Since)
 			}
@@ -179,7 +179,7 @@ func Build(l *Listing, scope string, now time.Time) *Report {
 			rep.Rollouts = append(rep.Rollouts, Rollout{Workload: name, At: ro.At, Result: ro.Result, Reason: ro.Reason,
 				Deadline: ro.Deadline, Sources: ro.Sources, Job: ro.Job, Note: ro.Note})
 			for _, s := range ro.Sources {
-				if id, ok := decision.ParseSourceID(s); ok {
+				if id, ok := catalog.ParseSourceID(s); ok {
 					candidates[id] = true
 				}
 			}
@@ -267,7 +267,7 @@ func restartOf(l *Listing, name string, wr *explain.WorkloadReport) (Restart, bo
 // of the change of the first of its sources that exists.
 func releaseOf(l *Listing, sources []string) string {
 	for _, s := range sources {
-		id, ok := decision.ParseSourceID(s)
+		id, ok := catalog.ParseSourceID(s)
 		if !ok {
 			continue
 		}
