@@ -300,3 +300,9 @@ func (r Rules) HoldOver(hold *record.Hold, sources Sources) (bool, string) {
 	}
 	return false, ""
 }
+
+// ReleaseCommand is the command that sets a source's release annotation to
+// a change, releasing it: its held or waiting restarts go on.
+func ReleaseCommand(annotation string, id catalog.SourceID, change string) string {
+	return fmt.Sprintf("kubectl annotate %s %s -n %s %s=%s --overwrite", id.Kind, id.Name, id.Namespace, annotation, change)
+}

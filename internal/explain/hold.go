@@ -71,7 +71,7 @@ func (c *Config) holdReport(w *catalog.WorkloadState, sources decision.Sources) 
 		r.EndsWhen = fmt.Sprintf("the failed rollout (%s) completes after all, or %s changes again: then it restarts in its wave",
 			record.FailedWorkload(h.Cause), h.Source)
 		if id, ok := catalog.ParseSourceID(h.Source); ok {
-			r.Release = c.ReleaseCommand(id, h.Change)
+			r.Release = decision.ReleaseCommand(c.Annotations.Release, id, h.Change)
 		}
 		if over, why := c.rules().HoldOver(h, sources); over {
 			r.InForce, r.EndsWhen, r.Release = false, why+": the hold is over", ""
@@ -103,10 +103,4 @@ func (c *Config) rolloutReport(w *catalog.WorkloadState, deadline time.Duration)
 		r.Note = "ended"
 	}
 	return r
-}
-
-// ReleaseCommand is the command that releases a change of a source: its
-// held or waiting restarts go on.
-func (c *Config) ReleaseCommand(id catalog.SourceID, change string) string {
-	return fmt.Sprintf("kubectl annotate %s %s -n %s %s=%s --overwrite", id.Kind, id.Name, id.Namespace, c.Annotations.Release, change)
 }

@@ -374,7 +374,7 @@ func (c *Config) decision(snap decision.Snapshot, r *WorkloadReport, pace pacing
 			for _, id := range plan.Changed {
 				if src, ok := snap.Sources[id]; ok {
 					d.Reasons = append(d.Reasons, fmt.Sprintf("to let the change of %s go now: %s",
-						shortID(id.Kind, id.Name), c.ReleaseCommand(id, src.Change(c.Sums))))
+						shortID(id.Kind, id.Name), decision.ReleaseCommand(c.Annotations.Release, id, src.Change(c.Sums))))
 				}
 			}
 		}

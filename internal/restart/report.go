@@ -150,7 +150,7 @@ func (c *Controller) reportHold(log hclog.Logger, key catalog.WorkloadKey, w *ca
 // releaseCommand is the command that lets a wave hold's change go on now.
 func (c *Controller) releaseCommand(hold *record.Hold) string {
 	id, _ := catalog.ParseSourceID(hold.Source) // a wave hold names its source (record.ParseHold)
-	return fmt.Sprintf("kubectl annotate %s %s -n %s %s=%s --overwrite", id.Kind, id.Name, id.Namespace, c.Config.Annotations.Release, hold.Change)
+	return decision.ReleaseCommand(c.Config.Annotations.Release, id, hold.Change)
 }
 
 // reportEnd counts, logs and tells (an Event, a notification for a failure

@@ -272,7 +272,7 @@ func releaseOf(l *Listing, sources []string) string {
 			continue
 		}
 		if src, ok := l.fleet.Source(id); ok {
-			return l.cfg.ReleaseCommand(id, src.Change(l.cfg.Sums))
+			return decision.ReleaseCommand(l.cfg.Annotations.Release, id, src.Change(l.cfg.Sums))
 		}
 	}
 	return ""
@@ -319,7 +319,7 @@ func changeOf(l *Listing, pacer *explain.Pacer, id catalog.SourceID, restarts []
 		ch.HeldSince = &first
 	}
 	if ws.Halted {
-		ch.Release = c.ReleaseCommand(id, change)
+		ch.Release = decision.ReleaseCommand(c.Annotations.Release, id, change)
 	}
 	return ch, true
 }
