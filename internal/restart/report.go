@@ -135,22 +135,17 @@ func (c *Controller) reportHold(log hclog.Logger, key catalog.WorkloadKey, w *ca
 	switch hold.Kind {
 	case record.HoldWave:
 		sources = []notify.Source{{ID: hold.Source}}
+		id, _ := catalog.ParseSourceID(hold.Source) // a wave hold names its source (record.ParseHold)
 		log.Warn("restart held: a rollout of the same change failed", "source", hold.Source, "change", hold.Change, "failed", hold.Cause)
 		note = fmt.Sprintf("Restart held: the change %s of %s is halted, a rollout of it failed: %s. It goes on by itself when that rollout "+
 			"completes after all, or when %s changes again; to let this change go on now: %s",
-			hold.Change, hold.Source, hold.Cause, hold.Source, c.releaseCommand(hold))
+			hold.Change, hold.Source, hold.Cause, hold.Source, decision.ReleaseCommand(c.Config.Annotations.Release, id, hold.Change))
 	default:
 		log.Warn("restart held by the breaker", "cause", hold.Cause, "quiet", c.Config.Breaker.Quiet)
 		note = fmt.Sprintf("Restart held: %s; it restarts once the sources it reads have been still for %s", hold.Cause, c.Config.Breaker.Quiet)
 	}
 	c.event(w, corev1.EventTypeWarning, "RestartHeld", "Hold", "%s", note)
 	c.tell(notify.Hold, key, sources, "held", note, c.Clock())
-}
-
-// releaseCommand is the command that lets a wave hold's change go on now.
-func (c *Controller) releaseCommand(hold *record.Hold) string {
-	id, _ := catalog.ParseSourceID(hold.Source) // a wave hold names its source (record.ParseHold)
-	return decision.ReleaseCommand(c.Config.Annotations.Release, id, hold.Change)
 }
 
 // reportEnd counts, logs and tells (an Event, a notification for a failure
