@@ -56,7 +56,8 @@ func TestReduceConfigKeepsIdentityAndOneDigestPerKey(t *testing.T) {
 	if got := s.Digests.Keys(); !reflect.DeepEqual(got, []string{"a", "b", "bin"}) {
 		t.Errorf("digest keys = %v, want [a b bin]", got)
 	}
-	if a, b := s.Digests.Map()["a"], s.Digests.Map()["b"]; a == b {
+	a, _ := s.Digests.Get("a")
+	if b, _ := s.Digests.Get("b"); a == b {
 		t.Error("different values share a digest")
 	}
 }
@@ -292,7 +293,7 @@ func TestSourceStateDeepCopy(t *testing.T) {
 	c.Digests[0] = checksum.KeyDigest{Key: "a", Digest: checksum.Digest{}}
 	c.Name = "other"
 	c.Fields["bin"] = "data"
-	if s.Digests.Map()["a"] == (checksum.Digest{}) || s.Name != "app" || s.Fields["bin"] != "binaryData" {
+	if a, _ := s.Digests.Get("a"); a == (checksum.Digest{}) || s.Name != "app" || s.Fields["bin"] != "binaryData" {
 		t.Error("copy shares state with the original")
 	}
 }

@@ -51,19 +51,6 @@ func (d Digests) Keys() []string {
 	return keys
 }
 
-// Map returns the digests as a map (nil for nil), for callers that look up
-// many keys of a large list.
-func (d Digests) Map() map[string]Digest {
-	if d == nil {
-		return nil
-	}
-	m := make(map[string]Digest, len(d))
-	for _, e := range d {
-		m[e.Key] = e.Digest
-	}
-	return m
-}
-
 // DigestsBuilder collects digests in any order; a key set twice keeps its
 // last digest, as the map it replaces did.
 type DigestsBuilder struct{ list Digests }
