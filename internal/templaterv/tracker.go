@@ -93,16 +93,14 @@ func (t *Tracker) InitialEventsEnded(gen uint64) {
 // Reduce returns the informer transform of a tracked kind: ReduceWorkload,
 // and the template's resourceVersion when known.
 func (t *Tracker) Reduce(kind config.WorkloadKind, cfg *config.Config) cache.TransformFunc {
-	reduce := catalog.ReduceWorkload(kind, cfg)
 	return func(obj interface{}) (interface{}, error) {
-		if _, ok := obj.(*unstructured.Unstructured); !ok {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
 			return obj, nil // reduced already, or a tombstone
 		}
-		out, err := reduce(obj)
-		if state, ok := out.(*catalog.WorkloadState); ok && err == nil {
-			t.observe(state)
-		}
-		return out, err
+		state := catalog.ReduceWorkloadObject(u, kind, cfg)
+		t.observe(state)
+		return state, nil
 	}
 }
 
