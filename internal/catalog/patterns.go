@@ -1,13 +1,13 @@
 package catalog
 
 import (
-	"encoding/json"
 	"slices"
 	"strings"
 
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/record"
 )
 
 // sourceNamespaceIndex indexes a source cache by namespace. It is added to
@@ -71,8 +71,8 @@ func (w *WorkloadState) recordedMatches(found []SourceID) []SourceID {
 	if !w.HasApplied {
 		return nil
 	}
-	applied := map[string]string{}
-	if json.Unmarshal([]byte(w.Applied), &applied) != nil {
+	applied, err := record.ParseApplied(w.Applied)
+	if err != nil {
 		return nil // decisions warn about it
 	}
 	var out []SourceID
