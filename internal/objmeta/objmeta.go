@@ -33,9 +33,7 @@ var _ metav1.Object = &Meta{}
 // DeepCopyInto copies m into out; nil annotations stay nil.
 func (m *Meta) DeepCopyInto(out *Meta) {
 	*out = *m
-	if m.Annotations != nil {
-		out.Annotations = maps.Clone(m.Annotations)
-	}
+	out.Annotations = maps.Clone(m.Annotations)
 }
 
 func (m *Meta) GetNamespace() string                          { return m.Namespace }
