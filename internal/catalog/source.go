@@ -80,16 +80,10 @@ type SourceState struct {
 func (c *SourceState) DeepCopyObject() runtime.Object {
 	out := &SourceState{Type: c.Type, Baseline: c.Baseline}
 	c.Meta.DeepCopyInto(&out.Meta)
-	// nil stays nil: the mutation detector compares with reflect.DeepEqual.
-	if c.Digests != nil {
-		out.Digests = slices.Clone(c.Digests)
-	}
-	if c.Fields != nil {
-		out.Fields = make(map[string]string, len(c.Fields))
-		for k, v := range c.Fields {
-			out.Fields[k] = v
-		}
-	}
+	// nil stays nil (slices.Clone and maps.Clone keep it): the mutation
+	// detector compares with reflect.DeepEqual.
+	out.Digests = slices.Clone(c.Digests)
+	out.Fields = maps.Clone(c.Fields)
 	if c.Whole != nil {
 		whole := *c.Whole
 		out.Whole = &whole
@@ -110,21 +104,8 @@ func (c *SourceState) SameData(other *SourceState) bool {
 		// bound), and its digest is then computed from its keys.
 		return c.dataDigest() == other.dataDigest()
 	}
-	if len(c.Digests) != len(other.Digests) || len(c.Fields) != len(other.Fields) {
-		return false
-	}
 	// Both sorted, each key once.
-	for i, e := range c.Digests {
-		if other.Digests[i] != e {
-			return false
-		}
-	}
-	for k, f := range c.Fields {
-		if of, ok := other.Fields[k]; !ok || of != f {
-			return false
-		}
-	}
-	return true
+	return slices.Equal(c.Digests, other.Digests) && maps.Equal(c.Fields, other.Fields)
 }
 
 // ChangedKeys returns, sorted, the keys whose value or field differ between
