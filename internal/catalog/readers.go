@@ -249,25 +249,12 @@ func (x *readerIndex) readersOf(id SourceID) []WorkloadKey {
 }
 
 func sameIDs(a, b []Reference) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i].ID != b[i].ID {
-			return false
-		}
-	}
-	return true
+	return slices.EqualFunc(a, b, func(x, y Reference) bool { return x.ID == y.ID })
 }
 
 // readsID reports whether refs (a handful per workload) name id.
 func readsID(refs []Reference, id SourceID) bool {
-	for _, r := range refs {
-		if r.ID == id {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(refs, func(r Reference) bool { return r.ID == id })
 }
 
 // WorkloadCached keeps the index of readers (WorkloadsReading) in step with

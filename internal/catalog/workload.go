@@ -202,24 +202,16 @@ func (w *WorkloadState) SameDecisionInputs(other *WorkloadState) bool {
 	if w.OptedIn != other.OptedIn || w.Applied != other.Applied || w.HasApplied != other.HasApplied ||
 		w.AppliedTemplateHash != other.AppliedTemplateHash || w.TemplateHash != other.TemplateHash ||
 		w.TemplateRV != other.TemplateRV || w.NotRolled != other.NotRolled ||
-		w.Problem != other.Problem || len(w.References) != len(other.References) || w.Picked() != other.Picked() ||
+		w.Problem != other.Problem || w.Picked() != other.Picked() ||
 		w.Rollout.Phase != other.Rollout.Phase || w.LastRestart != other.LastRestart || w.Hold != other.Hold ||
 		!slices.Equal(w.IgnoreSources, other.IgnoreSources) || !slices.Equal(w.Excluded, other.Excluded) || !samePatterns(w.Patterns, other.Patterns) ||
 		!slices.Equal(w.ListProblems, other.ListProblems) {
 		return false
 	}
-	for i := range w.References {
-		a, b := w.References[i], other.References[i]
-		if a.ID != b.ID || a.Optional != b.Optional || a.SourceAnnotation != b.SourceAnnotation || (a.Keys == nil) != (b.Keys == nil) || len(a.Keys) != len(b.Keys) {
-			return false
-		}
-		for j := range a.Keys {
-			if a.Keys[j] != b.Keys[j] {
-				return false
-			}
-		}
-	}
-	return true
+	return slices.EqualFunc(w.References, other.References, func(a, b Reference) bool {
+		return a.ID == b.ID && a.Optional == b.Optional && a.SourceAnnotation == b.SourceAnnotation &&
+			(a.Keys == nil) == (b.Keys == nil) && slices.Equal(a.Keys, b.Keys)
+	})
 }
 
 // ReduceWorkload returns an informer transform that replaces a workload object
