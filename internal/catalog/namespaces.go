@@ -6,8 +6,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// namespaceIndex files workloads under their namespace, for a namespace
-// whose selection or labels change.
+// namespaceIndex files the objects of a cache under their namespace:
+// workloads, for a namespace whose selection or labels change
+// (NamespaceIndexers), and sources, for regex source lists (sourceNames).
 const namespaceIndex = "namespace"
 
 // NamespaceIndexers index workloads by namespace. Only a configuration
@@ -15,12 +16,7 @@ const namespaceIndex = "namespace"
 // being selected, or whose labels change its restart window, requeues its
 // workloads (WorkloadsIn).
 func NamespaceIndexers() cache.Indexers {
-	return cache.Indexers{namespaceIndex: func(obj interface{}) ([]string, error) {
-		if w, ok := obj.(*WorkloadState); ok {
-			return []string{w.Namespace}, nil
-		}
-		return nil, nil
-	}}
+	return cache.Indexers{namespaceIndex: cache.MetaNamespaceIndexFunc}
 }
 
 // namespaces is the cache of Namespaces (metadata) the catalog reads.

@@ -10,12 +10,6 @@ import (
 	"github.com/restart-controller/restart-controller/internal/record"
 )
 
-// sourceNamespaceIndex indexes a source cache by namespace. It is added to
-// a kind's caches only when a workload's regex source list is first matched
-// against that kind (sourceNames): the default configuration has no regex
-// lists, and its caches keep no index they would never read.
-const sourceNamespaceIndex = "namespace"
-
 // WithMatches returns the workload as decisions read it: its references and,
 // for each of its patterns (regex source lists), every source of the
 // pattern's kind in its namespace whose name the pattern matches, among
@@ -108,7 +102,9 @@ func samePatterns(a, b []config.ListPattern) bool {
 // namespace, through the namespace index of the kind's caches, adding the
 // index on first use (client-go indexes the objects already cached under
 // the cache's lock; of two callers adding it at once, the second is refused
-// as a conflict and uses the first's).
+// as a conflict and uses the first's). It is added only then: the default
+// configuration has no regex lists, and its caches keep no index they would
+// never read.
 func (c *Catalog) sourceNames(kind, namespace string) []string {
 	if g, ok := c.sourceGroups(kind); ok {
 		return g.Names(namespace)
@@ -118,10 +114,10 @@ func (c *Catalog) sourceNames(kind, namespace string) []string {
 	c.mu.RUnlock()
 	var names []string
 	for _, store := range stores {
-		if _, ok := store.GetIndexers()[sourceNamespaceIndex]; !ok {
-			_ = store.AddIndexers(cache.Indexers{sourceNamespaceIndex: cache.MetaNamespaceIndexFunc})
+		if _, ok := store.GetIndexers()[namespaceIndex]; !ok {
+			_ = store.AddIndexers(cache.Indexers{namespaceIndex: cache.MetaNamespaceIndexFunc})
 		}
-		keys, err := store.IndexKeys(sourceNamespaceIndex, namespace)
+		keys, err := store.IndexKeys(namespaceIndex, namespace)
 		if err != nil {
 			continue
 		}

@@ -132,7 +132,7 @@ spec: {template: {spec: {containers: [{name: c}]}}}
 	}
 	f := newCatalogFixture(t)
 	f.cat.Workload(WorkloadKey{deployments, "shop", "web"})
-	if _, indexed := f.configMaps.GetIndexers()[sourceNamespaceIndex]; indexed {
+	if _, indexed := f.configMaps.GetIndexers()[namespaceIndex]; indexed {
 		t.Error("a source cache was indexed by namespace without any regex list")
 	}
 }
