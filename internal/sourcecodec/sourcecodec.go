@@ -36,19 +36,14 @@ var protobufPrefix = []byte("k8s\x00")
 type protoKind struct {
 	kind, list string
 	// fields are the data fields: map<string, string> or map<string, bytes>.
-	fields map[string]protoField
-}
-
-type protoField struct {
-	num   protowire.Number
-	bytes bool // values are bytes, which JSON carries as base64 text
+	fields []Field
 }
 
 var protoKinds = map[string]*protoKind{
-	"ConfigMap": {kind: "ConfigMap", list: "ConfigMapList", fields: map[string]protoField{
-		"data": {num: 2}, "binaryData": {num: 3, bytes: true}}},
-	"Secret": {kind: "Secret", list: "SecretList", fields: map[string]protoField{
-		"data": {num: 2, bytes: true}, "stringData": {num: 4}}},
+	"ConfigMap": {kind: "ConfigMap", list: "ConfigMapList", fields: []Field{
+		{Name: "data", num: 2}, {Name: "binaryData", num: 3, Bytes: true}}},
+	"Secret": {kind: "Secret", list: "SecretList", fields: []Field{
+		{Name: "data", num: 2, Bytes: true}, {Name: "stringData", num: 4}}},
 }
 
 // Field numbers of k8s.io/apimachinery's generated.proto.
@@ -256,8 +251,8 @@ type Field struct {
 func (e *Source) Fields(dataFields []string) []Field {
 	var out []Field
 	for _, name := range dataFields {
-		if f, ok := e.kind.fields[name]; ok {
-			out = append(out, Field{Name: name, Bytes: f.bytes, num: f.num})
+		if i := slices.IndexFunc(e.kind.fields, func(f Field) bool { return f.Name == name }); i >= 0 {
+			out = append(out, e.kind.fields[i])
 		}
 	}
 	return out
