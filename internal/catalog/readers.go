@@ -94,7 +94,8 @@ func (x *readerIndex) update(resource schema.GroupVersionResource, old, updated 
 		for _, ref := range old.References {
 			if updated == nil || !readsID(updated.References, ref.ID) {
 				if ref.ID.Namespace != old.Namespace {
-					x.removeElsewhereLocked(ref.ID, WorkloadKey{Resource: resource, Namespace: old.Namespace, Name: old.Name})
+					key := WorkloadKey{Resource: resource, Namespace: old.Namespace, Name: old.Name}
+					setList(x.elsewhere, ref.ID, slices.DeleteFunc(x.elsewhere[ref.ID], func(k WorkloadKey) bool { return k == key }))
 					continue
 				}
 				x.removeLocked(ref.ID, r)
@@ -123,12 +124,7 @@ func (x *readerIndex) updatePatternsLocked(p uint16, old, updated *WorkloadState
 	if old != nil {
 		r := reader{name: old.Name, resource: p}
 		for _, place := range placesOf(old) {
-			readers := slices.DeleteFunc(x.patterns[place], func(pr patternReader) bool { return pr.reader == r })
-			if len(readers) == 0 {
-				delete(x.patterns, place)
-			} else {
-				x.patterns[place] = readers
-			}
+			setList(x.patterns, place, slices.DeleteFunc(x.patterns[place], func(pr patternReader) bool { return pr.reader == r }))
 		}
 	}
 	if updated != nil {
@@ -154,15 +150,6 @@ func placesOf(w *WorkloadState) []patternPlace {
 		}
 	}
 	return places
-}
-
-func (x *readerIndex) removeElsewhereLocked(id SourceID, key WorkloadKey) {
-	keys := slices.DeleteFunc(x.elsewhere[id], func(k WorkloadKey) bool { return k == key })
-	if len(keys) == 0 {
-		delete(x.elsewhere, id)
-		return
-	}
-	x.elsewhere[id] = keys
 }
 
 func (x *readerIndex) addLocked(id SourceID, r reader) {
@@ -199,26 +186,28 @@ func (x *readerIndex) removeLocked(id SourceID, r reader) {
 			return
 		}
 		names[name] = more[len(more)-1]
-		x.setMore(id, more[:len(more)-1])
+		setList(x.more, id, more[:len(more)-1])
 		return
 	}
 	if i := slices.Index(more, r); i >= 0 {
 		more[i] = more[len(more)-1]
-		x.setMore(id, more[:len(more)-1])
+		setList(x.more, id, more[:len(more)-1])
 	}
 }
 
-// setMore stores the other readers of a source, dropping an emptied list
-// and copying one that uses a quarter of its array, so that a source whose
-// readers come and go does not keep the longest list it ever had.
-func (x *readerIndex) setMore(id SourceID, more []reader) {
+// setList stores a list of readers (the other readers of a source, those
+// in other namespaces, or those with patterns of a place), dropping an
+// emptied list and copying one that uses a quarter of its array, so that a
+// source whose readers come and go does not keep the longest list it ever
+// had.
+func setList[K comparable, V any](m map[K][]V, k K, list []V) {
 	switch {
-	case len(more) == 0:
-		delete(x.more, id)
-	case len(more) < cap(more)/4:
-		x.more[id] = slices.Clone(more)
+	case len(list) == 0:
+		delete(m, k)
+	case len(list) < cap(list)/4:
+		m[k] = slices.Clone(list)
 	default:
-		x.more[id] = more
+		m[k] = list
 	}
 }
 
