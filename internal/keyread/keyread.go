@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -55,7 +54,6 @@ type Reader struct {
 	fetch    FetchFunc
 	kinds    map[string]config.SourceKind
 	capacity int
-	fetches  atomic.Int64
 	fetching chan struct{} // one token per read under way
 
 	mu      sync.Mutex
@@ -115,9 +113,6 @@ func (r *Reader) Read(ctx context.Context, id catalog.SourceID, state *catalog.S
 	return state.WithKeys(e.KeyDigests), nil
 }
 
-// Fetches is how many objects the reader has fetched.
-func (r *Reader) Fetches() int64 { return r.fetches.Load() }
-
 func (r *Reader) lookup(ctx context.Context, k readKey, keys []string) (*entry, error) {
 	r.mu.Lock()
 	if el, ok := r.entries[k]; ok {
@@ -163,7 +158,6 @@ func (r *Reader) read(ctx context.Context, k readKey, keys []string) (*entry, er
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	r.fetches.Add(1)
 	obj, err := r.fetch(ctx, kind, k.id.Namespace, k.id.Name)
 	if err != nil {
 		return nil, err
