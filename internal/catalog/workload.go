@@ -169,29 +169,16 @@ func (w *WorkloadState) DeepCopyObject() runtime.Object {
 		picks := *w.Picks
 		out.Picks = &picks
 	}
-	// nil stays nil: client-go's mutation detector compares copies with
-	// reflect.DeepEqual, which tells nil from empty.
-	if w.IgnoreSources != nil {
-		out.IgnoreSources = append([]string(nil), w.IgnoreSources...)
-	}
-	if w.Excluded != nil {
-		out.Excluded = append([]config.ExcludedSource(nil), w.Excluded...)
-	}
+	// nil stays nil (slices.Clone keeps it): client-go's mutation detector
+	// compares copies with reflect.DeepEqual, which tells nil from empty.
+	out.IgnoreSources = slices.Clone(w.IgnoreSources)
+	out.Excluded = slices.Clone(w.Excluded)
 	// A compiled expression is safe to share; the slices are copied.
-	if w.Patterns != nil {
-		out.Patterns = append([]config.ListPattern(nil), w.Patterns...)
-	}
-	if w.ListProblems != nil {
-		out.ListProblems = append([]string(nil), w.ListProblems...)
-	}
-	if w.References != nil {
-		out.References = make([]Reference, len(w.References))
-		for i, r := range w.References {
-			out.References[i] = r
-			if r.Keys != nil {
-				out.References[i].Keys = append([]string(nil), r.Keys...)
-			}
-		}
+	out.Patterns = slices.Clone(w.Patterns)
+	out.ListProblems = slices.Clone(w.ListProblems)
+	out.References = slices.Clone(w.References)
+	for i := range out.References {
+		out.References[i].Keys = slices.Clone(out.References[i].Keys)
 	}
 	return &out
 }
