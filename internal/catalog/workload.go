@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -451,10 +452,7 @@ func withoutEnvVarMarks(spec interface{}) interface{} {
 			out = slices.Clone(containers)
 		}
 		kept := slices.DeleteFunc(slices.Clone(env), envVarMark)
-		copied := make(map[string]interface{}, len(cm))
-		for k, v := range cm {
-			copied[k] = v
-		}
+		copied := maps.Clone(cm)
 		if len(kept) == 0 {
 			delete(copied, "env") // the variable was the container's only one
 		} else {
@@ -465,10 +463,7 @@ func withoutEnvVarMarks(spec interface{}) interface{} {
 	if out == nil {
 		return spec
 	}
-	view := make(map[string]interface{}, len(m))
-	for k, v := range m {
-		view[k] = v
-	}
+	view := maps.Clone(m)
 	view["containers"] = out
 	return view
 }
