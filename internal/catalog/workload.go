@@ -380,30 +380,17 @@ func mergeReferences(found []placedRef) []Reference {
 // as well. The input belongs to the informer, so the maps on the way are
 // copied rather than edited.
 func templateHash(template map[string]interface{}, timestampKey string) string {
-	view := make(map[string]interface{}, len(template))
-	for k, v := range template {
-		switch k {
-		case "metadata":
-		case "spec":
-			view[k] = withoutEnvVarMarks(v)
-		default:
-			view[k] = v
-		}
+	view := maps.Clone(template)
+	delete(view, "metadata")
+	if spec, ok := template["spec"]; ok {
+		view["spec"] = withoutEnvVarMarks(spec)
 	}
 	if metadata, ok := template["metadata"].(map[string]interface{}); ok {
-		metaView := make(map[string]interface{}, len(metadata))
-		for k, v := range metadata {
-			if k != "annotations" {
-				metaView[k] = v
-			}
-		}
+		metaView := maps.Clone(metadata)
+		delete(metaView, "annotations")
 		if annotations, ok := metadata["annotations"].(map[string]interface{}); ok {
-			kept := make(map[string]interface{}, len(annotations))
-			for k, v := range annotations {
-				if k != timestampKey {
-					kept[k] = v
-				}
-			}
+			kept := maps.Clone(annotations)
+			delete(kept, timestampKey)
 			if len(kept) > 0 {
 				metaView["annotations"] = kept
 			}
