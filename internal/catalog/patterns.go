@@ -84,12 +84,9 @@ func (w *WorkloadState) recordedMatches(found []SourceID) []SourceID {
 }
 
 func matchesAny(patterns []config.ListPattern, id SourceID) bool {
-	for _, p := range patterns {
-		if p.Kind == id.Kind && p.Re.MatchString(id.Name) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(patterns, func(p config.ListPattern) bool {
+		return p.Kind == id.Kind && p.Re.MatchString(id.Name)
+	})
 }
 
 func samePatterns(a, b []config.ListPattern) bool {

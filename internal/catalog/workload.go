@@ -144,12 +144,9 @@ func (w *WorkloadState) Ignores(id SourceID) bool {
 // IgnoreListed reports whether the workload's ignore-sources annotation
 // names the source, as "KIND/NAME" or as a bare NAME (any kind).
 func (w *WorkloadState) IgnoreListed(id SourceID) bool {
-	for _, entry := range w.IgnoreSources {
-		if entry == id.Name || entry == id.Kind+"/"+id.Name {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(w.IgnoreSources, func(entry string) bool {
+		return entry == id.Name || entry == id.Kind+"/"+id.Name
+	})
 }
 
 // ExcludedBy returns the exclude annotation that names the source, or "".
