@@ -258,7 +258,7 @@ func (r SourceReducer) Reduce(obj runtime.Object) (*SourceState, error) {
 		return nil, err
 	}
 	state := newSourceState(meta)
-	state.Annotations = keptAnnotations(meta.GetAnnotations(), nil, r.Keep)
+	state.Annotations = keptAnnotations(meta.GetAnnotations(), r.Keep)
 	if u, ok := meta.(*unstructured.Unstructured); ok {
 		state.Type = objmeta.TypeOf(u.GetAPIVersion(), u.GetKind())
 	}
@@ -354,9 +354,9 @@ func newSourceState(o metav1.Object) *SourceState {
 	}}
 }
 
-// keptAnnotations adds to kept those of annotations that keep names; nil
-// when there are none.
-func keptAnnotations(annotations, kept map[string]string, keep []string) map[string]string {
+// keptAnnotations returns those of annotations that keep names; nil when
+// there are none.
+func keptAnnotations(annotations map[string]string, keep []string) (kept map[string]string) {
 	for _, k := range keep {
 		if v, ok := annotations[k]; ok {
 			if kept == nil {
