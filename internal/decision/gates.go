@@ -204,7 +204,7 @@ func waveGate(r Rules, d *due, v Verdict) *Verdict {
 			// A wave hold for this change that no longer halts it (the
 			// failed rollout recovered) goes: the workload now only waits.
 			hold := d.s.Workload.Hold
-			v.Unhold = hold.HoldsChange(sid, dl.change) || r.staleHold(d.s) || unreadableHold(d.s)
+			v.Unhold = hold.HoldsChange(sid, dl.change) || r.holdsNothing(d.s)
 			v.Reasons = append(v.Reasons, fmt.Sprintf("waits for its place in wave %d of the change of %s (%d of %d settled, %d in flight)",
 				state.Wave, sid, state.Settled, state.Reach, state.InFlight))
 			return &v
@@ -221,7 +221,7 @@ func capGate(r Rules, d *due, v Verdict) *Verdict {
 	}
 	if inFlight := d.s.Pacing.InFlight; inFlight+d.rank >= r.MaxInFlight {
 		v.Action, v.Until = Queue, d.s.Now.Add(queueRecheck)
-		v.Unhold = r.staleHold(d.s) || unreadableHold(d.s)
+		v.Unhold = r.holdsNothing(d.s)
 		v.Reasons = append(v.Reasons, fmt.Sprintf("waits for the cap on rollouts in flight (%d in flight, at most %d)", inFlight, r.MaxInFlight))
 		return &v
 	}
@@ -268,14 +268,11 @@ func (r Rules) restart(d *due, v Verdict) Verdict {
 	return v
 }
 
-// unreadableHold reports a hold annotation that is not a hold: it holds
-// nothing, and goes.
-func unreadableHold(s Snapshot) bool { return s.Workload.Hold == nil && s.Workload.State.Hold != "" }
-
-// staleHold reports a wave hold whose change is over (HoldOver).
-func (r Rules) staleHold(s Snapshot) bool {
+// holdsNothing reports a hold that holds nothing, and goes: a wave hold
+// whose change is over (HoldOver), or a hold annotation that is not a hold.
+func (r Rules) holdsNothing(s Snapshot) bool {
 	over, _ := r.HoldOver(s.Workload.Hold, s.Sources)
-	return over
+	return over || s.Workload.Hold == nil && s.Workload.State.Hold != ""
 }
 
 // HoldOver reports a wave hold whose change is over, and why: its source

@@ -106,7 +106,7 @@ func timingGate(which Gate) gate {
 			return nil
 		}
 		v.Action, v.Until = Wait, until
-		v.Unhold = r.staleHold(s) || unreadableHold(s)
+		v.Unhold = r.holdsNothing(s)
 		v.Reasons = append(v.Reasons, why)
 		return &v
 	}
