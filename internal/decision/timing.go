@@ -92,7 +92,7 @@ func (t timing) closed(last *time.Time, now time.Time) (until time.Time, why str
 func timingGate(which Gate) gate {
 	return func(r Rules, d *due, v Verdict) *Verdict {
 		s := d.s
-		for _, dl := range d.deliveries {
+		for _, dl := range v.deliveries {
 			if src := s.Sources[dl.id]; dl.due && src.Annotations[r.Annotations.Release] == dl.change {
 				return nil
 			}
