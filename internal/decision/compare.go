@@ -244,9 +244,9 @@ func (c *comparison) existing(ref catalog.Reference, old string, known bool, sta
 	if state.Baseline && old != record.Pending {
 		return c.baseline(state.Checksum(sums, ref.Keys), old, known), "", false
 	}
-	if !known && ref.Matched && c.patternRecorded(ref.ID) {
+	if !known && ref.Matched && !c.recordOnly && PatternRecorded(c.w, c.applied, ref.ID) {
 		// Matched by an entry in force when the checksums were
-		// recorded, yet not recorded: it appeared since.
+		// recorded (not afresh), yet not recorded: it appeared since.
 		old, known = record.Absent, true
 	}
 	sum = state.Checksum(sums, ref.Keys)
@@ -286,12 +286,6 @@ func (c *comparison) baseline(now, old string, known bool) string {
 		return old
 	}
 	return now
-}
-
-// patternRecorded: PatternRecorded, unless the checksums are recorded
-// afresh.
-func (c *comparison) patternRecorded(id catalog.SourceID) bool {
-	return !c.recordOnly && PatternRecorded(c.w, c.applied, id)
 }
 
 // PatternRecorded reports whether an entry of the workload's regex source

@@ -307,7 +307,7 @@ func TestReaderOutcomeOfUnwrittenEnd(t *testing.T) {
 			w := &catalog.WorkloadState{OptedIn: true, HasApplied: true, TemplateHash: tmplNow, AppliedTemplateHash: tmplNow,
 				Applied: annotation(t, map[string]string{cmApp.String(): v2.Checksum(testSums, nil)}), References: []catalog.Reference{{ID: cmApp}},
 				LastRestart: record.Encode(&rec), Rollout: rollout.Status{Phase: tc.phase}}
-			rd, ok := testRules.ReaderOf(key, ReadWorkload(w), nil, false, cmApp, v2, change, nil, decideNow)
+			rd, ok := testRules.ReaderOf(key, ReadWorkload(w), false, false, cmApp, v2, change, nil, decideNow)
 			if !ok || !rd.Restarted || rd.Result != tc.want {
 				t.Fatalf("reader %+v (%v), want restarted with result %q", rd, ok, tc.want)
 			}

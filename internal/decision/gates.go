@@ -9,13 +9,11 @@ import (
 	"github.com/restart-controller/restart-controller/internal/record"
 )
 
-// due is a restart the comparison found due, as the restart gates see it:
-// the changes it would deliver, and what they decide.
+// due is a restart the comparison found due, as the restart gates see it
+// beside its verdict (which holds the changes it would deliver,
+// Verdict.deliveries), and what they decide.
 type due struct {
 	s Snapshot
-	// deliveries are the changes it would deliver: of the sources due, and
-	// of those riding along from inside their grace period.
-	deliveries []delivery
 	// Set by the gates as they pass: the changes delivered, the
 	// workload's rank among the readers its paced waves admit now (under
 	// the cap the first ones go, in the same order), and whether any wave
@@ -58,7 +56,7 @@ var restartGates = [...]struct {
 // the pacing facts before they are gathered asks for them (NeedsPacing):
 // Pace then resumes there.
 func (r Rules) restartGates(s Snapshot, v Verdict, from int) Verdict {
-	d := &due{s: s, deliveries: v.deliveries, delivered: map[string]string{}}
+	d := &due{s: s, delivered: map[string]string{}}
 	for i := from; i < len(restartGates); i++ {
 		g := restartGates[i]
 		if g.pacing && !s.Pace {
@@ -66,7 +64,7 @@ func (r Rules) restartGates(s Snapshot, v Verdict, from int) Verdict {
 		}
 		if g.pacing && s.Pacing == nil {
 			v.NeedsPacing, v.resume = true, i
-			for _, dl := range d.deliveries {
+			for _, dl := range v.deliveries {
 				v.Deliver = append(v.Deliver, dl.id)
 			}
 			return v
@@ -163,7 +161,7 @@ func breakerGate(r Rules, d *due, v Verdict) *Verdict {
 // failedGate: a change the restart is due for is halted (a rollout of it
 // failed, or a reader holds a hold for it): hold.
 func failedGate(r Rules, d *due, v Verdict) *Verdict {
-	for _, dl := range d.deliveries {
+	for _, dl := range v.deliveries {
 		state := d.s.Pacing.Waves[dl.id]
 		if !dl.due || !state.Paced || !state.Halted || slices.Contains(state.Admit, d.s.Key.String()) {
 			continue
@@ -183,7 +181,7 @@ func failedGate(r Rules, d *due, v Verdict) *Verdict {
 // place for it yet stays behind: its own restart comes in its own wave.
 func waveGate(r Rules, d *due, v Verdict) *Verdict {
 	self := d.s.Key.String()
-	for _, dl := range d.deliveries {
+	for _, dl := range v.deliveries {
 		state := d.s.Pacing.Waves[dl.id]
 		sid := dl.id.String()
 		place := slices.Index(state.Admit, self)
@@ -204,7 +202,7 @@ func waveGate(r Rules, d *due, v Verdict) *Verdict {
 			// A wave hold for this change that no longer halts it (the
 			// failed rollout recovered) goes: the workload now only waits.
 			hold := d.s.Workload.Hold
-			v.Unhold = hold.HoldsChange(sid, dl.change) || r.staleHold(d.s) || unreadableHold(d.s)
+			v.Unhold = hold.HoldsChange(sid, dl.change) || r.holdsNothing(d.s)
 			v.Reasons = append(v.Reasons, fmt.Sprintf("waits for its place in wave %d of the change of %s (%d of %d settled, %d in flight)",
 				state.Wave, sid, state.Settled, state.Reach, state.InFlight))
 			return &v
@@ -221,7 +219,7 @@ func capGate(r Rules, d *due, v Verdict) *Verdict {
 	}
 	if inFlight := d.s.Pacing.InFlight; inFlight+d.rank >= r.MaxInFlight {
 		v.Action, v.Until = Queue, d.s.Now.Add(queueRecheck)
-		v.Unhold = r.staleHold(d.s) || unreadableHold(d.s)
+		v.Unhold = r.holdsNothing(d.s)
 		v.Reasons = append(v.Reasons, fmt.Sprintf("waits for the cap on rollouts in flight (%d in flight, at most %d)", inFlight, r.MaxInFlight))
 		return &v
 	}
@@ -268,14 +266,11 @@ func (r Rules) restart(d *due, v Verdict) Verdict {
 	return v
 }
 
-// unreadableHold reports a hold annotation that is not a hold: it holds
-// nothing, and goes.
-func unreadableHold(s Snapshot) bool { return s.Workload.Hold == nil && s.Workload.State.Hold != "" }
-
-// staleHold reports a wave hold whose change is over (HoldOver).
-func (r Rules) staleHold(s Snapshot) bool {
+// holdsNothing reports a hold that holds nothing, and goes: a wave hold
+// whose change is over (HoldOver), or a hold annotation that is not a hold.
+func (r Rules) holdsNothing(s Snapshot) bool {
 	over, _ := r.HoldOver(s.Workload.Hold, s.Sources)
-	return over
+	return over || s.Workload.Hold == nil && s.Workload.State.Hold != ""
 }
 
 // HoldOver reports a wave hold whose change is over, and why: its source

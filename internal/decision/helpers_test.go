@@ -12,7 +12,6 @@ import (
 var (
 	sourceState   = decisiontest.SourceState
 	sourceStateIn = decisiontest.SourceStateIn
-	at            = decisiontest.At
 	v1            = decisiontest.V1
 	annotation    = decisiontest.Annotation
 	testSums      = decisiontest.Sums
@@ -21,8 +20,16 @@ var (
 
 type (
 	sourceMap = Sources
-	dueAt     = decisiontest.DueAt
+	// dueAt is when each source's open grace period ends.
+	dueAt map[catalog.SourceID]time.Time
 )
+
+// at returns a copy of a source state at the given resourceVersion.
+func at(s *catalog.SourceState, rv string) *catalog.SourceState {
+	out := s.DeepCopyObject().(*catalog.SourceState)
+	out.ResourceVersion = rv
+	return out
+}
 
 // graceOf are the grace periods ending as due says, holding updates of data
 // that existed before, or (updating false) only creations.

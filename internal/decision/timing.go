@@ -2,6 +2,7 @@ package decision
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,20 +26,20 @@ func (r Rules) timingOf(w Workload, s Snapshot) timing {
 	var t timing
 	picks := w.State.Picked()
 	name := picks.Window
-	if name != "" && name != config.NoWindow && r.window(name) == nil {
-		known := make([]string, len(r.Windows))
-		for i, win := range r.Windows {
-			known[i] = win.Name
+	if name != "" && name != config.NoWindow {
+		if i := slices.IndexFunc(r.Windows, func(win config.Window) bool { return win.Name == name }); i >= 0 {
+			t.window = &r.Windows[i]
+		} else {
+			known := make([]string, len(r.Windows))
+			for i, win := range r.Windows {
+				known[i] = win.Name
+			}
+			t.problems = append(t.problems, fmt.Sprintf("the annotation %s names no restart window: %q (known: %s); "+
+				"it restarts as if it named none", r.Annotations.Window, name, strings.Join(known, ", ")))
+			name = ""
 		}
-		t.problems = append(t.problems, fmt.Sprintf("the annotation %s names no restart window: %q (known: %s); "+
-			"it restarts as if it named none", r.Annotations.Window, name, strings.Join(known, ", ")))
-		name = ""
 	}
-	switch {
-	case name == config.NoWindow:
-	case name != "":
-		t.window = r.window(name)
-	case s.Namespace != nil:
+	if name == "" && s.Namespace != nil {
 		for i := range r.Windows {
 			if sel := r.Windows[i].Namespaces; sel != nil && sel.Matches(s.Namespace) {
 				t.window = &r.Windows[i]
@@ -57,15 +58,6 @@ func (r Rules) timingOf(w Workload, s Snapshot) timing {
 		}
 	}
 	return t
-}
-
-func (r Rules) window(name string) *config.Window {
-	for i := range r.Windows {
-		if r.Windows[i].Name == name {
-			return &r.Windows[i]
-		}
-	}
-	return nil
 }
 
 // closed says, when the workload's restart may not happen at now, until
@@ -92,7 +84,7 @@ func (t timing) closed(last *time.Time, now time.Time) (until time.Time, why str
 func timingGate(which Gate) gate {
 	return func(r Rules, d *due, v Verdict) *Verdict {
 		s := d.s
-		for _, dl := range d.deliveries {
+		for _, dl := range v.deliveries {
 			if src := s.Sources[dl.id]; dl.due && src.Annotations[r.Annotations.Release] == dl.change {
 				return nil
 			}
@@ -106,7 +98,7 @@ func timingGate(which Gate) gate {
 			return nil
 		}
 		v.Action, v.Until = Wait, until
-		v.Unhold = r.staleHold(s) || unreadableHold(s)
+		v.Unhold = r.holdsNothing(s)
 		v.Reasons = append(v.Reasons, why)
 		return &v
 	}

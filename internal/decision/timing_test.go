@@ -132,7 +132,7 @@ func waveOf(r Rules, readers map[catalog.WorkloadKey]Workload, id catalog.Source
 	change := src.Change(r.Sums)
 	var rds []Reader
 	for key, w := range readers {
-		if rd, ok := r.ReaderOf(key, w, nil, false, id, src, change, nil, now); ok {
+		if rd, ok := r.ReaderOf(key, w, false, false, id, src, change, nil, now); ok {
 			rds = append(rds, rd)
 		}
 	}

@@ -184,14 +184,14 @@ func waveAt(w config.Waves, settled int) (number, end int) {
 // large source whose keys it reads the state does not cover: it takes its
 // place when it decides itself, as self, and counts once restarted).
 //
-// reserved, when set, is a record this process wrote on it that the cache
-// does not show yet: it stands for the cached one. self is the workload
+// reserved: its LastRestart is a record this process wrote on it that the
+// cache does not show yet, standing for the cached one. self is the workload
 // being decided, whose restart for the source is due. Whether another
 // reader is pending is the comparison its own decision makes (existing),
 // grace periods aside: waves do not wait for them. A pending one whose
 // restart window is closed, or whose minimum interval is not over, at now
 // is Waiting (ns: its namespace's labels, for its namespace's window).
-func (r Rules) ReaderOf(key catalog.WorkloadKey, w Workload, reserved *record.LastRestart, self bool,
+func (r Rules) ReaderOf(key catalog.WorkloadKey, w Workload, reserved, self bool,
 	id catalog.SourceID, src *catalog.SourceState, change string, ns labels.Labels, now time.Time) (Reader, bool) {
 	ws := w.State
 	if !ws.OptedIn || ws.Problem != "" || r.WhyOptedOut(ws, id, src) != "" {
@@ -200,9 +200,6 @@ func (r Rules) ReaderOf(key catalog.WorkloadKey, w Workload, reserved *record.La
 	sid := id.String()
 	rd := Reader{Key: key.String()}
 	last := w.LastRestart
-	if reserved != nil {
-		last = reserved
-	}
 	if last.Delivered(sid, change) {
 		rd.Restarted, rd.Result = true, last.Outcome(RolloutStatus(ws).Phase)
 		rd.Failure = last.Reason
@@ -211,7 +208,7 @@ func (r Rules) ReaderOf(key catalog.WorkloadKey, w Workload, reserved *record.La
 		}
 	}
 	switch {
-	case reserved != nil:
+	case reserved:
 	case self:
 		rd.Pending = true
 	default:

@@ -400,10 +400,8 @@ func (s *State) readers(id catalog.SourceID, src *catalog.SourceState, change st
 			continue
 		}
 		w := decision.ReadWorkload(cached)
-		var reserved *record.LastRestart
-		if rec, ok := s.recordOf(key, w.LastRestart, now); ok {
-			reserved = rec
-		}
+		var reserved bool
+		w.LastRestart, reserved = s.recordOf(key, w.LastRestart, now)
 		rd, ok := s.rules.ReaderOf(key, w, reserved, key == self, id, src, change, s.catalog.NamespaceLabels(key.Namespace), now)
 		if !ok {
 			continue

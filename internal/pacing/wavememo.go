@@ -22,11 +22,11 @@ import (
 // reservations. So it is kept per source (waveMemo) and only the inWave
 // whose inputs changed are read again:
 //
-//   - a cached workload changed, appeared or went (WorkloadChanged, which the
-//     watcher calls for every update decisions see, and after the informer
-//     has stored it): it is re-read in the memo of every source it read when
-//     last read and of every source it reads now;
-//   - a reservation of this process was made, dropped or expired (fleet.touch,
+//   - a cached workload changed, appeared or went (WorkloadCached, which
+//     the controller's WorkloadChanged calls for every update decisions
+//     see, after the informer has stored it): it is re-read in the memo of
+//     every source it read when last read and of every source it reads now;
+//   - a reservation of this process was made, dropped or expired (State.touch,
 //     and the earliest expiry each memo keeps): its workload is re-read;
 //   - the source object itself changed (any update: data, release or ignore
 //     annotations) or the wave settings did: the memo is built again.
@@ -47,7 +47,7 @@ type waveMemo struct {
 	// readers are the workloads known to read the source, inWave or not
 	// (not opted in, ignoring it, or pending state unknown).
 	readers map[catalog.WorkloadKey]struct{}
-	// inWave are those that take part, sorted by Key as Evaluate orders
+	// inWave are those that take part, sorted by Key as EvaluateWaves orders
 	// them; byName maps their names back to keys.
 	inWave []decision.Reader
 	byName map[string]catalog.WorkloadKey
@@ -57,7 +57,7 @@ type waveMemo struct {
 	// the expiry of a reservation it was read with, or the end of its wait
 	// for its restart window or minimum interval; zero: none.
 	expires time.Time
-	// state is Evaluate over inWave; evaluated is false once inWave
+	// state is EvaluateWaves over inWave; evaluated is false once inWave
 	// changed since.
 	state     decision.WaveState
 	evaluated bool

@@ -64,20 +64,13 @@ func (c *Controller) act(ctx context.Context, s decision.Snapshot, v decision.Ve
 // rollouts this process follows, and nothing at all of one gone or not
 // opted in.
 func (c *Controller) remember(s decision.Snapshot, v decision.Verdict) {
-	key, f := s.Key, v.Follow
+	key := s.Key
 	if v.Gate == decision.GateOptIn {
 		c.dryRun.forget(key)
 		c.Pacing.Forget(key)
 		c.standing.set(key, "", "", c.Metrics.SetStanding)
 	}
-	switch {
-	case f.Forget:
-		c.followed.forget(key)
-	case f.Start:
-		c.followed.start(key, f.At, f.Deadline, f.End)
-	case f.End:
-		c.followed.end(key)
-	}
+	c.followed.note(key, v.Follow)
 }
 
 // write writes a record or a restart: in a dry run only in memory; by the

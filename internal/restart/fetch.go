@@ -34,6 +34,7 @@ func APIFetch(core rest.Interface, client dynamic.Interface) keyread.FetchFunc {
 	return func(ctx context.Context, kind config.SourceKind, namespace, name string) (runtime.Object, error) {
 		opts := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()}
 		var items []runtime.Object
+		list := &unstructured.UnstructuredList{} // empty when decoded as protobuf
 		switch kind.GVR {
 		case configMapsGVR, secretsGVR:
 			body, err := core.Get().Namespace(namespace).Resource(kind.GVR.Resource).
@@ -46,22 +47,18 @@ func APIFetch(core rest.Interface, client dynamic.Interface) keyread.FetchFunc {
 				return nil, fmt.Errorf("listing %s/%s/%s: %w", kind.Name, namespace, name, err)
 			}
 			if !ok { // answered in JSON after all
-				list := &unstructured.UnstructuredList{}
 				if err := list.UnmarshalJSON(body); err != nil {
 					return nil, fmt.Errorf("listing %s/%s/%s: %w", kind.Name, namespace, name, err)
 				}
-				for i := range list.Items {
-					items = append(items, &list.Items[i])
-				}
 			}
 		default:
-			list, err := client.Resource(kind.GVR).Namespace(namespace).List(ctx, opts)
-			if err != nil {
+			var err error
+			if list, err = client.Resource(kind.GVR).Namespace(namespace).List(ctx, opts); err != nil {
 				return nil, fmt.Errorf("listing %s/%s/%s: %w", kind.Name, namespace, name, err)
 			}
-			for i := range list.Items {
-				items = append(items, &list.Items[i])
-			}
+		}
+		for i := range list.Items {
+			items = append(items, &list.Items[i])
 		}
 		for _, obj := range items {
 			if o, ok := obj.(metav1.Object); ok && o.GetName() == name {

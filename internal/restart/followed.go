@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/decision"
 )
 
 // followed are the rollouts whose completion goes unwritten
@@ -39,33 +40,30 @@ func (f *followed) state(key catalog.WorkloadKey) (at time.Time, ended, ok bool)
 	return e.at, e.ended, ok
 }
 
-// start follows the rollout of the restart at at until deadline (ended:
-// its end was seen already).
-func (f *followed) start(key catalog.WorkloadKey, at, deadline time.Time, ended bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.byKey == nil {
-		f.byKey = map[catalog.WorkloadKey]followedRollout{}
+// note changes what is followed of the workload as a verdict says: follow
+// the rollout of the restart at do.At until do.Deadline (do.End: its end
+// was seen already), note that its end was seen, or forget it (its end was
+// written, or the workload is gone or opted out).
+func (f *followed) note(key catalog.WorkloadKey, do decision.Follow) {
+	if do == (decision.Follow{}) {
+		return // most verdicts: the lock is not taken
 	}
-	f.byKey[key] = followedRollout{at: at, deadline: deadline, ended: ended}
-}
-
-// end notes that the followed rollout of the workload has ended.
-func (f *followed) end(key catalog.WorkloadKey) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if e, ok := f.byKey[key]; ok {
-		e.ended = true
-		f.byKey[key] = e
+	switch {
+	case do.Forget:
+		delete(f.byKey, key)
+	case do.Start:
+		if f.byKey == nil {
+			f.byKey = map[catalog.WorkloadKey]followedRollout{}
+		}
+		f.byKey[key] = followedRollout{at: do.At, deadline: do.Deadline, ended: do.End}
+	case do.End:
+		if e, ok := f.byKey[key]; ok {
+			e.ended = true
+			f.byKey[key] = e
+		}
 	}
-}
-
-// forget drops the workload's rollout: its end was written, or the workload
-// is gone or opted out.
-func (f *followed) forget(key catalog.WorkloadKey) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.byKey, key)
 }
 
 // sweep drops the ended rollouts past their deadline, and those never

@@ -187,10 +187,7 @@ func (c *Controller) reportEnd(log hclog.Logger, w *catalog.WorkloadState, key c
 // until they are replaced some other way. The checksums are recorded all the
 // same: they describe the template, which every pod created from now on reads.
 func (c *Controller) reportNotRolled(log hclog.Logger, w *catalog.WorkloadState, why string, changed []string, dryRun bool) {
-	updated, reason := "updated", "RestartNotRolled"
-	if dryRun {
-		updated, reason = "would be updated", "WouldNotRoll"
-	}
+	updated, reason := notRolledVerb.say(dryRun), notRolledVerb.reasonFor(dryRun)
 	log.Warn("restart not rolled: the pod template was "+updated+" but replaces no pods; running pods keep the old data",
 		"because", why, "changed", strings.Join(changed, "; "))
 	c.event(w, corev1.EventTypeWarning, reason, "Restart",
@@ -202,8 +199,9 @@ func (c *Controller) reportNotRolled(log hclog.Logger, w *catalog.WorkloadState,
 type verb struct{ done, dryRun, reason, dryRunReason string }
 
 var (
-	restartVerb = verb{"restarted", "would restart", "Restarted", "WouldRestart"}
-	recordVerb  = verb{"recorded", "would record", "RecordedChecksums", "WouldRecordChecksums"}
+	restartVerb   = verb{"restarted", "would restart", "Restarted", "WouldRestart"}
+	recordVerb    = verb{"recorded", "would record", "RecordedChecksums", "WouldRecordChecksums"}
+	notRolledVerb = verb{"updated", "would be updated", "RestartNotRolled", "WouldNotRoll"}
 )
 
 func (v verb) say(dryRun bool) string {

@@ -6,7 +6,6 @@ package decisiontest
 import (
 	"encoding/json"
 	"testing"
-	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -18,13 +17,6 @@ import (
 func SourceState(t testing.TB, id catalog.SourceID, data map[string]string) *catalog.SourceState {
 	t.Helper()
 	return SourceStateIn(t, id, data, nil)
-}
-
-// At returns a copy of a source state at the given resourceVersion.
-func At(s *catalog.SourceState, rv string) *catalog.SourceState {
-	out := s.DeepCopyObject().(*catalog.SourceState)
-	out.ResourceVersion = rv
-	return out
 }
 
 // V1 is a state's checksum in the format of version 1.
@@ -68,9 +60,6 @@ func Annotation(t testing.TB, m map[string]string) string {
 	}
 	return string(b)
 }
-
-// DueAt is when each source's open grace period ends.
-type DueAt map[catalog.SourceID]time.Time
 
 // Sums keys the checksums of tests; any 32 bytes do.
 var Sums = mustHasher("restart-controller tests' checksum key, 32+ bytes")
