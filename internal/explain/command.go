@@ -18,11 +18,12 @@ import (
 	"github.com/restart-controller/restart-controller/internal/checksumkey"
 )
 
-// Exit statuses, the controller's: 2 is a usage or configuration error.
+// Exit statuses of the subcommands, the controller's: 2 is a usage or
+// configuration error.
 const (
-	exitOK      = 0
-	exitFailed  = 1
-	exitInvalid = 2
+	ExitOK      = 0
+	ExitFailed  = 1
+	ExitInvalid = 2
 )
 
 // requestTimeout bounds each request unless --request-timeout is given.
@@ -82,47 +83,47 @@ func Main(ctx context.Context, args []string, env Env) int {
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
-			return exitOK
+			return ExitOK
 		}
-		return fail(exitInvalid, "%v", err)
+		return fail(ExitInvalid, "%v", err)
 	}
 	if err := CheckFormat(*output); err != nil {
-		return fail(exitInvalid, "%v", err)
+		return fail(ExitInvalid, "%v", err)
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()
-		return exitInvalid
+		return ExitInvalid
 	}
 
 	cfg, err := LoadConfig(*configFile, env.LookupEnv)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "%s: invalid configuration:\n%v\n", env.Name, err)
-		return exitInvalid
+		return ExitInvalid
 	}
 	if cfg.File == "" {
 		fmt.Fprintf(env.Stderr, "note: no config file at %s; using the built-in defaults (pass --config)\n", DefaultConfigFile)
 	}
 	cl, namespace, err := Connect(ctx, kube, cfg, env, "explain")
 	if err != nil {
-		return fail(exitFailed, "%v", err)
+		return fail(ExitFailed, "%v", err)
 	}
 	mapper, err := kube.ToRESTMapper()
 	if err != nil {
-		return fail(exitFailed, "%v", err)
+		return fail(ExitFailed, "%v", err)
 	}
 	target, err := cfg.Resolve(mapper, fs.Args())
 	if err != nil {
-		return fail(exitInvalid, "%v", err)
+		return fail(ExitInvalid, "%v", err)
 	}
 	if target.Workload != nil && *key != "" {
-		return fail(exitInvalid, "--key applies to a source (ConfigMap, Secret), not to a workload")
+		return fail(ExitInvalid, "--key applies to a source (ConfigMap, Secret), not to a workload")
 	}
 	report, code, err := explainTarget(ctx, cl, cfg, target, namespace, *key)
 	if err != nil {
-		return fail(exitFailed, "%v", err)
+		return fail(ExitFailed, "%v", err)
 	}
 	if err := Render(env.Stdout, report, *output); err != nil {
-		return fail(exitFailed, "%v", err)
+		return fail(ExitFailed, "%v", err)
 	}
 	return code
 }
@@ -185,9 +186,9 @@ func explainTarget(ctx context.Context, cl *Cluster, cfg *Config, target Target,
 		cfg.NamespaceLabels = cl.NamespaceLabels(ctx)
 		r := cfg.ExplainWorkload(*target.Workload, obj, cl.Fetcher(ctx, cfg.SourceAnnotations(), cfg.SourceSelector), fleet, time.Now())
 		if r.Decision.Action == ActionUnknown {
-			return r, exitFailed, nil
+			return r, ExitFailed, nil
 		}
-		return r, exitOK, nil
+		return r, ExitOK, nil
 	}
 	kind := *target.Source
 	obj, state, err := cl.readSource(ctx, kind, namespace, target.Name, cfg.SourceSelector)
@@ -205,7 +206,7 @@ func explainTarget(ctx context.Context, cl *Cluster, cfg *Config, target Target,
 	}
 	r.Skipped = skipped
 	if len(skipped) > 0 {
-		return r, exitFailed, nil
+		return r, ExitFailed, nil
 	}
-	return r, exitOK, nil
+	return r, ExitOK, nil
 }
