@@ -40,10 +40,7 @@ type Listing struct {
 	outside      explain.SourceFetcher
 	outsideNames func(kind config.SourceKind, namespace string) ([]string, error)
 	notRead      []string
-	// workloadsMissing: a workload kind could not be listed, so waves and
-	// the cap count without its workloads.
-	workloadsMissing bool
-	grouped          bool
+	grouped      bool
 }
 
 // NewListing returns an empty listing of the namespaces scope ("" alone:
@@ -118,7 +115,6 @@ func (l *Listing) SourceKindFailed(kind config.SourceKind, namespace string, err
 // WorkloadKindFailed notes that the workloads of kind could not be listed
 // in namespace ("": in any), and why.
 func (l *Listing) WorkloadKindFailed(kind config.WorkloadKind, namespace string, err error) {
-	l.workloadsMissing = true
 	l.notRead = append(l.notRead, fmt.Sprintf("%s%s: %v (not shown, and not counted in the waves and the cap)", kind.GVR.GroupResource(), in(namespace), err))
 }
 
