@@ -167,6 +167,7 @@ func Connect(ctx context.Context, kube *genericclioptions.ConfigFlags, cfg *Conf
 // with which exit code: a failure when a decision or a reader could not be
 // read.
 func explainTarget(ctx context.Context, cl *Cluster, cfg *Config, target Target, namespace, key string) (interface{}, int, error) {
+	cfg.NamespaceLabels = cl.NamespaceLabels(ctx)
 	if target.Workload != nil {
 		gvr := target.Workload.GVR
 		obj, err := cl.Get(ctx, gvr, namespace, target.Name)
@@ -183,7 +184,6 @@ func explainTarget(ctx context.Context, cl *Cluster, cfg *Config, target Target,
 			return workloads
 		}
 		cfg.SourceNames = cl.SourceNames(ctx, cfg.SourceSelector)
-		cfg.NamespaceLabels = cl.NamespaceLabels(ctx)
 		r := cfg.ExplainWorkload(*target.Workload, obj, cl.Fetcher(ctx, cfg.SourceAnnotations(), cfg.SourceSelector), fleet, time.Now())
 		if r.Decision.Action == ActionUnknown {
 			return r, ExitFailed, nil
@@ -196,7 +196,6 @@ func explainTarget(ctx context.Context, cl *Cluster, cfg *Config, target Target,
 		return nil, 0, err
 	}
 	workloads, skipped := cl.Workloads(ctx, cfg, namespace)
-	cfg.NamespaceLabels = cl.NamespaceLabels(ctx)
 	r := cfg.ExplainSource(kind, namespace, target.Name, state, workloads, key)
 	if obj != nil && !cfg.SourceSelector.Matches(labels.Set(obj.GetLabels())) {
 		why := fmt.Sprintf("its labels do not match the config's sourceSelector %q: it is not in the controller's caches, and its changes restart nothing",
