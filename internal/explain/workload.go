@@ -11,7 +11,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/checksum"
@@ -165,7 +164,7 @@ func (c *Config) explain(kind config.WorkloadKind, w *catalog.WorkloadState, obj
 	w, unlisted := c.withMatches(w)
 	recordedHash := record.ParseTemplate(w.AppliedTemplateHash).Hash
 	r := &WorkloadReport{
-		Workload:         kubectlName(w.GroupVersionKind(), w.Name),
+		Workload:         kubectlName(w),
 		Namespace:        w.Namespace,
 		Resource:         resourceString(kind),
 		OptedIn:          w.OptedIn,
@@ -177,7 +176,6 @@ func (c *Config) explain(kind config.WorkloadKind, w *catalog.WorkloadState, obj
 	}
 	var usesOf map[catalog.SourceID][]Use
 	if obj != nil {
-		r.Workload = workloadName(obj)
 		r.NotWatched = c.notWatched(w.Namespace, obj.GetLabels())
 		usesOf = c.usesByID(kind, obj, w)
 	} else {
@@ -621,18 +619,14 @@ func (c *Config) notOptedIn(obj *unstructured.Unstructured) string {
 	return fmt.Sprintf("not opted in: its annotation %s is %q, not \"enabled\"", c.Annotations.OptIn, v)
 }
 
-// workloadName is kubectl's name for an object: "deployment.apps/web".
-func workloadName(obj *unstructured.Unstructured) string {
-	return kubectlName(obj.GroupVersionKind(), obj.GetName())
-}
-
-// kubectlName is kubectl's name of an object of a kind.
-func kubectlName(gvk schema.GroupVersionKind, name string) string {
+// kubectlName is kubectl's name for a workload: "deployment.apps/web".
+func kubectlName(w *catalog.WorkloadState) string {
+	gvk := w.GroupVersionKind()
 	kind := strings.ToLower(gvk.Kind)
 	if gvk.Group != "" {
 		kind += "." + gvk.Group
 	}
-	return kind + "/" + name
+	return kind + "/" + w.Name
 }
 
 func resourceString(kind config.WorkloadKind) string {
