@@ -39,7 +39,7 @@ func Read(ctx context.Context, cl *explain.Cluster, cfg *explain.Config, scope [
 	}
 	// A source list may name a source in another namespace: read it as
 	// explain does, one GET each.
-	l.ReadOutside(cl.Fetcher(ctx, cfg.SourceAnnotations(), cfg.SourceSelector), cl.SourceNames(ctx, cfg.SourceSelector))
+	l.outside, l.outsideNames = cl.Fetcher(ctx, cfg.SourceAnnotations(), cfg.SourceSelector), cl.SourceNames(ctx, cfg.SourceSelector)
 
 	// Each kind and namespace is one listing of its own, run side by side
 	// (the API server's time is most of the wait); the listing is filled

@@ -62,11 +62,6 @@ func NewListing(cfg *explain.Config, scope []string, namespaceLabels func(string
 	return l
 }
 
-// ReadOutside sets how sources of namespaces out of scope are read.
-func (l *Listing) ReadOutside(fetch explain.SourceFetcher, names func(kind config.SourceKind, namespace string) ([]string, error)) {
-	l.outside, l.outsideNames = fetch, names
-}
-
 // AddWorkload adds a workload object listed as kind.
 func (l *Listing) AddWorkload(kind config.WorkloadKind, obj *unstructured.Unstructured) {
 	l.fleet.AddObject(kind, obj)
