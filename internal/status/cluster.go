@@ -86,9 +86,10 @@ type listJob struct {
 	err      error
 }
 
-// run lists the job's kind into the listing, which mu guards: sources in
-// protobuf where their kind has that path (protobufSources), the rest page
-// by page. A kind the API server does not serve has no objects.
+// run lists the job's kind into the listing, which mu guards, page by
+// page: sources of a kind with a protobuf path (protobufSources) straight
+// into reduced states, the rest as objects. A kind the API server does not
+// serve has no objects.
 func (j *listJob) run(ctx context.Context, cl *explain.Cluster, cfg *explain.Config, l *Listing, mu *sync.Mutex) error {
 	var err error
 	if j.workload != nil {
