@@ -47,7 +47,8 @@ func main() {
 }
 
 // run dispatches to the subcommand named by the first argument and returns
-// the exit status: 2 is a usage error, as in the controller.
+// the exit status: explain.ExitInvalid (2) is a usage error, as in the
+// controller.
 func run(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
 	env := explain.Env{Name: name, Version: version, LookupEnv: lookupEnv, Stdout: stdout, Stderr: stderr}
 	if len(args) > 0 {
@@ -62,12 +63,12 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 			return migrate.Main(name, args[1:], stdout, stderr)
 		case "-h", "--help", "help":
 			fmt.Fprintf(stdout, usage, name)
-			return 0
+			return explain.ExitOK
 		case "--version", "version":
 			fmt.Fprintln(stdout, "restart-controller", version)
-			return 0
+			return explain.ExitOK
 		}
 	}
 	fmt.Fprintf(stderr, usage, name)
-	return 2
+	return explain.ExitInvalid
 }

@@ -63,24 +63,21 @@ func (c *Config) Resolve(mapper meta.RESTMapper, args []string) (Target, error) 
 	}
 	gr := gvr.GroupResource()
 	t := Target{Name: name}
+	// The configured kinds, named in the error when none is TYPE's.
+	var kinds []string
 	for i := range c.Sources {
 		if c.Sources[i].GVR.GroupResource() == gr {
 			t.Source = &c.Sources[i]
 			return t, nil
 		}
+		kinds = append(kinds, c.Sources[i].GVR.GroupResource().String())
 	}
 	for i := range c.Workloads {
 		if c.Workloads[i].GVR.GroupResource() == gr {
 			t.Workload = &c.Workloads[i]
 			return t, nil
 		}
-	}
-	var kinds []string
-	for _, k := range c.Sources {
-		kinds = append(kinds, k.GVR.GroupResource().String())
-	}
-	for _, k := range c.Workloads {
-		kinds = append(kinds, k.GVR.GroupResource().String())
+		kinds = append(kinds, c.Workloads[i].GVR.GroupResource().String())
 	}
 	return Target{}, fmt.Errorf("%s is neither a source nor a workload kind of the config (%s)", gr, strings.Join(kinds, ", "))
 }

@@ -18,11 +18,12 @@ import (
 	"github.com/restart-controller/restart-controller/internal/checksumkey"
 )
 
-// Exit statuses, the controller's: 2 is a usage or configuration error.
+// Exit statuses of the subcommands, the controller's: 2 is a usage or
+// configuration error.
 const (
-	exitOK      = 0
-	exitFailed  = 1
-	exitInvalid = 2
+	ExitOK      = 0
+	ExitFailed  = 1
+	ExitInvalid = 2
 )
 
 // requestTimeout bounds each request unless --request-timeout is given.
@@ -82,47 +83,47 @@ func Main(ctx context.Context, args []string, env Env) int {
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
-			return exitOK
+			return ExitOK
 		}
-		return fail(exitInvalid, "%v", err)
+		return fail(ExitInvalid, "%v", err)
 	}
 	if err := CheckFormat(*output); err != nil {
-		return fail(exitInvalid, "%v", err)
+		return fail(ExitInvalid, "%v", err)
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()
-		return exitInvalid
+		return ExitInvalid
 	}
 
 	cfg, err := LoadConfig(*configFile, env.LookupEnv)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "%s: invalid configuration:\n%v\n", env.Name, err)
-		return exitInvalid
+		return ExitInvalid
 	}
 	if cfg.File == "" {
 		fmt.Fprintf(env.Stderr, "note: no config file at %s; using the built-in defaults (pass --config)\n", DefaultConfigFile)
 	}
 	cl, namespace, err := Connect(ctx, kube, cfg, env, "explain")
 	if err != nil {
-		return fail(exitFailed, "%v", err)
+		return fail(ExitFailed, "%v", err)
 	}
 	mapper, err := kube.ToRESTMapper()
 	if err != nil {
-		return fail(exitFailed, "%v", err)
+		return fail(ExitFailed, "%v", err)
 	}
 	target, err := cfg.Resolve(mapper, fs.Args())
 	if err != nil {
-		return fail(exitInvalid, "%v", err)
+		return fail(ExitInvalid, "%v", err)
 	}
 	if target.Workload != nil && *key != "" {
-		return fail(exitInvalid, "--key applies to a source (ConfigMap, Secret), not to a workload")
+		return fail(ExitInvalid, "--key applies to a source (ConfigMap, Secret), not to a workload")
 	}
 	report, code, err := explainTarget(ctx, cl, cfg, target, namespace, *key)
 	if err != nil {
-		return fail(exitFailed, "%v", err)
+		return fail(ExitFailed, "%v", err)
 	}
 	if err := Render(env.Stdout, report, *output); err != nil {
-		return fail(exitFailed, "%v", err)
+		return fail(ExitFailed, "%v", err)
 	}
 	return code
 }
@@ -166,6 +167,7 @@ func Connect(ctx context.Context, kube *genericclioptions.ConfigFlags, cfg *Conf
 // with which exit code: a failure when a decision or a reader could not be
 // read.
 func explainTarget(ctx context.Context, cl *Cluster, cfg *Config, target Target, namespace, key string) (interface{}, int, error) {
+	cfg.NamespaceLabels = cl.NamespaceLabels(ctx)
 	if target.Workload != nil {
 		gvr := target.Workload.GVR
 		obj, err := cl.Get(ctx, gvr, namespace, target.Name)
@@ -182,12 +184,11 @@ func explainTarget(ctx context.Context, cl *Cluster, cfg *Config, target Target,
 			return workloads
 		}
 		cfg.SourceNames = cl.SourceNames(ctx, cfg.SourceSelector)
-		cfg.NamespaceLabels = cl.NamespaceLabels(ctx)
 		r := cfg.ExplainWorkload(*target.Workload, obj, cl.Fetcher(ctx, cfg.SourceAnnotations(), cfg.SourceSelector), fleet, time.Now())
 		if r.Decision.Action == ActionUnknown {
-			return r, exitFailed, nil
+			return r, ExitFailed, nil
 		}
-		return r, exitOK, nil
+		return r, ExitOK, nil
 	}
 	kind := *target.Source
 	obj, state, err := cl.readSource(ctx, kind, namespace, target.Name, cfg.SourceSelector)
@@ -195,7 +196,6 @@ func explainTarget(ctx context.Context, cl *Cluster, cfg *Config, target Target,
 		return nil, 0, err
 	}
 	workloads, skipped := cl.Workloads(ctx, cfg, namespace)
-	cfg.NamespaceLabels = cl.NamespaceLabels(ctx)
 	r := cfg.ExplainSource(kind, namespace, target.Name, state, workloads, key)
 	if obj != nil && !cfg.SourceSelector.Matches(labels.Set(obj.GetLabels())) {
 		why := fmt.Sprintf("its labels do not match the config's sourceSelector %q: it is not in the controller's caches, and its changes restart nothing",
@@ -205,7 +205,7 @@ func explainTarget(ctx context.Context, cl *Cluster, cfg *Config, target Target,
 	}
 	r.Skipped = skipped
 	if len(skipped) > 0 {
-		return r, exitFailed, nil
+		return r, ExitFailed, nil
 	}
-	return r, exitOK, nil
+	return r, ExitOK, nil
 }

@@ -51,6 +51,12 @@ type RolloutReport struct {
 	Note string `json:"note"`
 }
 
+// Open reports whether the last restart's rollout is under way or failed:
+// what explain and status show of it.
+func (r *RolloutReport) Open() bool {
+	return r != nil && (r.Result == "rolling out" || r.Result == string(rollout.ResultFailed))
+}
+
 // holdReport reads the workload's hold annotation. sources are the sources
 // it reads as fetched (nil when absent); a wave hold's source is among them.
 func (c *Config) holdReport(w *catalog.WorkloadState, sources decision.Sources) *HoldReport {

@@ -279,7 +279,7 @@ func renderFleet(w io.Writer, r *WorkloadReport) {
 			fmt.Fprintf(w, "Hold: %s, since %s, no longer in force: %s\n", h.Kind, h.Since.UTC().Format(time.RFC3339), h.EndsWhen)
 		}
 	}
-	if ro := r.Rollout; ro != nil && (ro.Result == "rolling out" || ro.Result == "failed") {
+	if ro := r.Rollout; ro.Open() {
 		result := ro.Result
 		if ro.Reason != "" {
 			result += " (" + ro.Reason + ")"

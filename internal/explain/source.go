@@ -102,11 +102,11 @@ func (c *Config) ExplainSource(kind config.SourceKind, namespace, name string, s
 		}
 		ref := w.References[i]
 		if !w.OptedIn {
-			r.NotOptedIn = append(r.NotOptedIn, workloadName(wl.Object))
+			r.NotOptedIn = append(r.NotOptedIn, kubectlName(w))
 			continue
 		}
 		rd := Reader{
-			Workload: workloadName(wl.Object), Keys: ref.Keys, AllKeys: ref.Keys == nil, Optional: ref.Optional,
+			Workload: kubectlName(w), Keys: ref.Keys, AllKeys: ref.Keys == nil, Optional: ref.Optional,
 			Uses: c.usesByID(wl.Kind, wl.Object, w)[id],
 		}
 		applied := map[string]string{}

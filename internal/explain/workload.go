@@ -11,7 +11,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/checksum"
@@ -165,7 +164,7 @@ func (c *Config) explain(kind config.WorkloadKind, w *catalog.WorkloadState, obj
 	w, unlisted := c.withMatches(w)
 	recordedHash := record.ParseTemplate(w.AppliedTemplateHash).Hash
 	r := &WorkloadReport{
-		Workload:         kubectlName(w.GroupVersionKind(), w.Name),
+		Workload:         kubectlName(w),
 		Namespace:        w.Namespace,
 		Resource:         resourceString(kind),
 		OptedIn:          w.OptedIn,
@@ -177,7 +176,6 @@ func (c *Config) explain(kind config.WorkloadKind, w *catalog.WorkloadState, obj
 	}
 	var usesOf map[catalog.SourceID][]Use
 	if obj != nil {
-		r.Workload = workloadName(obj)
 		r.NotWatched = c.notWatched(w.Namespace, obj.GetLabels())
 		usesOf = c.usesByID(kind, obj, w)
 	} else {
@@ -324,7 +322,9 @@ func (c *Config) snapshot(kind config.WorkloadKind, w *catalog.WorkloadState, lo
 
 // decision runs the controller's decision (package decision) on the
 // snapshot, with the pacing facts pace gathers when a restart is due, and
-// says why it came out as it did.
+// says why it came out as it did: the reasons any decision gives, then
+// those of what it does (records a rollout's end, waits, restarts, records
+// the checksums, or nothing).
 func (c *Config) decision(snap decision.Snapshot, r *WorkloadReport, pace pacingFunc) Decision {
 	rules := c.rules()
 	v := rules.Decide(snap)
@@ -333,18 +333,16 @@ func (c *Config) decision(snap decision.Snapshot, r *WorkloadReport, pace pacing
 		snap.Pacing = &facts
 		v = rules.Pace(snap, v)
 	}
-	w, plan := snap.Workload.State, v.Plan
-	recordedHash := snap.Workload.Template.Hash
 	d := Decision{}
-	if plan.Warning != "" {
-		d.Reasons = append(d.Reasons, plan.Warning)
+	if v.Plan.Warning != "" {
+		d.Reasons = append(d.Reasons, v.Plan.Warning)
 	}
 	d.Reasons = append(d.Reasons, v.Invalid...)
 	waits := v.Action == decision.Hold || v.Action == decision.Queue || v.Action == decision.Wait
 	if !waits {
-		d.Reasons = append(d.Reasons, v.Reasons...) // the opt-outs; a hold's and a wait's reasons come below
+		d.Reasons = append(d.Reasons, v.Reasons...) // the opt-outs; a hold's and a wait's reasons come in waitDecision
 	}
-	for _, id := range plan.RequiredGone {
+	for _, id := range v.Plan.RequiredGone {
 		d.Reasons = append(d.Reasons, fmt.Sprintf("%s was deleted, and its pods need it: nothing restarts for it (new pods could not start); "+
 			"the controller reports it in a RequiredSourceDeleted Warning Event", shortID(id.Kind, id.Name)))
 	}
@@ -355,79 +353,103 @@ func (c *Config) decision(snap decision.Snapshot, r *WorkloadReport, pace pacing
 			v.Ended.Verdict.Result))
 		return d
 	case waits:
-		d.Action, d.Gate = string(v.Action), string(v.Gate)
-		if v.Gate == decision.GateWindow || v.Gate == decision.GateMinInterval {
-			// Only these ends are the objects' and the clock's to tell: a
-			// hold ends on an event, a queue's recheck is no end, and
-			// the breaker's quiet time is timed by the controller's memory.
-			until := c.inWindowZone(v.Until, snap.Now)
-			d.Until = &until
-		}
-		d.Reasons = append(d.Reasons, v.Reasons...)
-		for _, id := range plan.Changed {
-			d.Changed = append(d.Changed, id.String())
-		}
-		if h := r.Hold; h != nil && h.Release != "" && v.Action == decision.Hold {
-			d.Reasons = append(d.Reasons, "to let it go now: "+h.Release)
-		}
-		if v.Gate == decision.GateWindow || v.Gate == decision.GateMinInterval {
-			for _, id := range plan.Changed {
-				if src, ok := snap.Sources[id]; ok {
-					d.Reasons = append(d.Reasons, fmt.Sprintf("to let the change of %s go now: %s",
-						shortID(id.Kind, id.Name), decision.ReleaseCommand(c.Annotations.Release, id, src.Change(c.Sums))))
-				}
-			}
-		}
-		return d
-	case plan.Restart:
-		d.Action = ActionRestart
-		var names []string
-		for _, id := range plan.Changed {
-			d.Changed = append(d.Changed, id.String())
-			names = append(names, shortID(id.Kind, id.Name))
-		}
-		d.Strategy = plan.Strategy.String()
-		d.Reasons = append(d.Reasons, "what its pods read changed: "+strings.Join(names, ", "), graceNote,
-			"the restart strategy: "+d.Strategy)
-	case plan.Patch:
-		d.Action = ActionRecord
-		switch {
-		case !w.HasApplied:
-			d.Reasons = append(d.Reasons, "no applied checksums yet (first sight): the current checksums are recorded without a restart")
-		case snap.Workload.AppliedErr != nil:
-			// plan.Warning said it.
-		case recordedHash == "":
-			d.Reasons = append(d.Reasons, "no template digest recorded (new, or last handled by xing's controller): the current checksums are recorded without a restart")
-		case recordedHash != w.TemplateHash:
-			d.Reasons = append(d.Reasons, "the pod template changed since the checksums were recorded: that change rolls the pods, which read the current data, so the checksums are recorded without a restart")
-		case len(v.OptedOut) > 0:
-			// Said above.
-		default:
-			d.Reasons = append(d.Reasons, "the recorded checksums differ from the current ones in a way that needs no restart (a required source appeared, a source is no longer read, or a new one is read): they are recorded")
-		}
-		if !w.HasApplied || recordedHash != w.TemplateHash {
-			d.Reasons = append(d.Reasons, "if a source it reads was written after the template was set (or, when that order is unknown, updated within its grace period), the controller records \"pending\" for it instead and restarts once the grace period ends; explain cannot see grace periods")
-		}
-		if _, unhold := plan.Extra[c.Annotations.Hold]; unhold {
-			d.Reasons = append(d.Reasons, "its hold annotation holds nothing any more: it is removed")
-		}
-		for _, ref := range w.References {
-			if _, exists := snap.Sources[ref.ID]; !exists && plan.Applied[ref.ID.String()] == record.Absent {
-				if old, known := snap.Workload.Applied[ref.ID.String()]; !known || old != record.Absent {
-					d.Reasons = append(d.Reasons, ref.ID.String()+" is recorded as absent once the controller has confirmed with the API server that it does not exist")
-				}
-			}
-		}
+		return c.waitDecision(d, snap, v, r.Hold)
+	case v.Plan.Restart:
+		d = restartDecision(d, v.Plan)
+	case v.Plan.Patch:
+		d = c.recordDecision(d, snap, v)
 	default:
 		d.Action = ActionNothing
-		if len(w.References) == 0 {
+		if len(snap.Workload.State.References) == 0 {
 			d.Reasons = append(d.Reasons, "it reads no source")
 		} else {
 			d.Reasons = append(d.Reasons, "the data its pods read is what they started with")
 		}
 	}
-	if plan.Patch {
-		d.Record = plan.Applied
+	if v.Plan.Patch {
+		d.Record = v.Plan.Applied
+	}
+	return d
+}
+
+// waitDecision is a due restart a gate stops (a hold, a queue, a wait):
+// the gate, what ends it where the objects and the clock tell, and how a
+// person lets it go now (hold is the workload's hold, as reported).
+func (c *Config) waitDecision(d Decision, snap decision.Snapshot, v decision.Verdict, hold *HoldReport) Decision {
+	d.Action, d.Gate = string(v.Action), string(v.Gate)
+	timed := v.Gate == decision.GateWindow || v.Gate == decision.GateMinInterval
+	if timed {
+		// Only these ends are the objects' and the clock's to tell: a
+		// hold ends on an event, a queue's recheck is no end, and
+		// the breaker's quiet time is timed by the controller's memory.
+		until := c.inWindowZone(v.Until, snap.Now)
+		d.Until = &until
+	}
+	d.Reasons = append(d.Reasons, v.Reasons...)
+	for _, id := range v.Plan.Changed {
+		d.Changed = append(d.Changed, id.String())
+	}
+	if hold != nil && hold.Release != "" && v.Action == decision.Hold {
+		d.Reasons = append(d.Reasons, "to let it go now: "+hold.Release)
+	}
+	if timed {
+		for _, id := range v.Plan.Changed {
+			if src, ok := snap.Sources[id]; ok {
+				d.Reasons = append(d.Reasons, fmt.Sprintf("to let the change of %s go now: %s",
+					shortID(id.Kind, id.Name), decision.ReleaseCommand(c.Annotations.Release, id, src.Change(c.Sums))))
+			}
+		}
+	}
+	return d
+}
+
+// restartDecision is a restart that goes: the changes it delivers and how
+// it is carried out.
+func restartDecision(d Decision, plan decision.Plan) Decision {
+	d.Action = ActionRestart
+	var names []string
+	for _, id := range plan.Changed {
+		d.Changed = append(d.Changed, id.String())
+		names = append(names, shortID(id.Kind, id.Name))
+	}
+	d.Strategy = plan.Strategy.String()
+	d.Reasons = append(d.Reasons, "what its pods read changed: "+strings.Join(names, ", "), graceNote,
+		"the restart strategy: "+d.Strategy)
+	return d
+}
+
+// recordDecision is a write of the checksums without a restart: why they
+// are recorded afresh, and what else the write changes.
+func (c *Config) recordDecision(d Decision, snap decision.Snapshot, v decision.Verdict) Decision {
+	w, plan := snap.Workload.State, v.Plan
+	recordedHash := snap.Workload.Template.Hash
+	d.Action = ActionRecord
+	switch {
+	case !w.HasApplied:
+		d.Reasons = append(d.Reasons, "no applied checksums yet (first sight): the current checksums are recorded without a restart")
+	case snap.Workload.AppliedErr != nil:
+		// plan.Warning said it.
+	case recordedHash == "":
+		d.Reasons = append(d.Reasons, "no template digest recorded (new, or last handled by xing's controller): the current checksums are recorded without a restart")
+	case recordedHash != w.TemplateHash:
+		d.Reasons = append(d.Reasons, "the pod template changed since the checksums were recorded: that change rolls the pods, which read the current data, so the checksums are recorded without a restart")
+	case len(v.OptedOut) > 0:
+		// Said above.
+	default:
+		d.Reasons = append(d.Reasons, "the recorded checksums differ from the current ones in a way that needs no restart (a required source appeared, a source is no longer read, or a new one is read): they are recorded")
+	}
+	if !w.HasApplied || recordedHash != w.TemplateHash {
+		d.Reasons = append(d.Reasons, "if a source it reads was written after the template was set (or, when that order is unknown, updated within its grace period), the controller records \"pending\" for it instead and restarts once the grace period ends; explain cannot see grace periods")
+	}
+	if _, unhold := plan.Extra[c.Annotations.Hold]; unhold {
+		d.Reasons = append(d.Reasons, "its hold annotation holds nothing any more: it is removed")
+	}
+	for _, ref := range w.References {
+		if _, exists := snap.Sources[ref.ID]; !exists && plan.Applied[ref.ID.String()] == record.Absent {
+			if old, known := snap.Workload.Applied[ref.ID.String()]; !known || old != record.Absent {
+				d.Reasons = append(d.Reasons, ref.ID.String()+" is recorded as absent once the controller has confirmed with the API server that it does not exist")
+			}
+		}
 	}
 	return d
 }
@@ -597,18 +619,14 @@ func (c *Config) notOptedIn(obj *unstructured.Unstructured) string {
 	return fmt.Sprintf("not opted in: its annotation %s is %q, not \"enabled\"", c.Annotations.OptIn, v)
 }
 
-// workloadName is kubectl's name for an object: "deployment.apps/web".
-func workloadName(obj *unstructured.Unstructured) string {
-	return kubectlName(obj.GroupVersionKind(), obj.GetName())
-}
-
-// kubectlName is kubectl's name of an object of a kind.
-func kubectlName(gvk schema.GroupVersionKind, name string) string {
+// kubectlName is kubectl's name for a workload: "deployment.apps/web".
+func kubectlName(w *catalog.WorkloadState) string {
+	gvk := w.GroupVersionKind()
 	kind := strings.ToLower(gvk.Kind)
 	if gvk.Group != "" {
 		kind += "." + gvk.Group
 	}
-	return kind + "/" + name
+	return kind + "/" + w.Name
 }
 
 func resourceString(kind config.WorkloadKind) string {

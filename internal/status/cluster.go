@@ -39,25 +39,18 @@ func Read(ctx context.Context, cl *explain.Cluster, cfg *explain.Config, scope [
 	}
 	// A source list may name a source in another namespace: read it as
 	// explain does, one GET each.
-	l.ReadOutside(cl.Fetcher(ctx, cfg.SourceAnnotations(), cfg.SourceSelector), cl.SourceNames(ctx, cfg.SourceSelector))
+	l.outside, l.outsideNames = cl.Fetcher(ctx, cfg.SourceAnnotations(), cfg.SourceSelector), cl.SourceNames(ctx, cfg.SourceSelector)
 
 	// Each kind and namespace is one listing of its own, run side by side
 	// (the API server's time is most of the wait); the listing is filled
 	// from them one at a time.
-	type result struct {
-		source   *config.SourceKind
-		workload *config.WorkloadKind
-		ns       string
-		objs     []*unstructured.Unstructured
-		err      error
-	}
-	var jobs []result
+	var jobs []listJob
 	for _, ns := range scope {
 		for i := range cfg.Sources {
-			jobs = append(jobs, result{source: &cfg.Sources[i], ns: ns})
+			jobs = append(jobs, listJob{source: &cfg.Sources[i], ns: ns})
 		}
 		for i := range cfg.Workloads {
-			jobs = append(jobs, result{workload: &cfg.Workloads[i], ns: ns})
+			jobs = append(jobs, listJob{workload: &cfg.Workloads[i], ns: ns})
 		}
 	}
 	var mu sync.Mutex
@@ -65,46 +58,11 @@ func Read(ctx context.Context, cl *explain.Cluster, cfg *explain.Config, scope [
 	sem := make(chan struct{}, 8)
 	for i := range jobs {
 		j := &jobs[i]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			var resource schema.GroupVersionResource
-			var selector string
-			if j.source != nil {
-				resource, selector = j.source.GVR, cfg.SourceSelector.String()
-			} else {
-				resource, selector = j.workload.GVR, cfg.WorkloadSelector.String()
-			}
-			if j.source != nil && cl.REST != nil {
-				if lister, ok := protobufSources(cl.REST, *j.source, cfg.SourceAnnotations()); ok {
-					err := lister(ctx, j.ns, selector, func(id catalog.SourceID, s *catalog.SourceState) {
-						mu.Lock()
-						defer mu.Unlock()
-						l.AddSourceState(id, s)
-					})
-					if apierrors.IsNotFound(err) {
-						err = nil
-					}
-					j.err = err
-					return
-				}
-			}
-			err := listPages(ctx, cl, resource, j.ns, selector, func(u *unstructured.Unstructured) error {
-				mu.Lock()
-				defer mu.Unlock()
-				if j.source != nil {
-					return l.AddSource(*j.source, u)
-				}
-				l.AddWorkload(*j.workload, u)
-				return nil
-			})
-			if apierrors.IsNotFound(err) {
-				err = nil // not served: none of its kind
-			}
-			j.err = err
-		}()
+			j.err = j.run(ctx, cl, cfg, l, &mu)
+		})
 	}
 	wg.Wait()
 	for _, j := range jobs {
@@ -117,6 +75,47 @@ func Read(ctx context.Context, cl *explain.Cluster, cfg *explain.Config, scope [
 		}
 	}
 	return l
+}
+
+// listJob is one of Read's listings: a source or a workload kind, in one
+// namespace ("": all), and why it failed.
+type listJob struct {
+	source   *config.SourceKind
+	workload *config.WorkloadKind
+	ns       string
+	err      error
+}
+
+// run lists the job's kind into the listing, which mu guards, page by
+// page: sources of a kind with a protobuf path (protobufSources) straight
+// into reduced states, the rest as objects. A kind the API server does not
+// serve has no objects.
+func (j *listJob) run(ctx context.Context, cl *explain.Cluster, cfg *explain.Config, l *Listing, mu *sync.Mutex) error {
+	var err error
+	if j.workload != nil {
+		err = listPages(ctx, cl, j.workload.GVR, j.ns, cfg.WorkloadSelector.String(), func(u *unstructured.Unstructured) error {
+			mu.Lock()
+			defer mu.Unlock()
+			l.AddWorkload(*j.workload, u)
+			return nil
+		})
+	} else if lister, ok := protobufSources(cl.REST, *j.source, cfg.SourceAnnotations()); ok {
+		err = lister(ctx, j.ns, cfg.SourceSelector.String(), func(id catalog.SourceID, s *catalog.SourceState) {
+			mu.Lock()
+			defer mu.Unlock()
+			l.AddSourceState(id, s)
+		})
+	} else {
+		err = listPages(ctx, cl, j.source.GVR, j.ns, cfg.SourceSelector.String(), func(u *unstructured.Unstructured) error {
+			mu.Lock()
+			defer mu.Unlock()
+			return l.AddSource(*j.source, u)
+		})
+	}
+	if apierrors.IsNotFound(err) {
+		return nil // not served: none of its kind
+	}
+	return err
 }
 
 // listPages lists a resource page by page, handing each object over as its
@@ -150,11 +149,12 @@ var sourceKinds = map[schema.GroupVersionResource]string{
 // as the controller's informers do: in protobuf, each reduced to its
 // digests as it is decoded, its data never decoded into maps (30,000
 // sources as JSON were half of status's CPU time); false for a kind that
-// has no such path.
+// has no such path, or without a REST config (tests of the configured
+// kinds).
 func protobufSources(rc *rest.Config, kind config.SourceKind, keep []string) (func(ctx context.Context, namespace, selector string,
 	each func(catalog.SourceID, *catalog.SourceState)) error, bool) {
 	name, ok := sourceKinds[kind.GVR]
-	if !ok {
+	if !ok || rc == nil {
 		return nil, false
 	}
 	cfg := catalog.CoreProtobuf(rc)

@@ -13,14 +13,6 @@ import (
 	"github.com/restart-controller/restart-controller/internal/explain"
 )
 
-// Exit statuses, the controller's and explain's: 2 is a usage or
-// configuration error.
-const (
-	exitOK      = 0
-	exitFailed  = 1
-	exitInvalid = 2
-)
-
 // defaultMetricsService is the metrics Service of the manifests
 // (manifests/service.yaml); the chart's is RELEASE-restart-controller-metrics.
 const defaultMetricsService = "restart-controller-metrics"
@@ -69,27 +61,27 @@ func Main(ctx context.Context, args []string, env explain.Env) int {
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
-			return exitOK
+			return explain.ExitOK
 		}
-		return fail(exitInvalid, "%v", err)
+		return fail(explain.ExitInvalid, "%v", err)
 	}
 	if err := CheckFormat(*output); err != nil {
-		return fail(exitInvalid, "%v", err)
+		return fail(explain.ExitInvalid, "%v", err)
 	}
 	if fs.NArg() > 0 {
-		return fail(exitInvalid, "takes no arguments, got %q", strings.Join(fs.Args(), " "))
+		return fail(explain.ExitInvalid, "takes no arguments, got %q", strings.Join(fs.Args(), " "))
 	}
 	cfg, err := explain.LoadConfig(*configFile, env.LookupEnv)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "%s: invalid configuration:\n%v\n", env.Name, err)
-		return exitInvalid
+		return explain.ExitInvalid
 	}
 	if cfg.File == "" {
 		fmt.Fprintf(env.Stderr, "note: no config file at %s; using the built-in defaults (pass --config)\n", explain.DefaultConfigFile)
 	}
 	cl, namespace, err := explain.Connect(ctx, kube, cfg, env, "status")
 	if err != nil {
-		return fail(exitFailed, "connecting to the cluster: %v", err)
+		return fail(explain.ExitFailed, "connecting to the cluster: %v", err)
 	}
 	scope, scopeText := Scope(cfg, *all, namespace)
 	listing := Read(ctx, cl, cfg, scope)
@@ -102,12 +94,12 @@ func Main(ctx context.Context, args []string, env explain.Env) int {
 	report := Build(listing, scopeText, time.Now().UTC())
 	report.Controller = controller
 	if err := Render(env.Stdout, report, *output); err != nil {
-		return fail(exitFailed, "writing the report: %v", err)
+		return fail(explain.ExitFailed, "writing the report: %v", err)
 	}
 	if len(report.NotRead) > 0 || report.Workloads.Actions[explain.ActionUnknown] > 0 {
-		return exitFailed
+		return explain.ExitFailed
 	}
-	return exitOK
+	return explain.ExitOK
 }
 
 // Scope is the namespaces to list and how to name them: with all, those the

@@ -40,10 +40,7 @@ type Listing struct {
 	outside      explain.SourceFetcher
 	outsideNames func(kind config.SourceKind, namespace string) ([]string, error)
 	notRead      []string
-	// workloadsMissing: a workload kind could not be listed, so waves and
-	// the cap count without its workloads.
-	workloadsMissing bool
-	grouped          bool
+	grouped      bool
 }
 
 // NewListing returns an empty listing of the namespaces scope ("" alone:
@@ -63,11 +60,6 @@ func NewListing(cfg *explain.Config, scope []string, namespaceLabels func(string
 		l.kinds[k.GVR] = k
 	}
 	return l
-}
-
-// ReadOutside sets how sources of namespaces out of scope are read.
-func (l *Listing) ReadOutside(fetch explain.SourceFetcher, names func(kind config.SourceKind, namespace string) ([]string, error)) {
-	l.outside, l.outsideNames = fetch, names
 }
 
 // AddWorkload adds a workload object listed as kind.
@@ -118,7 +110,6 @@ func (l *Listing) SourceKindFailed(kind config.SourceKind, namespace string, err
 // WorkloadKindFailed notes that the workloads of kind could not be listed
 // in namespace ("": in any), and why.
 func (l *Listing) WorkloadKindFailed(kind config.WorkloadKind, namespace string, err error) {
-	l.workloadsMissing = true
 	l.notRead = append(l.notRead, fmt.Sprintf("%s%s: %v (not shown, and not counted in the waves and the cap)", kind.GVR.GroupResource(), in(namespace), err))
 }
 

@@ -11,18 +11,14 @@ import (
 	"github.com/restart-controller/restart-controller/internal/explain"
 )
 
-// Output formats: explain's, and wide.
-const (
-	FormatTable = explain.FormatTable
-	FormatWide  = "wide"
-	FormatJSON  = explain.FormatJSON
-	FormatYAML  = explain.FormatYAML
-)
+// FormatWide is status's output format beside explain's: the tables with
+// every restart, and their sources and releases.
+const FormatWide = "wide"
 
 // CheckFormat returns an error for an unknown -o value.
 func CheckFormat(format string) error {
 	switch format {
-	case FormatTable, FormatWide, FormatJSON, FormatYAML:
+	case explain.FormatTable, FormatWide, explain.FormatJSON, explain.FormatYAML:
 		return nil
 	}
 	return fmt.Errorf("unknown output format %q: use wide, json or yaml, or leave -o out for tables", format)
@@ -35,7 +31,7 @@ const rowsPerReason = 20
 
 // Render writes the report in the format.
 func Render(w io.Writer, r *Report, format string) error {
-	if format == FormatJSON || format == FormatYAML {
+	if format == explain.FormatJSON || format == explain.FormatYAML {
 		return explain.WriteStructured(w, r, format)
 	}
 	var b strings.Builder

@@ -133,12 +133,6 @@ type Rollout struct {
 	Note     string     `json:"note"`
 }
 
-// Rollout results as explain reports them.
-const (
-	resultRolling = "rolling out"
-	resultFailed  = "failed"
-)
-
 // Build decides every workload of the listing at now, with explain's
 // decision paced over the whole listing, and gathers the changes in
 // progress, the restarts that do not go now and the rollouts in flight.
@@ -175,7 +169,7 @@ func Build(l *Listing, scope string, now time.Time) *Report {
 				holds[[2]string{h.Source, h.Change}] = append(holds[[2]string{h.Source, h.Change}], h.Since)
 			}
 		}
-		if ro := wr.Rollout; ro != nil && (ro.Result == resultRolling || ro.Result == resultFailed) {
+		if ro := wr.Rollout; ro.Open() {
 			rep.Rollouts = append(rep.Rollouts, Rollout{Workload: name, At: ro.At, Result: ro.Result, Reason: ro.Reason,
 				Deadline: ro.Deadline, Sources: ro.Sources, Job: ro.Job, Note: ro.Note})
 			for _, s := range ro.Sources {

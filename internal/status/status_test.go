@@ -119,9 +119,9 @@ func TestGolden(t *testing.T) {
 	rep := w.report()
 	rep.Controller = exampleController()
 	for _, tt := range []struct{ name, format string }{
-		{"incident.txt", FormatTable},
+		{"incident.txt", explain.FormatTable},
 		{"incident-wide.txt", FormatWide},
-		{"incident.json", FormatJSON},
+		{"incident.json", explain.FormatJSON},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got := explaintest.Normalise(render(t, rep, tt.format))
@@ -282,7 +282,7 @@ func TestNeverPrintsSecretValues(t *testing.T) {
 	rep := w.report()
 	rep.Controller = exampleController()
 	value := "hunter2-do-not-print"
-	for _, format := range []string{FormatTable, FormatWide, FormatJSON, FormatYAML} {
+	for _, format := range []string{explain.FormatTable, FormatWide, explain.FormatJSON, explain.FormatYAML} {
 		out := render(t, rep, format)
 		for _, v := range []string{value, base64.StdEncoding.EncodeToString([]byte(value))} {
 			if strings.Contains(out, v) {
@@ -335,7 +335,7 @@ func TestREADMEExample(t *testing.T) {
 	if !re.Match(raw) {
 		t.Fatal("README.md has no generated block \"status\"")
 	}
-	body := "```console\n$ kubectl restart-controller status -A\n" + render(t, rep, FormatTable) + "```\n"
+	body := "```console\n$ kubectl restart-controller status -A\n" + render(t, rep, explain.FormatTable) + "```\n"
 	got := re.ReplaceAllString(string(raw), "${1}"+strings.ReplaceAll(body, "$", "$$")+"${2}")
 	if got == string(raw) {
 		return

@@ -297,9 +297,6 @@ func Attach(dir string) (*Cluster, error) {
 		return nil, fmt.Errorf("testcluster: %w", err)
 	}
 	c.token = c.RESTConfig.BearerToken
-	if u, err := urlPort(c.RESTConfig.Host); err == nil {
-		c.apiPort = u
-	}
 	for _, p := range c.procs {
 		if !p.running() {
 			continue
@@ -370,7 +367,7 @@ func (c *Cluster) StartAPIServer(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.waitHTTP(ctx, apiserverName, apiserverTimeout, c.RESTConfig.Host+"/readyz", c.token)
+	return c.waitAPIServer(ctx)
 }
 
 // LogTail returns the last n lines of every component's log, labelled, for
@@ -513,28 +510,24 @@ func (c *Cluster) waitAPIServer(ctx context.Context) error {
 // deadline passes.
 func (c *Cluster) waitHTTP(ctx context.Context, name string, timeout time.Duration, url, token string) error {
 	var last error
-	return c.poll(ctx, timeout, fmt.Sprintf("%s at %s", name, url), []string{name}, func(ctx context.Context) (bool, error) {
+	return c.poll(ctx, timeout, fmt.Sprintf("%s at %s", name, url), []string{name}, func(ctx context.Context) bool {
 		last = probe(ctx, url, token)
-		return last == nil, nil
+		return last == nil
 	}, func() error { return last })
 }
 
-// poll runs cond every 200ms until it returns true, it returns an error, one
-// of the components named in tailOf exits, or the deadline passes. Errors
-// include the log tail of those components.
+// poll runs cond every 200ms until it returns true, one of the components
+// named in tailOf exits, or the deadline passes. Errors include the log
+// tail of those components.
 func (c *Cluster) poll(ctx context.Context, timeout time.Duration, what string, tailOf []string,
-	cond func(context.Context) (bool, error), lastErr func() error) error {
+	cond func(context.Context) bool, lastErr func() error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	began := time.Now()
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		ok, err := cond(ctx)
-		if err != nil {
-			return fmt.Errorf("testcluster: waiting for %s: %w\n%s", what, err, c.tail(tailLines, tailOf...))
-		}
-		if ok {
+		if cond(ctx) {
 			return nil
 		}
 		c.mu.Lock()
@@ -605,9 +598,9 @@ func (c *Cluster) createNode(ctx context.Context, cs kubernetes.Interface) error
 		Status: corev1.NodeStatus{Capacity: res, Allocatable: res},
 	}
 	tails := []string{apiserverName, kwokName}
-	if err := c.poll(ctx, nodeTimeout, "node "+NodeName+" to be created", tails, func(ctx context.Context) (bool, error) {
+	if err := c.poll(ctx, nodeTimeout, "node "+NodeName+" to be created", tails, func(ctx context.Context) bool {
 		_, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
-		return err == nil || apierrors.IsAlreadyExists(err), nil
+		return err == nil || apierrors.IsAlreadyExists(err)
 	}, nil); err != nil {
 		return err
 	}
@@ -630,11 +623,11 @@ func (c *Cluster) createNode(ctx context.Context, cs kubernetes.Interface) error
 		return fmt.Errorf("testcluster: removing taint %s from %s: %w\n%s", corev1.TaintNodeNotReady, NodeName, err, c.tail(tailLines, tails...))
 	}
 	var state string
-	return c.poll(ctx, nodeTimeout, "node "+NodeName+" to be Ready and untainted", tails, func(ctx context.Context) (bool, error) {
+	return c.poll(ctx, nodeTimeout, "node "+NodeName+" to be Ready and untainted", tails, func(ctx context.Context) bool {
 		n, err := cs.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
 		if err != nil {
 			state = err.Error()
-			return false, nil
+			return false
 		}
 		ready := false
 		for _, cond := range n.Status.Conditions {
@@ -643,16 +636,16 @@ func (c *Cluster) createNode(ctx context.Context, cs kubernetes.Interface) error
 			}
 		}
 		state = fmt.Sprintf("ready=%v taints=%v allocatable=%v", ready, n.Spec.Taints, n.Status.Allocatable)
-		return ready && len(n.Spec.Taints) == 0 && !n.Status.Allocatable.Pods().IsZero(), nil
+		return ready && len(n.Spec.Taints) == 0 && !n.Status.Allocatable.Pods().IsZero()
 	}, func() error { return errors.New(state) })
 }
 
 func (c *Cluster) waitDefaultServiceAccount(ctx context.Context, cs kubernetes.Interface) error {
 	var last error
 	return c.poll(ctx, saTimeout, "ServiceAccount default/default", []string{kcmName, apiserverName},
-		func(ctx context.Context) (bool, error) {
+		func(ctx context.Context) bool {
 			_, last = cs.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
-			return last == nil, nil
+			return last == nil
 		}, func() error { return last })
 }
 
@@ -675,14 +668,6 @@ func FreePorts(n int) ([]int, error) {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
-}
-
-func urlPort(host string) (int, error) {
-	i := strings.LastIndexByte(host, ':')
-	if i < 0 {
-		return 0, fmt.Errorf("no port in %q", host)
-	}
-	return strconv.Atoi(strings.TrimRight(host[i+1:], "/"))
 }
 
 func since(t time.Time) time.Duration { return time.Since(t).Round(10 * time.Millisecond) }

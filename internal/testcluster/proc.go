@@ -189,15 +189,11 @@ func TailFile(path string, n int) (string, error) {
 			return "", err
 		}
 		s := strings.TrimRight(string(buf), "\n")
-		lines := strings.Split(s, "\n")
-		if len(lines) > n || off == 0 || chunk >= 1<<20 {
-			if off > 0 && len(lines) > 0 {
-				lines = lines[1:] // first line is probably cut
+		if strings.Count(s, "\n") >= n || off == 0 || chunk >= 1<<20 {
+			if off > 0 {
+				_, s, _ = strings.Cut(s, "\n") // first line is probably cut
 			}
-			if len(lines) > n {
-				lines = lines[len(lines)-n:]
-			}
-			return strings.Join(lines, "\n"), nil
+			return lastLines(s, n), nil
 		}
 		chunk *= 4
 	}
