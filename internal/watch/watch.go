@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
@@ -30,7 +31,6 @@ import (
 
 // Handler receives keys computed from events.
 type Handler interface {
-	// SourceChanged reports a data change of an existing config.
 	// SourceChanged reports a data change of an existing source, and the
 	// keys it touched (nil when unknown, e.g. for a large source).
 	SourceChanged(id catalog.SourceID, changedKeys []string)
@@ -261,26 +261,22 @@ func (w *Watcher) Ready() error {
 // Run looks for the kinds that were not served at start (a CRD not yet
 // installed) until ctx ends, and starts watching each one when it appears.
 func (w *Watcher) Run(ctx context.Context) {
-	ticker := time.NewTicker(w.discoveryInterval)
-	defer ticker.Stop()
-	for {
-		w.mu.Lock()
-		missing := w.missing
-		w.missing = nil
-		w.mu.Unlock()
-		for _, kind := range missing {
-			found, err := lookUp(w.discovery, kind.gvr)
-			if err = w.startKind(ctx, kind, false, found, err); err != nil {
-				w.log.Error("looking up "+kind.role+" kind", "resource", kind.gvr.String(), "error", err)
-				w.mu.Lock()
-				w.missing = append(w.missing, kind)
-				w.mu.Unlock()
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
+	wait.NonSlidingUntilWithContext(ctx, w.startMissing, w.discoveryInterval)
+}
+
+// startMissing looks each missing kind up once, and starts the ones served.
+func (w *Watcher) startMissing(ctx context.Context) {
+	w.mu.Lock()
+	missing := w.missing
+	w.missing = nil
+	w.mu.Unlock()
+	for _, kind := range missing {
+		found, err := lookUp(w.discovery, kind.gvr)
+		if err = w.startKind(ctx, kind, false, found, err); err != nil {
+			w.log.Error("looking up "+kind.role+" kind", "resource", kind.gvr.String(), "error", err)
+			w.mu.Lock()
+			w.missing = append(w.missing, kind)
+			w.mu.Unlock()
 		}
 	}
 }
