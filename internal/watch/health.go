@@ -99,8 +99,8 @@ type HealthChange struct {
 
 // AccessChecker answers whether this process may use a verb on a resource in
 // a namespace ("" means all namespaces): a SelfSubjectAccessReview, which
-// needs no permission of its own. reason is the authorizer's explanation, if any.
-type AccessChecker func(ctx context.Context, verb string, resource schema.GroupVersionResource, namespace string) (allowed bool, reason string, err error)
+// needs no permission of its own.
+type AccessChecker func(ctx context.Context, verb string, resource schema.GroupVersionResource, namespace string) (allowed bool, err error)
 
 // health is the degraded state of every informer. Its zero value is ready to use.
 type health struct {
@@ -157,7 +157,7 @@ func (w *Watcher) reviewAccess(ctx context.Context, targets []Target) {
 			go func() {
 				defer wg.Done()
 				defer func() { <-slots }()
-				allowed, _, err := w.health.access(ctx, verb, t.Resource, t.Namespace)
+				allowed, err := w.health.access(ctx, verb, t.Resource, t.Namespace)
 				if err != nil {
 					w.log.Debug("cannot review access; relying on the informer's errors", "resource", t.Resource.String(),
 						"namespace", t.namespaceText(), "verb", verb, "error", err)
@@ -191,7 +191,7 @@ func (w *Watcher) denied(ctx context.Context, t Target, verbs ...string) (missin
 	}
 	answered = true
 	for _, verb := range verbs {
-		allowed, _, err := w.health.access(ctx, verb, t.Resource, t.Namespace)
+		allowed, err := w.health.access(ctx, verb, t.Resource, t.Namespace)
 		if err != nil {
 			w.log.Debug("cannot review access", "resource", t.Resource.String(), "namespace", t.namespaceText(), "verb", verb, "error", err)
 			answered = false

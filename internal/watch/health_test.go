@@ -43,13 +43,13 @@ func (a *fakeAccess) set(denied bool, gvr schema.GroupVersionResource, ns string
 	}
 }
 
-func (a *fakeAccess) check(_ context.Context, verb string, gvr schema.GroupVersionResource, ns string) (bool, string, error) {
+func (a *fakeAccess) check(_ context.Context, verb string, gvr schema.GroupVersionResource, ns string) (bool, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.fail {
-		return false, "", errors.New("authorization API unavailable")
+		return false, errors.New("authorization API unavailable")
 	}
-	return !a.denied[accessKey(verb, gvr, ns)], "", nil
+	return !a.denied[accessKey(verb, gvr, ns)], nil
 }
 
 // changes records HealthChanges.
