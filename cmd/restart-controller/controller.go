@@ -155,7 +155,7 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 // whole-data checksums, keyed), the decision's rules, the controller with
 // everything it uses, and the watcher that feeds it.
 func assemble(cfg *config.Config, cl *clients, sums checksum.Hasher, recorder events.EventRecorder, notifier restart.Notifier,
-	restarts *activity, lease *leaseLock, m *metrics.Metrics, log hclog.Logger, lookupEnv func(string) (string, bool)) (*restart.Controller, *watch.Watcher, *catalog.Catalog, error) {
+	restarts *activity, lease *renewClock, m *metrics.Metrics, log hclog.Logger, lookupEnv func(string) (string, bool)) (*restart.Controller, *watch.Watcher, *catalog.Catalog, error) {
 	cat := catalog.New(catalog.BoundSources(sums))
 	rules := decision.NewRules(cfg, sums)
 	ctrl, err := restart.New(restart.Deps{
