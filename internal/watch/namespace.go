@@ -40,7 +40,7 @@ func (w *Watcher) startNamespaces(ctx context.Context) error {
 	informer := cache.NewSharedIndexInformerWithOptions(lw, &metav1.PartialObjectMetadata{},
 		cache.SharedIndexInformerOptions{Indexers: cache.Indexers{}, ObjectDescription: "namespaces (metadata)"})
 	// Only the name is read, and the labels when the catalog matches them.
-	if err := informer.SetTransform(func(obj interface{}) (interface{}, error) {
+	transform := func(obj interface{}) (interface{}, error) {
 		if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
 			kept := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: m.Name, ResourceVersion: m.ResourceVersion}}
 			if byLabels {
@@ -49,17 +49,11 @@ func (w *Watcher) startNamespaces(ctx context.Context) error {
 			return kept, nil
 		}
 		return obj, nil
-	}); err != nil {
-		return fmt.Errorf("watching namespaces: setting transform: %w", err)
-	}
-	if _, err := informer.AddEventHandler(namespaceHandler{w: w}); err != nil {
-		return fmt.Errorf("watching namespaces: adding event handler: %w", err)
 	}
 	w.catalog.WatchNamespaces(informer.GetStore(), w.cfg.NamespaceSelector, byLabels)
-	w.mu.Lock()
-	w.synced = append(w.synced, informer.HasSynced)
-	w.mu.Unlock()
-	go informer.RunWithContext(ctx)
+	if err := w.run(ctx, informer, transform, namespaceHandler{w: w}, informer.HasSynced); err != nil {
+		return fmt.Errorf("watching namespaces: %w", err)
+	}
 	w.log.Info("watching namespaces", "namespace_selector", w.cfg.NamespaceSelector, "labels", byLabels)
 	return nil
 }

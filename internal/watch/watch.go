@@ -406,23 +406,30 @@ func (w *Watcher) startWorkloadInformers(ctx context.Context, kind config.Worklo
 	return nil
 }
 
-// start installs the transform, so only reduced objects ever reach the cache,
-// the handler, and the error handler that reports the target degraded when
-// it may not be listed or watched, then runs the informer until ctx ends.
+// start installs the error handler that reports the target degraded when it
+// may not be listed or watched, then runs the informer (run).
 func (w *Watcher) start(ctx context.Context, informer cache.SharedIndexInformer, transform cache.TransformFunc, h cache.ResourceEventHandler,
 	target Target) error {
+	tracked := w.track(target, informer)
+	if err := informer.SetWatchErrorHandlerWithContext(w.watchErrorHandler(tracked)); err != nil {
+		return fmt.Errorf("setting watch error handler: %w", err)
+	}
+	return w.run(ctx, informer, transform, h, w.settled(tracked))
+}
+
+// run installs the transform, so only reduced objects ever reach the cache,
+// and the handler, adds synced to what WaitForSync and Ready wait for, and
+// runs the informer until ctx ends.
+func (w *Watcher) run(ctx context.Context, informer cache.SharedIndexInformer, transform cache.TransformFunc, h cache.ResourceEventHandler,
+	synced cache.InformerSynced) error {
 	if err := informer.SetTransform(transform); err != nil {
 		return fmt.Errorf("setting transform: %w", err)
 	}
 	if _, err := informer.AddEventHandler(h); err != nil {
 		return fmt.Errorf("adding event handler: %w", err)
 	}
-	tracked := w.track(target, informer)
-	if err := informer.SetWatchErrorHandlerWithContext(w.watchErrorHandler(tracked)); err != nil {
-		return fmt.Errorf("setting watch error handler: %w", err)
-	}
 	w.mu.Lock()
-	w.synced = append(w.synced, w.settled(tracked))
+	w.synced = append(w.synced, synced)
 	w.mu.Unlock()
 	go informer.RunWithContext(ctx)
 	return nil
