@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -146,22 +147,18 @@ func (w *Watcher) reviewAccess(ctx context.Context, targets []Target) {
 	}
 	var (
 		mu      sync.Mutex
-		wg      sync.WaitGroup
 		answers = map[Target]map[string]bool{}
-		slots   = make(chan struct{}, 8)
+		reviews errgroup.Group
 	)
+	reviews.SetLimit(8)
 	for _, t := range targets {
 		for _, verb := range verbsFor(t.Role) {
-			wg.Add(1)
-			slots <- struct{}{}
-			go func() {
-				defer wg.Done()
-				defer func() { <-slots }()
+			reviews.Go(func() error {
 				allowed, err := w.health.access(ctx, verb, t.Resource, t.Namespace)
 				if err != nil {
 					w.log.Debug("cannot review access; relying on the informer's errors", "resource", t.Resource.String(),
 						"namespace", t.namespaceText(), "verb", verb, "error", err)
-					return
+					return nil
 				}
 				mu.Lock()
 				defer mu.Unlock()
@@ -169,10 +166,11 @@ func (w *Watcher) reviewAccess(ctx context.Context, targets []Target) {
 					answers[t] = map[string]bool{}
 				}
 				answers[t][verb] = allowed
-			}()
+				return nil
+			})
 		}
 	}
-	wg.Wait()
+	_ = reviews.Wait() // nil: a question that fails is left unanswered, not an error
 	w.health.mu.Lock()
 	defer w.health.mu.Unlock()
 	if w.health.reviewed == nil {
