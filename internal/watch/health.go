@@ -105,9 +105,6 @@ type AccessChecker func(ctx context.Context, verb string, resource schema.GroupV
 
 // health is the degraded state of every informer. Its zero value is ready to use.
 type health struct {
-	access AccessChecker
-	notify func(HealthChange)
-
 	mu      sync.Mutex
 	tracked []*tracked
 	// reviewed holds answers of access reviews made for targets about to start.
@@ -142,7 +139,7 @@ func verbsFor(role string) []string {
 // verb it needs, a few questions at a time, and keeps the answers for track.
 // A question that fails is left unanswered: the informer's errors still tell.
 func (w *Watcher) reviewAccess(ctx context.Context, targets []Target) {
-	if w.health.access == nil || len(targets) == 0 {
+	if w.Access == nil || len(targets) == 0 {
 		return
 	}
 	var (
@@ -154,9 +151,9 @@ func (w *Watcher) reviewAccess(ctx context.Context, targets []Target) {
 	for _, t := range targets {
 		for _, verb := range verbsFor(t.Role) {
 			reviews.Go(func() error {
-				allowed, err := w.health.access(ctx, verb, t.Resource, t.Namespace)
+				allowed, err := w.Access(ctx, verb, t.Resource, t.Namespace)
 				if err != nil {
-					w.log.Debug("cannot review access; relying on the informer's errors", "resource", t.Resource.String(),
+					w.Log.Debug("cannot review access; relying on the informer's errors", "resource", t.Resource.String(),
 						"namespace", t.namespaceText(), "verb", verb, "error", err)
 					return nil
 				}
@@ -184,14 +181,14 @@ func (w *Watcher) reviewAccess(ctx context.Context, targets []Target) {
 // denied asks now which of the verbs this process may not use on the target.
 // answered is false when there is no access checker or a question failed.
 func (w *Watcher) denied(ctx context.Context, t Target, verbs ...string) (missing []string, answered bool) {
-	if w.health.access == nil {
+	if w.Access == nil {
 		return nil, false
 	}
 	answered = true
 	for _, verb := range verbs {
-		allowed, err := w.health.access(ctx, verb, t.Resource, t.Namespace)
+		allowed, err := w.Access(ctx, verb, t.Resource, t.Namespace)
 		if err != nil {
-			w.log.Debug("cannot review access", "resource", t.Resource.String(), "namespace", t.namespaceText(), "verb", verb, "error", err)
+			w.Log.Debug("cannot review access", "resource", t.Resource.String(), "namespace", t.namespaceText(), "verb", verb, "error", err)
 			answered = false
 			continue
 		}
@@ -298,27 +295,26 @@ func (w *Watcher) degrade(tr *tracked, reason string, missing []string, detail, 
 		m.rvAtError = rv
 		m.Detail = detail
 		w.health.mu.Unlock()
-		w.log.Debug("kind still degraded", "role", tr.target.Role, "resource", tr.target.Resource.String(),
+		w.Log.Debug("kind still degraded", "role", tr.target.Role, "resource", tr.target.Resource.String(),
 			"namespace", tr.target.namespaceText(), "reason", reason, "error", detail)
 		return
 	}
 	if old := *slot; old != nil {
-		w.metrics.KindDegraded.DeleteLabelValues(metricLabels(old.Degradation)...)
+		w.Metrics.KindDegraded.DeleteLabelValues(metricLabels(old.Degradation)...)
 	}
 	m := &mark{
 		Degradation: Degradation{Target: tr.target, Reason: reason, MissingVerbs: missing, Detail: detail, Since: time.Now()},
 		rvAtError:   rv,
 	}
 	*slot = m
-	w.metrics.KindDegraded.WithLabelValues(metricLabels(m.Degradation)...).Set(1)
+	w.Metrics.KindDegraded.WithLabelValues(metricLabels(m.Degradation)...).Set(1)
 	w.refreshWatchedLocked(tr.target.Resource)
-	notify := w.health.notify
 	w.health.mu.Unlock()
 
-	w.log.Error("kind degraded: "+m.Summary(), "role", tr.target.Role, "resource", tr.target.Resource.String(),
+	w.Log.Error("kind degraded: "+m.Summary(), "role", tr.target.Role, "resource", tr.target.Resource.String(),
 		"namespace", tr.target.namespaceText(), "reason", reason, "missing_verbs", strings.Join(missing, ","), "error", detail)
-	if notify != nil {
-		notify(HealthChange{Degradation: m.Degradation})
+	if w.Health != nil {
+		w.Health(HealthChange{Degradation: m.Degradation})
 	}
 }
 
@@ -331,15 +327,14 @@ func (w *Watcher) markRecovered(tr *tracked, m *mark) {
 		return
 	}
 	*slot = nil
-	w.metrics.KindDegraded.DeleteLabelValues(metricLabels(m.Degradation)...)
+	w.Metrics.KindDegraded.DeleteLabelValues(metricLabels(m.Degradation)...)
 	w.refreshWatchedLocked(tr.target.Resource)
-	notify := w.health.notify
 	w.health.mu.Unlock()
 
-	w.log.Info("kind recovered", "role", tr.target.Role, "resource", tr.target.Resource.String(),
+	w.Log.Info("kind recovered", "role", tr.target.Role, "resource", tr.target.Resource.String(),
 		"namespace", tr.target.namespaceText(), "was", m.Reason, "degraded_for", time.Since(m.Since).Round(time.Second))
-	if notify != nil {
-		notify(HealthChange{Degradation: m.Degradation, Recovered: true})
+	if w.Health != nil {
+		w.Health(HealthChange{Degradation: m.Degradation, Recovered: true})
 	}
 	if m.Reason != ReasonPatchForbidden && tr.target.Role == RoleSource {
 		// Changes of this kind's data while it was not watched raised no
@@ -367,7 +362,7 @@ func (w *Watcher) refreshWatchedLocked(resource schema.GroupVersionResource) boo
 		if watched {
 			value = 1
 		}
-		w.metrics.WatchedWorkloads.WithLabelValues(resource.String()).Set(value)
+		w.Metrics.WatchedWorkloads.WithLabelValues(resource.String()).Set(value)
 	}
 	return watched
 }
@@ -391,7 +386,7 @@ func (w *Watcher) requeueWorkloads() {
 	for _, tr := range workloads {
 		for _, obj := range tr.informer.GetStore().List() {
 			if state, ok := obj.(*catalog.WorkloadState); ok {
-				w.handler.WorkloadChanged(catalog.WorkloadKey{Resource: tr.target.Resource, Namespace: state.Namespace, Name: state.Name})
+				w.Handler.WorkloadChanged(catalog.WorkloadKey{Resource: tr.target.Resource, Namespace: state.Namespace, Name: state.Name})
 			}
 		}
 	}
@@ -400,8 +395,8 @@ func (w *Watcher) requeueWorkloads() {
 // superviseHealth clears marks whose cause has gone, until ctx ends.
 func (w *Watcher) superviseHealth(ctx context.Context) {
 	interval := time.Second
-	if w.discoveryInterval > 0 && w.discoveryInterval < interval {
-		interval = w.discoveryInterval
+	if w.DiscoveryInterval > 0 && w.DiscoveryInterval < interval {
+		interval = w.DiscoveryInterval
 	}
 	wait.UntilWithContext(ctx, w.checkRecoveries, interval)
 }
@@ -451,7 +446,7 @@ func (w *Watcher) checkRecoveries(ctx context.Context) {
 			w.health.mu.Lock()
 			due := !now.Before(c.m.nextReview)
 			if due {
-				c.m.nextReview = now.Add(w.discoveryInterval)
+				c.m.nextReview = now.Add(w.DiscoveryInterval)
 			}
 			w.health.mu.Unlock()
 			if !due {

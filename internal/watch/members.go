@@ -30,11 +30,11 @@ type membersHandler interface {
 // of.
 func (w *Watcher) startMemberInformers(ctx context.Context, kind config.SourceKind) error {
 	stores := &members.Stores{}
-	w.catalog.AddSourceGroups(kind.Name, stores)
+	w.Catalog.AddSourceGroups(kind.Name, stores)
 	for _, ns := range w.namespaces() {
-		sel := selectors{label: w.cfg.SourceSelector.String(), field: w.cfg.IgnoredNamespacesField()}
-		informer := dynamicInformer(w.client, kind.GVR, ns, sel, nil, members.Indexers())
-		handler := memberHandler{kind: kind.Name, handler: w.handler, metrics: w.metrics}
+		sel := selectors{label: w.Config.SourceSelector.String(), field: w.Config.IgnoredNamespacesField()}
+		informer := dynamicInformer(w.Dynamic, kind.GVR, ns, sel, nil, members.Indexers())
+		handler := memberHandler{kind: kind.Name, handler: w.Handler, metrics: w.Metrics}
 		// The store joins the catalog before the informer runs, as for
 		// other sources.
 		stores.Add(informer.GetIndexer())
@@ -53,7 +53,7 @@ func (w *Watcher) memberKind(kind config.SourceKind) lateKind {
 		if err := w.startMemberInformers(ctx, kind); err != nil {
 			return err
 		}
-		w.log.Info("watching source kind", "resource", kind.GVR.String(), "lifecycle", config.LifecycleUpdatesOnly)
+		w.Log.Info("watching source kind", "resource", kind.GVR.String(), "lifecycle", config.LifecycleUpdatesOnly)
 		return nil
 	}}
 }
