@@ -98,7 +98,7 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 	if err != nil {
 		return err
 	}
-	live.set(cat, watcher)
+	live.watcher.Store(watcher)
 	synced := func() {
 		onSynced()
 		sources, workloads := cat.Counts()
