@@ -94,14 +94,14 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 	notifier, stopNotifier := startNotifier(ctx, cfg, cl.kube.CoreV1(), m, log.Named("notify"))
 	defer stopNotifier() // after the controller has stopped: watchAndRun returns only then
 	lease := newLeaseLock(cfg.Settings, cl.leases)
-	ctrl, watcher, cat, err := assemble(cfg, cl, sums, recorder, notifier, restarts, lease, m, log, lookupEnv)
+	ctrl, watcher, err := assemble(cfg, cl, sums, recorder, notifier, restarts, lease, m, log, lookupEnv)
 	if err != nil {
 		return err
 	}
 	live.watcher.Store(watcher)
 	synced := func() {
 		onSynced()
-		sources, workloads := cat.Counts()
+		sources, workloads := watcher.Catalog.Counts()
 		m.Ready.Set(1)
 		log.Info("caches synced", "sources", sources, "workloads", workloads, "after", time.Since(started).Round(time.Millisecond),
 			"degraded", len(watcher.Degraded()))
@@ -172,7 +172,7 @@ func watchAndRun(ctx context.Context, s config.Settings, kinds *watch.Kinds, wat
 // whole-data checksums, keyed), the decision's rules, the controller with
 // everything it uses, and the watcher that feeds it.
 func assemble(cfg *config.Config, cl *clients, sums checksum.Hasher, recorder events.EventRecorder, notifier restart.Notifier,
-	restarts *activity, lease *renewClock, m *metrics.Metrics, log hclog.Logger, lookupEnv func(string) (string, bool)) (*restart.Controller, *watch.Watcher, *catalog.Catalog, error) {
+	restarts *activity, lease *renewClock, m *metrics.Metrics, log hclog.Logger, lookupEnv func(string) (string, bool)) (*restart.Controller, *watch.Watcher, error) {
 	cat := catalog.New(catalog.BoundSources(sums))
 	rules := decision.NewRules(cfg, sums)
 	ctrl, err := restart.New(restart.Deps{
@@ -185,7 +185,7 @@ func assemble(cfg *config.Config, cl *clients, sums checksum.Hasher, recorder ev
 		Events: recorder, Notify: notifier, Metrics: m, Log: log.Named("restart"), Clock: time.Now,
 	})
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	watcher := watch.New(watch.Deps{
 		Config: cfg, Rest: cl.rest, Dynamic: cl.dynamic, Meta: cl.meta, Discovery: cl.discovery, Catalog: cat, Handler: ctrl,
@@ -193,7 +193,7 @@ func assemble(cfg *config.Config, cl *clients, sums checksum.Hasher, recorder ev
 		Health:            healthEvents(recorder, selfReference(cfg.Settings, lookupEnv), log.Named("watch")),
 		DiscoveryInterval: discoveryInterval,
 	})
-	return ctrl, watcher, cat, nil
+	return ctrl, watcher, nil
 }
 
 // loadChecksumKey loads the checksum key from its Secret, creating it on
