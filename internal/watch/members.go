@@ -9,7 +9,6 @@ import (
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/members"
-	"github.com/restart-controller/restart-controller/internal/metrics"
 )
 
 // membersHandler is a Handler that is told of the events of members of
@@ -65,12 +64,9 @@ func (w *Watcher) memberKind(kind config.SourceKind) lateKind {
 // objects with pods, so a restart for one would make more: a loop). They,
 // and rewrites without a change of data (a remount: generation rises, so
 // the member now counts as updated), only have the readers decided again
-// at once, since the source's value may be another.
-type memberHandler struct {
-	kind    string
-	handler Handler
-	metrics *metrics.Metrics
-}
+// at once, since the source's value may be another. It holds what a
+// sourceHandler holds.
+type memberHandler sourceHandler
 
 func (h memberHandler) id(m *members.State) catalog.SourceID {
 	return catalog.SourceID{Kind: h.kind, Namespace: m.Namespace, Name: m.Source}
