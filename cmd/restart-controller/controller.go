@@ -72,14 +72,7 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 	if err != nil {
 		return err
 	}
-	m.Ready.Set(0)
-	m.Leader.Set(0)
-	m.WatchedWorkloads.Reset() // a reload may have removed kinds
-	m.DryRun.Set(0)
-	if cfg.Settings.DryRun {
-		m.DryRun.Set(1)
-		log.Warn("dry run: decisions are logged and reported as Events, nothing is patched")
-	}
+	resetRunMetrics(cfg.Settings, m, log)
 	kinds, err := watch.Resolve(cfg, cl.discovery)
 	if err != nil {
 		return fmt.Errorf("looking up the configured kinds: %w", err) // a *watch.ConfigError is a configuration error: exit 2
@@ -99,14 +92,42 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 	defer stopEvents()
 	recorder := restart.NewLimitedRecorder(eventLog, eventsPerSecond, eventBurst, m.EventsDropped)
 	notifier, stopNotifier := startNotifier(ctx, cfg, cl.kube.CoreV1(), m, log.Named("notify"))
-	defer stopNotifier() // after the controller has stopped (defers run last first)
+	defer stopNotifier() // after the controller has stopped: watchAndRun returns only then
 	lease := newLeaseLock(cfg.Settings, cl.leases)
-	ctrl, watcher, cat, err := assemble(cfg, cl, sums, recorder, notifier, restarts, lease, m, log, lookupEnv)
+	ctrl, watcher, err := assemble(cfg, cl, sums, recorder, notifier, restarts, lease, m, log, lookupEnv)
 	if err != nil {
 		return err
 	}
-	live.set(cat, watcher)
+	live.watcher.Store(watcher)
+	synced := func() {
+		onSynced()
+		sources, workloads := watcher.Catalog.Counts()
+		m.Ready.Set(1)
+		log.Info("caches synced", "sources", sources, "workloads", workloads, "after", time.Since(started).Round(time.Millisecond),
+			"degraded", len(watcher.Degraded()))
+	}
+	return watchAndRun(ctx, cfg.Settings, kinds, watcher, ctrl, lease, synced, m, log)
+}
 
+// resetRunMetrics sets the gauges a run owns to what they are before its
+// caches sync.
+func resetRunMetrics(s config.Settings, m *metrics.Metrics, log hclog.Logger) {
+	m.Ready.Set(0)
+	m.Leader.Set(0)
+	m.WatchedWorkloads.Reset() // a reload may have removed kinds
+	m.DryRun.Set(0)
+	if s.DryRun {
+		m.DryRun.Set(1)
+		log.Warn("dry run: decisions are logged and reported as Events, nothing is patched")
+	}
+}
+
+// watchAndRun starts the watches and the sweep, calls synced once the caches
+// have synced, then runs the controller (as the leader, with leader
+// election) until ctx ends. The watches and the sweep have stopped when it
+// returns.
+func watchAndRun(ctx context.Context, s config.Settings, kinds *watch.Kinds, watcher *watch.Watcher, ctrl *restart.Controller,
+	lease *renewClock, synced func(), m *metrics.Metrics, log hclog.Logger) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	var wg sync.WaitGroup
 	// One deferred step, in this order: whatever ends this function (an error
@@ -130,17 +151,13 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 	if err := watcher.WaitForSync(ctx); err != nil {
 		return err
 	}
-	onSynced()
-	sources, workloads := cat.Counts()
-	m.Ready.Set(1)
-	log.Info("caches synced", "sources", sources, "workloads", workloads, "after", time.Since(started).Round(time.Millisecond),
-		"degraded", len(watcher.Degraded()))
+	synced()
 
-	if !cfg.Settings.LeaderElect {
+	if !s.LeaderElect {
 		m.Leader.Set(1)
-		ctrl.Run(ctx, context.WithoutCancel(ctx), cfg.Settings.Workers, drainTimeout)
-	} else if err := runAsLeader(ctx, cfg.Settings, lease, log.Named("leader"), m, func(runCtx, writeCtx context.Context) {
-		ctrl.Run(runCtx, writeCtx, cfg.Settings.Workers, drainTimeout)
+		ctrl.Run(ctx, context.WithoutCancel(ctx), s.Workers, drainTimeout)
+	} else if err := runAsLeader(ctx, s, lease, log.Named("leader"), m, func(runCtx, writeCtx context.Context) {
+		ctrl.Run(runCtx, writeCtx, s.Workers, drainTimeout)
 	}); err != nil {
 		return err
 	}
@@ -155,7 +172,7 @@ func runController(ctx context.Context, cfg *config.Config, log hclog.Logger, m 
 // whole-data checksums, keyed), the decision's rules, the controller with
 // everything it uses, and the watcher that feeds it.
 func assemble(cfg *config.Config, cl *clients, sums checksum.Hasher, recorder events.EventRecorder, notifier restart.Notifier,
-	restarts *activity, lease *leaseLock, m *metrics.Metrics, log hclog.Logger, lookupEnv func(string) (string, bool)) (*restart.Controller, *watch.Watcher, *catalog.Catalog, error) {
+	restarts *activity, lease *renewClock, m *metrics.Metrics, log hclog.Logger, lookupEnv func(string) (string, bool)) (*restart.Controller, *watch.Watcher, error) {
 	cat := catalog.New(catalog.BoundSources(sums))
 	rules := decision.NewRules(cfg, sums)
 	ctrl, err := restart.New(restart.Deps{
@@ -168,7 +185,7 @@ func assemble(cfg *config.Config, cl *clients, sums checksum.Hasher, recorder ev
 		Events: recorder, Notify: notifier, Metrics: m, Log: log.Named("restart"), Clock: time.Now,
 	})
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	watcher := watch.New(watch.Deps{
 		Config: cfg, Rest: cl.rest, Dynamic: cl.dynamic, Meta: cl.meta, Discovery: cl.discovery, Catalog: cat, Handler: ctrl,
@@ -176,7 +193,7 @@ func assemble(cfg *config.Config, cl *clients, sums checksum.Hasher, recorder ev
 		Health:            healthEvents(recorder, selfReference(cfg.Settings, lookupEnv), log.Named("watch")),
 		DiscoveryInterval: discoveryInterval,
 	})
-	return ctrl, watcher, cat, nil
+	return ctrl, watcher, nil
 }
 
 // loadChecksumKey loads the checksum key from its Secret, creating it on

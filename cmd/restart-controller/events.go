@@ -79,7 +79,7 @@ func startEvents(ctx context.Context, client kubernetes.Interface, restarts *act
 		broadcaster.Shutdown()
 		return nil, nil, fmt.Errorf("starting the Event broadcaster: %w", err)
 	}
-	waiting := newWaitingEvents(trackedRecorder{EventRecorder: broadcaster.NewRecorder(scheme.Scheme, "restart-controller"), busy: busy}, restarts, pacing)
+	waiting := newWaitingEvents(broadcaster.NewRecorder(scheme.Scheme, "restart-controller"), restarts, busy, pacing)
 	handedOn := make(chan struct{})
 	go func() {
 		defer close(handedOn)
@@ -108,8 +108,10 @@ type waitingEvent struct {
 type waitingEvents struct {
 	inner    events.EventRecorder
 	restarts *activity
-	pacing   eventsPacing
-	pace     *rate.Limiter
+	// busy notes each Event handed on to inner, which stop drains.
+	busy   *activity
+	pacing eventsPacing
+	pace   *rate.Limiter
 
 	// closing is done once close is called: it ends every wait, and
 	// from then on Events are handed on at once.
@@ -121,9 +123,9 @@ type waitingEvents struct {
 	wake  chan struct{} // a new Event, or close
 }
 
-func newWaitingEvents(inner events.EventRecorder, restarts *activity, p eventsPacing) *waitingEvents {
+func newWaitingEvents(inner events.EventRecorder, restarts, busy *activity, p eventsPacing) *waitingEvents {
 	closing, stopWaiting := context.WithCancel(context.Background())
-	return &waitingEvents{inner: inner, restarts: restarts, pacing: p, closing: closing, stopWaiting: stopWaiting,
+	return &waitingEvents{inner: inner, restarts: restarts, busy: busy, pacing: p, closing: closing, stopWaiting: stopWaiting,
 		pace: rate.NewLimiter(rate.Limit(p.PerSecond), 1), wake: make(chan struct{}, 1)}
 }
 
@@ -202,18 +204,8 @@ func (w *waitingEvents) next() (waitingEvent, bool) {
 }
 
 func (w *waitingEvents) handOn(e waitingEvent) {
+	w.busy.mark()
 	w.inner.Eventf(e.regarding, e.related, e.eventtype, e.reason, e.action, "%s", e.note)
-}
-
-// trackedRecorder is client-go's recorder, noting each Event recorded.
-type trackedRecorder struct {
-	events.EventRecorder
-	busy *activity
-}
-
-func (r trackedRecorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...interface{}) {
-	r.busy.mark()
-	r.EventRecorder.Eventf(regarding, related, eventtype, reason, action, note, args...)
 }
 
 // trackedSink is the API server's Event sink, noting the writes under way,

@@ -22,16 +22,16 @@ import (
 // this process may use a verb on a resource. Every authenticated user may
 // create one (system:basic-user), so it needs no rule in the ClusterRole.
 func accessReviewer(reviews authorizationv1client.SelfSubjectAccessReviewInterface) watch.AccessChecker {
-	return func(ctx context.Context, verb string, gvr schema.GroupVersionResource, namespace string) (bool, string, error) {
+	return func(ctx context.Context, verb string, gvr schema.GroupVersionResource, namespace string) (bool, error) {
 		review, err := reviews.Create(ctx, &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
 			ResourceAttributes: &authorizationv1.ResourceAttributes{
 				Namespace: namespace, Verb: verb, Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource,
 			},
 		}}, metav1.CreateOptions{})
 		if err != nil {
-			return false, "", fmt.Errorf("creating a SelfSubjectAccessReview: %w", err)
+			return false, fmt.Errorf("creating a SelfSubjectAccessReview: %w", err)
 		}
-		return review.Status.Allowed, review.Status.Reason, nil
+		return review.Status.Allowed, nil
 	}
 }
 

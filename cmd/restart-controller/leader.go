@@ -34,14 +34,13 @@ var errLostLease = errors.New("lost the leader lease")
 // it, so the next leader never writes while this one still does. On a lost
 // lease, writeCtx is cancelled at once and every write stops.
 //
-// work's fresh reports whether the lease is certainly still this
+// The lock's fresh reports whether the lease is certainly still this
 // replica's: its last renewal began less than the renew deadline ago. A
 // replica frozen past its lease (SIGSTOP, a paused VM) wakes with writeCtx
 // still open until its elector notices, one API call later; its workers
 // ask fresh before every write and stop at once.
-func runAsLeader(ctx context.Context, s config.Settings, lease *leaseLock, log hclog.Logger, m *metrics.Metrics,
+func runAsLeader(ctx context.Context, s config.Settings, lock *renewClock, log hclog.Logger, m *metrics.Metrics,
 	work func(runCtx, writeCtx context.Context)) error {
-	lock := lease.renewClock
 	// The election runs on a context that SIGTERM does not cancel: it is
 	// cancelled only after work has drained, which then releases the lease.
 	// client-go's elector logs through the klog logger the context carries.
@@ -112,24 +111,17 @@ func runAsLeader(ctx context.Context, s config.Settings, lease *leaseLock, log h
 	return nil
 }
 
-// leaseLock is the leader election's lock and the write fence over it:
-// fresh reports whether the lease is certainly this replica's. Without
-// leader election every write may go.
-type leaseLock struct {
-	renewClock *renewClock
-	fresh      func() bool
-}
-
-func newLeaseLock(s config.Settings, leases coordinationv1client.LeasesGetter) *leaseLock {
+// newLeaseLock returns the leader election's lock, which is the write fence
+// over it too (fresh); nil without leader election.
+func newLeaseLock(s config.Settings, leases coordinationv1client.LeasesGetter) *renewClock {
 	if !s.LeaderElect {
-		return &leaseLock{fresh: func() bool { return true }}
+		return nil
 	}
-	lock := &renewClock{Interface: &resourcelock.LeaseLock{
+	return &renewClock{Interface: &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: s.LeaseNamespace, Name: s.LeaseName},
 		Client:     leases,
 		LockConfig: resourcelock.ResourceLockConfig{Identity: s.LeaderIdentity},
-	}}
-	return &leaseLock{renewClock: lock, fresh: func() bool { return lock.renewedWithin(s.LeaseRenewDeadline) }}
+	}, renewDeadline: s.LeaseRenewDeadline}
 }
 
 // renewClock is client-go's resource lock, remembering when its last
@@ -141,8 +133,15 @@ func newLeaseLock(s config.Settings, leases coordinationv1client.LeasesGetter) *
 // write that names no holder or another (the release) renews nothing.
 type renewClock struct {
 	resourcelock.Interface
-	mu      sync.Mutex
-	renewed time.Time
+	renewDeadline time.Duration
+	mu            sync.Mutex
+	renewed       time.Time
+}
+
+// fresh reports whether the lease is certainly this replica's: renewed
+// within the renew deadline. Without leader election (nil) every write may go.
+func (l *renewClock) fresh() bool {
+	return l == nil || l.renewedWithin(l.renewDeadline)
 }
 
 func (l *renewClock) Create(ctx context.Context, r resourcelock.LeaderElectionRecord) error {

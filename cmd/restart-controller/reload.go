@@ -37,7 +37,7 @@ const countsMaxAge = 5 * time.Second
 // live is what the long-lived metrics and server read of the controller run
 // in force, which a reload replaces.
 type live struct {
-	catalog atomic.Pointer[catalog.Catalog]
+	// watcher is the running watcher; its Catalog is the running catalog.
 	watcher atomic.Pointer[watch.Watcher]
 
 	mu      sync.Mutex
@@ -48,17 +48,13 @@ type live struct {
 	}
 }
 
-func (l *live) set(c *catalog.Catalog, w *watch.Watcher) {
-	l.catalog.Store(c)
-	l.watcher.Store(w)
-}
-
 // counts returns the running catalog's counts, at most countsMaxAge old.
 func (l *live) counts() (sources, workloads int) {
-	c := l.catalog.Load()
-	if c == nil {
+	w := l.watcher.Load()
+	if w == nil {
 		return 0, 0
 	}
+	c := w.Catalog
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if n := &l.counted; n.catalog != c || time.Since(n.at) > countsMaxAge {

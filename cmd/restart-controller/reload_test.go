@@ -14,6 +14,7 @@ import (
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/objmeta"
+	"github.com/restart-controller/restart-controller/internal/watch"
 )
 
 func TestSameProcessSettings(t *testing.T) {
@@ -103,7 +104,7 @@ func TestCountsAreReusedForAWhile(t *testing.T) {
 	configMaps := store("a")
 	first.AddSourceStore("configmap", configMaps)
 	l := &live{}
-	l.set(first, nil)
+	l.watcher.Store(watch.New(watch.Deps{Catalog: first}))
 	if s, _ := l.counts(); s != 1 {
 		t.Fatalf("counts() = %d sources; want 1", s)
 	}
@@ -115,7 +116,7 @@ func TestCountsAreReusedForAWhile(t *testing.T) {
 	}
 	second := catalog.New()
 	second.AddSourceStore("configmap", store("a", "b", "c"))
-	l.set(second, nil)
+	l.watcher.Store(watch.New(watch.Deps{Catalog: second}))
 	if s, _ := l.counts(); s != 3 {
 		t.Errorf("counts() of a new catalog = %d sources; want 3", s)
 	}

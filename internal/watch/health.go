@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -99,14 +100,11 @@ type HealthChange struct {
 
 // AccessChecker answers whether this process may use a verb on a resource in
 // a namespace ("" means all namespaces): a SelfSubjectAccessReview, which
-// needs no permission of its own. reason is the authorizer's explanation, if any.
-type AccessChecker func(ctx context.Context, verb string, resource schema.GroupVersionResource, namespace string) (allowed bool, reason string, err error)
+// needs no permission of its own.
+type AccessChecker func(ctx context.Context, verb string, resource schema.GroupVersionResource, namespace string) (allowed bool, err error)
 
 // health is the degraded state of every informer. Its zero value is ready to use.
 type health struct {
-	access AccessChecker
-	notify func(HealthChange)
-
 	mu      sync.Mutex
 	tracked []*tracked
 	// reviewed holds answers of access reviews made for targets about to start.
@@ -141,27 +139,23 @@ func verbsFor(role string) []string {
 // verb it needs, a few questions at a time, and keeps the answers for track.
 // A question that fails is left unanswered: the informer's errors still tell.
 func (w *Watcher) reviewAccess(ctx context.Context, targets []Target) {
-	if w.health.access == nil || len(targets) == 0 {
+	if w.Access == nil || len(targets) == 0 {
 		return
 	}
 	var (
 		mu      sync.Mutex
-		wg      sync.WaitGroup
 		answers = map[Target]map[string]bool{}
-		slots   = make(chan struct{}, 8)
+		reviews errgroup.Group
 	)
+	reviews.SetLimit(8)
 	for _, t := range targets {
 		for _, verb := range verbsFor(t.Role) {
-			wg.Add(1)
-			slots <- struct{}{}
-			go func() {
-				defer wg.Done()
-				defer func() { <-slots }()
-				allowed, _, err := w.health.access(ctx, verb, t.Resource, t.Namespace)
+			reviews.Go(func() error {
+				allowed, err := w.Access(ctx, verb, t.Resource, t.Namespace)
 				if err != nil {
-					w.log.Debug("cannot review access; relying on the informer's errors", "resource", t.Resource.String(),
+					w.Log.Debug("cannot review access; relying on the informer's errors", "resource", t.Resource.String(),
 						"namespace", t.namespaceText(), "verb", verb, "error", err)
-					return
+					return nil
 				}
 				mu.Lock()
 				defer mu.Unlock()
@@ -169,10 +163,11 @@ func (w *Watcher) reviewAccess(ctx context.Context, targets []Target) {
 					answers[t] = map[string]bool{}
 				}
 				answers[t][verb] = allowed
-			}()
+				return nil
+			})
 		}
 	}
-	wg.Wait()
+	_ = reviews.Wait() // nil: a question that fails is left unanswered, not an error
 	w.health.mu.Lock()
 	defer w.health.mu.Unlock()
 	if w.health.reviewed == nil {
@@ -186,14 +181,14 @@ func (w *Watcher) reviewAccess(ctx context.Context, targets []Target) {
 // denied asks now which of the verbs this process may not use on the target.
 // answered is false when there is no access checker or a question failed.
 func (w *Watcher) denied(ctx context.Context, t Target, verbs ...string) (missing []string, answered bool) {
-	if w.health.access == nil {
+	if w.Access == nil {
 		return nil, false
 	}
 	answered = true
 	for _, verb := range verbs {
-		allowed, _, err := w.health.access(ctx, verb, t.Resource, t.Namespace)
+		allowed, err := w.Access(ctx, verb, t.Resource, t.Namespace)
 		if err != nil {
-			w.log.Debug("cannot review access", "resource", t.Resource.String(), "namespace", t.namespaceText(), "verb", verb, "error", err)
+			w.Log.Debug("cannot review access", "resource", t.Resource.String(), "namespace", t.namespaceText(), "verb", verb, "error", err)
 			answered = false
 			continue
 		}
@@ -300,27 +295,26 @@ func (w *Watcher) degrade(tr *tracked, reason string, missing []string, detail, 
 		m.rvAtError = rv
 		m.Detail = detail
 		w.health.mu.Unlock()
-		w.log.Debug("kind still degraded", "role", tr.target.Role, "resource", tr.target.Resource.String(),
+		w.Log.Debug("kind still degraded", "role", tr.target.Role, "resource", tr.target.Resource.String(),
 			"namespace", tr.target.namespaceText(), "reason", reason, "error", detail)
 		return
 	}
 	if old := *slot; old != nil {
-		w.metrics.KindDegraded.DeleteLabelValues(metricLabels(old.Degradation)...)
+		w.Metrics.KindDegraded.DeleteLabelValues(metricLabels(old.Degradation)...)
 	}
 	m := &mark{
 		Degradation: Degradation{Target: tr.target, Reason: reason, MissingVerbs: missing, Detail: detail, Since: time.Now()},
 		rvAtError:   rv,
 	}
 	*slot = m
-	w.metrics.KindDegraded.WithLabelValues(metricLabels(m.Degradation)...).Set(1)
+	w.Metrics.KindDegraded.WithLabelValues(metricLabels(m.Degradation)...).Set(1)
 	w.refreshWatchedLocked(tr.target.Resource)
-	notify := w.health.notify
 	w.health.mu.Unlock()
 
-	w.log.Error("kind degraded: "+m.Summary(), "role", tr.target.Role, "resource", tr.target.Resource.String(),
+	w.Log.Error("kind degraded: "+m.Summary(), "role", tr.target.Role, "resource", tr.target.Resource.String(),
 		"namespace", tr.target.namespaceText(), "reason", reason, "missing_verbs", strings.Join(missing, ","), "error", detail)
-	if notify != nil {
-		notify(HealthChange{Degradation: m.Degradation})
+	if w.Health != nil {
+		w.Health(HealthChange{Degradation: m.Degradation})
 	}
 }
 
@@ -333,15 +327,14 @@ func (w *Watcher) markRecovered(tr *tracked, m *mark) {
 		return
 	}
 	*slot = nil
-	w.metrics.KindDegraded.DeleteLabelValues(metricLabels(m.Degradation)...)
+	w.Metrics.KindDegraded.DeleteLabelValues(metricLabels(m.Degradation)...)
 	w.refreshWatchedLocked(tr.target.Resource)
-	notify := w.health.notify
 	w.health.mu.Unlock()
 
-	w.log.Info("kind recovered", "role", tr.target.Role, "resource", tr.target.Resource.String(),
+	w.Log.Info("kind recovered", "role", tr.target.Role, "resource", tr.target.Resource.String(),
 		"namespace", tr.target.namespaceText(), "was", m.Reason, "degraded_for", time.Since(m.Since).Round(time.Second))
-	if notify != nil {
-		notify(HealthChange{Degradation: m.Degradation, Recovered: true})
+	if w.Health != nil {
+		w.Health(HealthChange{Degradation: m.Degradation, Recovered: true})
 	}
 	if m.Reason != ReasonPatchForbidden && tr.target.Role == RoleSource {
 		// Changes of this kind's data while it was not watched raised no
@@ -369,7 +362,7 @@ func (w *Watcher) refreshWatchedLocked(resource schema.GroupVersionResource) boo
 		if watched {
 			value = 1
 		}
-		w.metrics.WatchedWorkloads.WithLabelValues(resource.String()).Set(value)
+		w.Metrics.WatchedWorkloads.WithLabelValues(resource.String()).Set(value)
 	}
 	return watched
 }
@@ -393,7 +386,7 @@ func (w *Watcher) requeueWorkloads() {
 	for _, tr := range workloads {
 		for _, obj := range tr.informer.GetStore().List() {
 			if state, ok := obj.(*catalog.WorkloadState); ok {
-				w.handler.WorkloadChanged(catalog.WorkloadKey{Resource: tr.target.Resource, Namespace: state.Namespace, Name: state.Name})
+				w.Handler.WorkloadChanged(catalog.WorkloadKey{Resource: tr.target.Resource, Namespace: state.Namespace, Name: state.Name})
 			}
 		}
 	}
@@ -402,8 +395,8 @@ func (w *Watcher) requeueWorkloads() {
 // superviseHealth clears marks whose cause has gone, until ctx ends.
 func (w *Watcher) superviseHealth(ctx context.Context) {
 	interval := time.Second
-	if w.discoveryInterval > 0 && w.discoveryInterval < interval {
-		interval = w.discoveryInterval
+	if w.DiscoveryInterval > 0 && w.DiscoveryInterval < interval {
+		interval = w.DiscoveryInterval
 	}
 	wait.UntilWithContext(ctx, w.checkRecoveries, interval)
 }
@@ -453,7 +446,7 @@ func (w *Watcher) checkRecoveries(ctx context.Context) {
 			w.health.mu.Lock()
 			due := !now.Before(c.m.nextReview)
 			if due {
-				c.m.nextReview = now.Add(w.discoveryInterval)
+				c.m.nextReview = now.Add(w.DiscoveryInterval)
 			}
 			w.health.mu.Unlock()
 			if !due {

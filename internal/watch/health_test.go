@@ -43,13 +43,13 @@ func (a *fakeAccess) set(denied bool, gvr schema.GroupVersionResource, ns string
 	}
 }
 
-func (a *fakeAccess) check(_ context.Context, verb string, gvr schema.GroupVersionResource, ns string) (bool, string, error) {
+func (a *fakeAccess) check(_ context.Context, verb string, gvr schema.GroupVersionResource, ns string) (bool, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.fail {
-		return false, "", errors.New("authorization API unavailable")
+		return false, errors.New("authorization API unavailable")
 	}
-	return !a.denied[accessKey(verb, gvr, ns)], "", nil
+	return !a.denied[accessKey(verb, gvr, ns)], nil
 }
 
 // changes records HealthChanges.
@@ -125,7 +125,7 @@ func TestForbiddenWorkloadKindDegradesWithoutStallingTheRest(t *testing.T) {
 			if withReview {
 				checker = access.check
 			}
-			f.w.health.access, f.w.health.notify = checker, seen.add
+			f.w.Access, f.w.Health = checker, seen.add
 			f.start(t)
 			f.waitForSync(t) // would time out if the forbidden kind were waited for
 
@@ -255,7 +255,7 @@ func TestListButNoWatchStaysDegradedWithoutFlapping(t *testing.T) {
 	access := &fakeAccess{}
 	access.set(true, statefulSets, "", "watch")
 	seen := &changes{}
-	f.w.health.access, f.w.health.notify = access.check, seen.add
+	f.w.Access, f.w.Health = access.check, seen.add
 	f.start(t)
 	f.waitForSync(t)
 	if d := f.w.Degraded(); len(d) != 1 || !slices.Equal(d[0].MissingVerbs, []string{"watch"}) {
@@ -280,7 +280,7 @@ func TestPatchForbiddenIsReportedButWatched(t *testing.T) {
 		workload(cfg, statefulSets, "StatefulSet", "shop", "db", "app"))
 	access := &fakeAccess{}
 	access.set(true, statefulSets, "", "patch")
-	f.w.health.access, f.w.health.notify = access.check, nil
+	f.w.Access, f.w.Health = access.check, nil
 	f.start(t)
 	f.waitForSync(t)
 	if !f.rec.sawWorkload(catalog.WorkloadKey{Resource: statefulSets, Namespace: "shop", Name: "db"}) {
@@ -336,7 +336,7 @@ func TestForbiddenNamespaceDegradesAlone(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	f.w.health.access, f.w.health.notify = access.check, nil
+	f.w.Access, f.w.Health = access.check, nil
 	f.start(t)
 	f.waitForSync(t)
 	if !f.rec.sawWorkload(catalog.WorkloadKey{Resource: deployments, Namespace: "shop", Name: "web"}) {
@@ -429,7 +429,7 @@ func TestForbiddenThenPatchForbidden(t *testing.T) {
 	forbidden := forbidList(f, daemonSets)
 	access := &fakeAccess{}
 	access.set(true, daemonSets, "", "list", "watch", "patch")
-	f.w.health.access, f.w.health.notify = access.check, nil
+	f.w.Access, f.w.Health = access.check, nil
 	f.start(t)
 	f.waitForSync(t)
 	d := f.w.Degraded()

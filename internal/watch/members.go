@@ -9,7 +9,6 @@ import (
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/members"
-	"github.com/restart-controller/restart-controller/internal/metrics"
 )
 
 // membersHandler is a Handler that is told of the events of members of
@@ -30,11 +29,11 @@ type membersHandler interface {
 // of.
 func (w *Watcher) startMemberInformers(ctx context.Context, kind config.SourceKind) error {
 	stores := &members.Stores{}
-	w.catalog.AddSourceGroups(kind.Name, stores)
+	w.Catalog.AddSourceGroups(kind.Name, stores)
 	for _, ns := range w.namespaces() {
-		sel := selectors{label: w.cfg.SourceSelector.String(), field: w.cfg.IgnoredNamespacesField()}
-		informer := dynamicInformer(w.client, kind.GVR, ns, sel, nil, members.Indexers())
-		handler := memberHandler{kind: kind.Name, handler: w.handler, metrics: w.metrics}
+		sel := selectors{label: w.Config.SourceSelector.String(), field: w.Config.IgnoredNamespacesField()}
+		informer := dynamicInformer(w.Dynamic, kind.GVR, ns, sel, nil, members.Indexers())
+		handler := memberHandler{kind: kind.Name, handler: w.Handler, metrics: w.Metrics}
 		// The store joins the catalog before the informer runs, as for
 		// other sources.
 		stores.Add(informer.GetIndexer())
@@ -53,7 +52,7 @@ func (w *Watcher) memberKind(kind config.SourceKind) lateKind {
 		if err := w.startMemberInformers(ctx, kind); err != nil {
 			return err
 		}
-		w.log.Info("watching source kind", "resource", kind.GVR.String(), "lifecycle", config.LifecycleUpdatesOnly)
+		w.Log.Info("watching source kind", "resource", kind.GVR.String(), "lifecycle", config.LifecycleUpdatesOnly)
 		return nil
 	}}
 }
@@ -65,12 +64,9 @@ func (w *Watcher) memberKind(kind config.SourceKind) lateKind {
 // objects with pods, so a restart for one would make more: a loop). They,
 // and rewrites without a change of data (a remount: generation rises, so
 // the member now counts as updated), only have the readers decided again
-// at once, since the source's value may be another.
-type memberHandler struct {
-	kind    string
-	handler Handler
-	metrics *metrics.Metrics
-}
+// at once, since the source's value may be another. It holds what a
+// sourceHandler holds.
+type memberHandler sourceHandler
 
 func (h memberHandler) id(m *members.State) catalog.SourceID {
 	return catalog.SourceID{Kind: h.kind, Namespace: m.Namespace, Name: m.Source}

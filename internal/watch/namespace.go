@@ -25,22 +25,22 @@ var namespacesGVR = schema.GroupVersionResource{Version: "v1", Resource: "namesp
 // while they were not selected restarts them. Nothing is started when
 // nothing reads Namespaces.
 func (w *Watcher) startNamespaces(ctx context.Context) error {
-	byLabels := w.cfg.WindowsSelectNamespaces()
-	if w.cfg.NamespaceSelector == nil && !byLabels {
+	byLabels := w.Config.WindowsSelectNamespaces()
+	if w.Config.NamespaceSelector == nil && !byLabels {
 		return nil
 	}
 	var selector string
 	if !byLabels {
-		selector = w.cfg.NamespaceSelector.String()
+		selector = w.Config.NamespaceSelector.String()
 	}
-	resource := w.meta.Resource(namespacesGVR)
+	resource := w.Meta.Resource(namespacesGVR)
 	lw := trackedListWatch(selectors{label: selector}, nil, func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 		return resource.List(ctx, o)
 	}, resource.Watch)
 	informer := cache.NewSharedIndexInformerWithOptions(lw, &metav1.PartialObjectMetadata{},
 		cache.SharedIndexInformerOptions{Indexers: cache.Indexers{}, ObjectDescription: "namespaces (metadata)"})
 	// Only the name is read, and the labels when the catalog matches them.
-	if err := informer.SetTransform(func(obj interface{}) (interface{}, error) {
+	transform := func(obj interface{}) (interface{}, error) {
 		if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
 			kept := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: m.Name, ResourceVersion: m.ResourceVersion}}
 			if byLabels {
@@ -49,18 +49,12 @@ func (w *Watcher) startNamespaces(ctx context.Context) error {
 			return kept, nil
 		}
 		return obj, nil
-	}); err != nil {
-		return fmt.Errorf("watching namespaces: setting transform: %w", err)
 	}
-	if _, err := informer.AddEventHandler(namespaceHandler{w: w}); err != nil {
-		return fmt.Errorf("watching namespaces: adding event handler: %w", err)
+	w.Catalog.WatchNamespaces(informer.GetStore(), w.Config.NamespaceSelector, byLabels)
+	if err := w.run(ctx, informer, transform, namespaceHandler{w: w}, informer.HasSynced); err != nil {
+		return fmt.Errorf("watching namespaces: %w", err)
 	}
-	w.catalog.WatchNamespaces(informer.GetStore(), w.cfg.NamespaceSelector, byLabels)
-	w.mu.Lock()
-	w.synced = append(w.synced, informer.HasSynced)
-	w.mu.Unlock()
-	go informer.RunWithContext(ctx)
-	w.log.Info("watching namespaces", "namespace_selector", w.cfg.NamespaceSelector, "labels", byLabels)
+	w.Log.Info("watching namespaces", "namespace_selector", w.Config.NamespaceSelector, "labels", byLabels)
 	return nil
 }
 
@@ -95,7 +89,7 @@ func (h namespaceHandler) requeue(obj interface{}) {
 	if !ok {
 		return
 	}
-	for _, key := range h.w.catalog.WorkloadsIn(m.Name) {
-		h.w.handler.WorkloadChanged(key)
+	for _, key := range h.w.Catalog.WorkloadsIn(m.Name) {
+		h.w.Handler.WorkloadChanged(key)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
@@ -30,7 +31,6 @@ import (
 
 // Handler receives keys computed from events.
 type Handler interface {
-	// SourceChanged reports a data change of an existing config.
 	// SourceChanged reports a data change of an existing source, and the
 	// keys it touched (nil when unknown, e.g. for a large source).
 	SourceChanged(id catalog.SourceID, changedKeys []string)
@@ -47,23 +47,10 @@ type Handler interface {
 
 // Watcher owns the informers.
 type Watcher struct {
-	cfg *config.Config
-	// rest configures the protobuf clients of source kinds; nil keeps every
-	// kind on the dynamic client.
-	rest   *rest.Config
-	client dynamic.Interface
-	// workloads lists and watches workload kinds: with rest, a dynamic
+	Deps
+	// workloads lists and watches workload kinds: with Rest, a dynamic
 	// client that decodes no managedFields (managedfields.go).
 	workloads dynamic.Interface
-	discovery Discovery
-	// meta lists and watches Namespaces for a namespaceSelector.
-	meta    metadata.Interface
-	catalog *catalog.Catalog
-	handler Handler
-	metrics *metrics.Metrics
-	log     hclog.Logger
-	// discoveryInterval is how often kinds that are not served yet are looked for.
-	discoveryInterval time.Duration
 
 	mu     sync.Mutex
 	synced []cache.InformerSynced
@@ -109,11 +96,7 @@ type Deps struct {
 
 // New returns a watcher; Start begins watching.
 func New(d Deps) *Watcher {
-	w := &Watcher{
-		cfg: d.Config, rest: d.Rest, client: d.Dynamic, workloads: d.Dynamic, discovery: d.Discovery, meta: d.Meta,
-		catalog: d.Catalog, handler: d.Handler, metrics: d.Metrics, log: d.Log, discoveryInterval: d.DiscoveryInterval,
-		health: health{access: d.Access, notify: d.Health},
-	}
+	w := &Watcher{Deps: d, workloads: d.Dynamic}
 	if d.Rest != nil {
 		// It cannot fail where client was made from rc; if it does, the
 		// workloads are decoded whole, which costs only memory and time.
@@ -179,12 +162,12 @@ func Resolve(cfg *config.Config, disc Discovery) (*Kinds, error) {
 // holding up the rest.
 func (w *Watcher) Start(ctx context.Context, kinds *Kinds) error {
 	var targets []Target
-	for i, kind := range w.cfg.Sources {
+	for i, kind := range w.Config.Sources {
 		if kinds.sources[i].resource != nil {
 			targets = append(targets, w.targets(RoleSource, kind.GVR)...)
 		}
 	}
-	for i, kind := range w.cfg.Workloads {
+	for i, kind := range w.Config.Workloads {
 		if kinds.workloadErrs[i] == nil && kinds.workloads[i].resource != nil {
 			targets = append(targets, w.targets(RoleWorkload, kind.GVR)...)
 		}
@@ -198,7 +181,7 @@ func (w *Watcher) Start(ctx context.Context, kinds *Kinds) error {
 		return err
 	}
 
-	for i, kind := range w.cfg.Sources {
+	for i, kind := range w.Config.Sources {
 		var err error
 		if kind.Members != nil {
 			err = w.startKind(ctx, w.memberKind(kind), true, kinds.sources[i], nil)
@@ -209,7 +192,7 @@ func (w *Watcher) Start(ctx context.Context, kinds *Kinds) error {
 			return fmt.Errorf("sources[%d]: %w", i, err)
 		}
 	}
-	for i, kind := range w.cfg.Workloads {
+	for i, kind := range w.Config.Workloads {
 		if err := w.startKind(ctx, w.workloadKind(kind), true, kinds.workloads[i], kinds.workloadErrs[i]); err != nil {
 			return fmt.Errorf("workloads[%d]: %w", i, err)
 		}
@@ -261,26 +244,22 @@ func (w *Watcher) Ready() error {
 // Run looks for the kinds that were not served at start (a CRD not yet
 // installed) until ctx ends, and starts watching each one when it appears.
 func (w *Watcher) Run(ctx context.Context) {
-	ticker := time.NewTicker(w.discoveryInterval)
-	defer ticker.Stop()
-	for {
-		w.mu.Lock()
-		missing := w.missing
-		w.missing = nil
-		w.mu.Unlock()
-		for _, kind := range missing {
-			found, err := lookUp(w.discovery, kind.gvr)
-			if err = w.startKind(ctx, kind, false, found, err); err != nil {
-				w.log.Error("looking up "+kind.role+" kind", "resource", kind.gvr.String(), "error", err)
-				w.mu.Lock()
-				w.missing = append(w.missing, kind)
-				w.mu.Unlock()
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
+	wait.NonSlidingUntilWithContext(ctx, w.startMissing, w.DiscoveryInterval)
+}
+
+// startMissing looks each missing kind up once, and starts the ones served.
+func (w *Watcher) startMissing(ctx context.Context) {
+	w.mu.Lock()
+	missing := w.missing
+	w.missing = nil
+	w.mu.Unlock()
+	for _, kind := range missing {
+		found, err := lookUp(w.Discovery, kind.gvr)
+		if err = w.startKind(ctx, kind, false, found, err); err != nil {
+			w.Log.Error("looking up "+kind.role+" kind", "resource", kind.gvr.String(), "error", err)
+			w.mu.Lock()
+			w.missing = append(w.missing, kind)
+			w.mu.Unlock()
 		}
 	}
 }
@@ -309,13 +288,13 @@ func (w *Watcher) startKind(ctx context.Context, kind lateKind, first bool, foun
 			// One kind that cannot be looked up now (discovery briefly down, a
 			// group's RBAC not granted yet) must not keep every other kind from
 			// being watched: it joins the kinds Run keeps looking for.
-			w.log.Warn("cannot look up "+kind.role+" kind; will keep trying", "resource", label, "error", err)
+			w.Log.Warn("cannot look up "+kind.role+" kind; will keep trying", "resource", label, "error", err)
 		} else if first {
-			w.log.Warn(kind.role+" kind is not served (CRD not installed?); will watch it once it appears",
-				"resource", label, "check_every", w.discoveryInterval)
+			w.Log.Warn(kind.role+" kind is not served (CRD not installed?); will watch it once it appears",
+				"resource", label, "check_every", w.DiscoveryInterval)
 		}
 		if kind.role == RoleWorkload {
-			w.metrics.WatchedWorkloads.WithLabelValues(label).Set(0)
+			w.Metrics.WatchedWorkloads.WithLabelValues(label).Set(0)
 		}
 		w.mu.Lock()
 		w.missing = append(w.missing, kind)
@@ -338,41 +317,41 @@ func (w *Watcher) workloadKind(kind config.WorkloadKind) lateKind {
 		}
 		// 1, or 0 while an informer of the kind may not list or watch it.
 		if w.refreshWatched(kind.GVR) {
-			w.log.Info("watching workload kind", "resource", kind.GVR.String())
+			w.Log.Info("watching workload kind", "resource", kind.GVR.String())
 		} else {
-			w.log.Warn("workload kind started but degraded; it joins once it may be listed and watched", "resource", kind.GVR.String())
+			w.Log.Warn("workload kind started but degraded; it joins once it may be listed and watched", "resource", kind.GVR.String())
 		}
 		return nil
 	}}
 }
 
 func (w *Watcher) namespaces() []string {
-	if len(w.cfg.Namespaces) == 0 {
+	if len(w.Config.Namespaces) == 0 {
 		return []string{metav1.NamespaceAll}
 	}
-	return w.cfg.Namespaces
+	return w.Config.Namespaces
 }
 
 // sourceReducer is how the catalog reduces sources with these data fields,
 // keeping the source annotations decisions read (ignore, release, and
 // those opt-ins require).
 func (w *Watcher) sourceReducer(dataFields []string) catalog.SourceReducer {
-	r := w.catalog.SourceReducer(dataFields)
-	r.Keep = w.cfg.SourceAnnotations()
+	r := w.Catalog.SourceReducer(dataFields)
+	r.Keep = w.Config.SourceAnnotations()
 	return r
 }
 
 func (w *Watcher) startSourceInformers(ctx context.Context, kind config.SourceKind, objectKind string) error {
 	for _, ns := range w.namespaces() {
-		sel := selectors{label: w.cfg.SourceSelector.String(), field: w.cfg.IgnoredNamespacesField()}
-		informer, err := sourceInformer(w.rest, w.client, kind.GVR, objectKind, ns, sel, w.sourceReducer(kind.DataFields))
+		sel := selectors{label: w.Config.SourceSelector.String(), field: w.Config.IgnoredNamespacesField()}
+		informer, err := sourceInformer(w.Rest, w.Dynamic, kind.GVR, objectKind, ns, sel, w.sourceReducer(kind.DataFields))
 		if err != nil {
 			return err
 		}
-		handler := sourceHandler{kind: kind.Name, handler: w.handler, metrics: w.metrics}
+		handler := sourceHandler{kind: kind.Name, handler: w.Handler, metrics: w.Metrics}
 		// The store joins the catalog before the informer runs, so no key it
 		// yields can be looked up before its store is known.
-		w.catalog.AddSourceStore(kind.Name, informer.GetIndexer())
+		w.Catalog.AddSourceStore(kind.Name, informer.GetIndexer())
 		if err := w.start(ctx, informer, w.sourceReducer(kind.DataFields).Transform(), handler, Target{RoleSource, kind.GVR, ns}); err != nil {
 			return fmt.Errorf("watching %s: %w", kind.GVR, err)
 		}
@@ -383,26 +362,26 @@ func (w *Watcher) startSourceInformers(ctx context.Context, kind config.SourceKi
 func (w *Watcher) startWorkloadInformers(ctx context.Context, kind config.WorkloadKind, objectKind string) error {
 	for _, ns := range w.namespaces() {
 		var tracker *templaterv.Tracker
-		transform := catalog.ReduceWorkload(kind, w.cfg)
-		if w.cfg.OrderByResourceVersion {
+		transform := catalog.ReduceWorkload(kind, w.Config)
+		if w.Config.OrderByResourceVersion {
 			// Under a label selector, a workload appearing in the watch may
 			// be an older one whose labels now match: not a creation.
-			tracker = templaterv.New(w.cfg.WorkloadSelector.Empty())
-			transform = tracker.Reduce(kind, w.cfg)
+			tracker = templaterv.New(w.Config.WorkloadSelector.Empty())
+			transform = tracker.Reduce(kind, w.Config)
 		}
-		sel := selectors{label: w.cfg.WorkloadSelector.String(), field: w.cfg.IgnoredNamespacesField()}
+		sel := selectors{label: w.Config.WorkloadSelector.String(), field: w.Config.IgnoredNamespacesField()}
 		informer, typed, err := w.workloadInformer(kind.GVR, objectKind, ns, sel, tracker)
 		if err != nil {
 			return err
 		}
 		transform = typed(transform)
-		if w.cfg.NamespaceSelector != nil || w.cfg.WindowsSelectNamespaces() {
+		if w.Config.NamespaceSelector != nil || w.Config.WindowsSelectNamespaces() {
 			if err := informer.AddIndexers(catalog.NamespaceIndexers()); err != nil {
 				return fmt.Errorf("indexing %s by namespace: %w", kind.GVR, err)
 			}
 		}
-		handler := workloadHandler{resource: kind.GVR, handler: w.handler, catalog: w.catalog, tracker: tracker}
-		w.catalog.AddWorkloadStore(kind.GVR, informer.GetIndexer())
+		handler := workloadHandler{resource: kind.GVR, handler: w.Handler, catalog: w.Catalog, tracker: tracker}
+		w.Catalog.AddWorkloadStore(kind.GVR, informer.GetIndexer())
 		if err := w.start(ctx, informer, transform, handler, Target{RoleWorkload, kind.GVR, ns}); err != nil {
 			return fmt.Errorf("watching %s: %w", kind.GVR, err)
 		}
@@ -410,23 +389,30 @@ func (w *Watcher) startWorkloadInformers(ctx context.Context, kind config.Worklo
 	return nil
 }
 
-// start installs the transform, so only reduced objects ever reach the cache,
-// the handler, and the error handler that reports the target degraded when
-// it may not be listed or watched, then runs the informer until ctx ends.
+// start installs the error handler that reports the target degraded when it
+// may not be listed or watched, then runs the informer (run).
 func (w *Watcher) start(ctx context.Context, informer cache.SharedIndexInformer, transform cache.TransformFunc, h cache.ResourceEventHandler,
 	target Target) error {
+	tracked := w.track(target, informer)
+	if err := informer.SetWatchErrorHandlerWithContext(w.watchErrorHandler(tracked)); err != nil {
+		return fmt.Errorf("setting watch error handler: %w", err)
+	}
+	return w.run(ctx, informer, transform, h, w.settled(tracked))
+}
+
+// run installs the transform, so only reduced objects ever reach the cache,
+// and the handler, adds synced to what WaitForSync and Ready wait for, and
+// runs the informer until ctx ends.
+func (w *Watcher) run(ctx context.Context, informer cache.SharedIndexInformer, transform cache.TransformFunc, h cache.ResourceEventHandler,
+	synced cache.InformerSynced) error {
 	if err := informer.SetTransform(transform); err != nil {
 		return fmt.Errorf("setting transform: %w", err)
 	}
 	if _, err := informer.AddEventHandler(h); err != nil {
 		return fmt.Errorf("adding event handler: %w", err)
 	}
-	tracked := w.track(target, informer)
-	if err := informer.SetWatchErrorHandlerWithContext(w.watchErrorHandler(tracked)); err != nil {
-		return fmt.Errorf("setting watch error handler: %w", err)
-	}
 	w.mu.Lock()
-	w.synced = append(w.synced, w.settled(tracked))
+	w.synced = append(w.synced, synced)
 	w.mu.Unlock()
 	go informer.RunWithContext(ctx)
 	return nil

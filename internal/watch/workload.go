@@ -35,7 +35,7 @@ import (
 func (w *Watcher) workloadInformer(gvr schema.GroupVersionResource, kind, namespace string, sel selectors,
 	tracker *templaterv.Tracker) (cache.SharedIndexInformer, func(cache.TransformFunc) cache.TransformFunc, error) {
 	gvk := gvr.GroupVersion().WithKind(kind)
-	if w.rest == nil || kind == "" || !scheme.Scheme.Recognizes(gvk) {
+	if w.Rest == nil || kind == "" || !scheme.Scheme.Recognizes(gvk) {
 		informer := dynamicInformer(w.workloads, gvr, namespace, sel, tracker, catalog.WorkloadIndexers())
 		return informer, func(t cache.TransformFunc) cache.TransformFunc { return t }, nil
 	}
@@ -43,7 +43,7 @@ func (w *Watcher) workloadInformer(gvr schema.GroupVersionResource, kind, namesp
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating a %s: %w", gvk, err)
 	}
-	client, err := rest.RESTClientFor(catalog.Protobuf(w.rest, gvr.GroupVersion()))
+	client, err := rest.RESTClientFor(catalog.Protobuf(w.Rest, gvr.GroupVersion()))
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating a protobuf client for %s: %w", gvr, err)
 	}
