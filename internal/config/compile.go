@@ -42,11 +42,9 @@ var errRequired = errors.New("required")
 // compile validates a decoded file and builds the Config, reporting every
 // problem to p. The Config is only meaningful when p stays empty.
 func compile(f *File, p *problems) *Config {
-	c := &Config{
-		Settings:    compileSettings(f, p),
-		Annotations: compileAnnotations(f.Annotations, p),
-		Namespaces:  compileNamespaces("namespaces", f.Namespaces, p),
-	}
+	c := &Config{Settings: compileSettings(f, p), Annotations: f.Annotations}
+	keys := checkAnnotations(f.Annotations, p)
+	c.Namespaces = compileNamespaces("namespaces", f.Namespaces, p)
 	c.WorkloadSelector = compileSelector("workloadSelector", f.WorkloadSelector, p)
 	c.SourceSelector = compileSelector("sourceSelector", f.SourceSelector, p)
 	if f.NamespaceSelector != "" {
@@ -67,7 +65,7 @@ func compile(f *File, p *problems) *Config {
 	c.OrderByResourceVersion = f.OrderByResourceVersion
 	c.Waves, c.MaxInFlight = compileWaves(f.Waves, p)
 	c.Breaker = compileBreaker(f.Breaker, p)
-	c.OptIns, c.SourceLists, c.Excludes, c.IgnoreAnnotations = compileOptIns(f, c.sourceKinds, p)
+	c.OptIns, c.SourceLists, c.Excludes, c.IgnoreAnnotations = compileOptIns(f, c.sourceKinds, keys, p)
 	c.OptInAll = f.OptInAll
 	c.Sinks = compileNotifications(f.Notifications, p)
 	c.Windows = compileWindows(f.RestartWindows, p)
@@ -80,21 +78,18 @@ func compile(f *File, p *problems) *Config {
 
 // compileOptIns checks the opt-in, source-list, exclude and ignore annotations.
 // Their keys must differ from each other and from the annotations of
-// annotations.*: a key with two meanings would opt workloads in or out by
+// annotations.* (seen maps those to their paths: checkAnnotations), which it
+// adds them to: a key with two meanings would opt workloads in or out by
 // accident. That also keeps them apart from annotations.restartTimestamp,
 // the one annotation restarts write into pod templates, so a restart never
 // changes what a workload opts into.
-func compileOptIns(f *File, known []string, p *problems) ([]OptIn, []SourceList, []Exclude, []string) {
+func compileOptIns(f *File, known []string, seen map[string]string, p *problems) ([]OptIn, []SourceList, []Exclude, []string) {
 	checkKnown := func(path, kind string) {
 		if kind == "" {
 			p.add(path, errRequired)
 		} else {
 			checkKnownKind(p, path, kind, known)
 		}
-	}
-	seen := map[string]string{}
-	for _, k := range annotationKeys(f.Annotations) {
-		seen[k.value] = k.path
 	}
 	checkKey := func(path, key string) {
 		checkName(p, path, key, content.IsQualifiedName)
@@ -352,7 +347,9 @@ func checkName(p *problems, path, value string, valid func(string) []string) {
 	}
 }
 
-func compileAnnotations(a FileAnnotations, p *problems) Annotations {
+// checkAnnotations checks the keys of annotations.* and returns where each
+// is in the file.
+func checkAnnotations(a FileAnnotations, p *problems) map[string]string {
 	// Each key has one meaning: the checksums annotation equal to the opt-in
 	// key, say, would opt every workload out with its first write.
 	seen := map[string]string{}
@@ -363,7 +360,7 @@ func compileAnnotations(a FileAnnotations, p *problems) Annotations {
 		}
 		seen[k.value] = k.path
 	}
-	return a
+	return seen
 }
 
 type annotationKey struct{ path, value string }
