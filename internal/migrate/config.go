@@ -121,11 +121,6 @@ func (m *mapping) annotations(a Annotations) {
 			}
 		}
 	}
-	if ann, ok := m.tree["annotations"].(map[string]any); ok {
-		if to, ok := rename[fmt.Sprint(ann["ignore"])]; ok {
-			ann["ignore"] = to
-		}
-	}
 }
 
 // scope maps which namespaces and objects are watched. Reloader applies
