@@ -468,11 +468,7 @@ func compileWorkloads(kinds []FileWorkloadKind, p *problems) []WorkloadKind {
 		path := fmt.Sprintf("workloads[%d]", i)
 		gvr := checkGVR(p, "workloads", i, gvrs, k.Group, k.Version, k.Resource)
 		out[i] = WorkloadKind{GVR: gvr, Rollout: compileRollout(path+".rollout", gvr, k.Rollout, p)}
-		if k.PodTemplatePath == "" {
-			p.add(path+".podTemplatePath", errRequired)
-			continue
-		}
-		tp, ok := onePath(p, path+".podTemplatePath", k.PodTemplatePath, "a workload has one pod template")
+		tp, ok := requiredPath(p, path+".podTemplatePath", k.PodTemplatePath, "a workload has one pod template")
 		if !ok {
 			continue
 		}
@@ -490,13 +486,13 @@ func compileConditions(path string, conds []FileCondition, p *problems) []Condit
 	var out []Condition
 	for j, c := range conds {
 		at := fmt.Sprintf("%s[%d]", path, j)
-		cp, ok := conditionPath(at+".path", c.Path, p)
+		cp, ok := requiredPath(p, at+".path", c.Path, conditionWhy)
 		switch {
 		case c.NoElement.set() && c.Equals.Set:
 			p.addf(at, "has both equals and noElement; give one")
 			continue
 		case c.NoElement.set():
-			ep, eok := conditionPath(at+".noElement.path", c.NoElement.Path, p)
+			ep, eok := requiredPath(p, at+".noElement.path", c.NoElement.Path, conditionWhy)
 			if !c.NoElement.Equals.Set {
 				p.add(at+".noElement.equals", errRequired)
 				eok = false
@@ -513,13 +509,19 @@ func compileConditions(path string, conds []FileCondition, p *problems) []Condit
 	return out
 }
 
-// conditionPath parses the path of a condition: it reads one value.
-func conditionPath(at, value string, p *problems) (refs.Path, bool) {
+// Why paths have no [*] (onePath): a condition's, a restart strategy's.
+const (
+	conditionWhy = "a condition reads one value"
+	fieldWhy     = "it names one field"
+)
+
+// requiredPath is onePath for a path that must be given.
+func requiredPath(p *problems, at, value, why string) (refs.Path, bool) {
 	if value == "" {
 		p.add(at, errRequired)
 		return refs.Path{}, false
 	}
-	return onePath(p, at, value, "a condition reads one value")
+	return onePath(p, at, value, why)
 }
 
 // onePath parses a path that reaches one value; why says why, to a path
