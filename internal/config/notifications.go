@@ -88,7 +88,8 @@ func compileNotifications(f FileNotifications, p *problems) []Sink {
 			}
 		}
 		checkOneOf(p, path+".type", s.Type, SinkTypes())
-		checkSecretKey(p, path+".urlSecret", s.URLSecret)
+		checkName(p, path+".urlSecret.name", s.URLSecret.Name, validation.IsDNS1123Subdomain)
+		checkName(p, path+".urlSecret.key", s.URLSecret.Key, validation.IsConfigMapKey)
 		for j, kind := range s.Send {
 			at := fmt.Sprintf("%s.send[%d]", path, j)
 			if checkOneOf(p, at, kind, NotificationKinds()) && slices.Contains(s.Send[:j], kind) {
@@ -114,9 +115,4 @@ func compileNotifications(f FileNotifications, p *problems) []Sink {
 		out = append(out, s)
 	}
 	return out
-}
-
-func checkSecretKey(p *problems, path string, k FileSecretKey) {
-	checkName(p, path+".name", k.Name, validation.IsDNS1123Subdomain)
-	checkName(p, path+".key", k.Key, validation.IsConfigMapKey)
 }
