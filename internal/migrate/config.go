@@ -234,21 +234,13 @@ func (m *mapping) current(key string) []any {
 	return list
 }
 
-// workloads returns the tree's workload kinds, set in the tree so that
-// changing them changes the file.
-func (m *mapping) workloads() []any {
-	list := m.current("workloads")
-	m.tree["workloads"] = list
-	return list
-}
-
 // deploymentConfigs adds OpenShift's DeploymentConfigs as examples/config.yaml
 // shows them. Reloader's releases that restarted them found OpenShift by
 // themselves; v1.4.21's chart still grants them (reloader.isOpenshift) and
 // its end-to-end suites still expect them restarted, but its code restarting
 // them was removed: migrate keeps what the installation asked for.
 func (m *mapping) deploymentConfigs() {
-	m.tree["workloads"] = append(m.workloads(), map[string]any{
+	m.tree["workloads"] = append(m.current("workloads"), map[string]any{
 		"group": "apps.openshift.io", "version": "v1", "resource": "deploymentconfigs", "podTemplatePath": "spec.template",
 		"rollout": map[string]any{"status": "deploymentconfig"},
 		"notRolledWhen": []any{
@@ -272,7 +264,10 @@ func (m *mapping) deploymentConfigs() {
 func (m *mapping) reloadStrategy(s string) {
 	switch s {
 	case "env-vars":
-		for _, e := range entries(m.workloads()) {
+		// Set in the tree, so that changing its kinds changes the file.
+		workloads := m.current("workloads")
+		m.tree["workloads"] = workloads
+		for _, e := range entries(workloads) {
 			restart, _ := e["restart"].(map[string]any)
 			if restart == nil {
 				restart = map[string]any{}
