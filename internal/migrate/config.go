@@ -240,7 +240,7 @@ func (m *mapping) current(key string) []any {
 // its end-to-end suites still expect them restarted, but its code restarting
 // them was removed: migrate keeps what the installation asked for.
 func (m *mapping) deploymentConfigs() {
-	m.tree["workloads"] = append(m.current("workloads"), map[string]any{
+	m.appendEntry("workloads", map[string]any{
 		"group": "apps.openshift.io", "version": "v1", "resource": "deploymentconfigs", "podTemplatePath": "spec.template",
 		"rollout": map[string]any{"status": "deploymentconfig"},
 		"notRolledWhen": []any{
@@ -315,7 +315,7 @@ func (m *mapping) dropSource(name string) {
 // re-creates a Job whose sources change, unless told to ignore Jobs. Here
 // that is never a default, so the migrated file says it explicitly.
 func (m *mapping) recreateJobs() {
-	m.tree["workloads"] = append(m.current("workloads"), map[string]any{
+	m.appendEntry("workloads", map[string]any{
 		"group": "batch", "version": "v1", "resource": "jobs", "podTemplatePath": "spec.template",
 		"rollout": map[string]any{"status": "job"},
 		"restart": map[string]any{"strategy": "recreate", "clearFields": []any{"spec.selector"},
