@@ -299,8 +299,8 @@ func (m *mapping) reloadStrategy(s string) {
 // references and the annotations of that kind alone.
 func (m *mapping) dropSource(name string) {
 	keep := func(e map[string]any) bool { return fmt.Sprint(e["source"]) != name }
-	m.tree["sources"] = filter(entries(m.defaults["sources"]), func(e map[string]any) bool { return fmt.Sprint(e["name"]) != name })
-	m.tree["references"] = filter(entries(m.defaults["references"]), keep)
+	m.tree["sources"] = filter(entries(m.current("sources")), func(e map[string]any) bool { return fmt.Sprint(e["name"]) != name })
+	m.tree["references"] = filter(entries(m.current("references")), keep)
 	for _, list := range []string{"sourceListAnnotations", "excludeAnnotations"} {
 		m.tree[list] = filter(entries(m.tree[list]), keep)
 	}
@@ -308,7 +308,6 @@ func (m *mapping) dropSource(name string) {
 		s, _ := e["sources"].([]any)
 		return len(s) != 1 || fmt.Sprint(s[0]) != name
 	})
-	m.defaults["sources"], m.defaults["references"] = m.tree["sources"], m.tree["references"]
 }
 
 // recreateJobs adds Jobs with the recreate strategy: Reloader deletes and
