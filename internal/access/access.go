@@ -131,12 +131,12 @@ func notificationNeeds(c *config.Config) []Need {
 	var out []Need
 	var seen []string
 	for _, s := range c.Sinks {
-		if slices.Contains(seen, s.URLSecret) {
+		if slices.Contains(seen, s.URLSecret.Name) {
 			continue
 		}
-		seen = append(seen, s.URLSecret)
+		seen = append(seen, s.URLSecret.Name)
 		out = append(out, Need{Resource: schema.GroupResource{Resource: "secrets"}, Verbs: NotifySecretVerbs(),
-			Namespace: c.Settings.LeaseNamespace, Why: "the URL of notification sink " + s.Name, Name: s.URLSecret})
+			Namespace: c.Settings.LeaseNamespace, Why: "the URL of notification sink " + s.Name, Name: s.URLSecret.Name})
 	}
 	return out
 }

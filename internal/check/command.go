@@ -251,11 +251,10 @@ func render(w io.Writer, r *Report) {
 	}
 	if len(r.Results) > 0 {
 		fmt.Fprintln(w)
-		t = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(t, "RESULT\tCHECK\tDETAIL")
+		results := explain.NewTable(w, "RESULT", "CHECK", "DETAIL")
 		errs, warnings := 0, 0
 		for _, x := range r.Results {
-			fmt.Fprintf(t, "%s\t%s\t%s\n", x.Level, x.Check, x.Detail)
+			results.Row(x.Level, x.Check, x.Detail)
 			switch x.Level {
 			case LevelError:
 				errs++
@@ -263,7 +262,7 @@ func render(w io.Writer, r *Report) {
 				warnings++
 			}
 		}
-		_ = t.Flush() // as above
+		results.Flush()
 		fmt.Fprintf(w, "\n%s, %s\n", plural(errs, "error"), plural(warnings, "warning"))
 	}
 }

@@ -42,11 +42,9 @@ var errRequired = errors.New("required")
 // compile validates a decoded file and builds the Config, reporting every
 // problem to p. The Config is only meaningful when p stays empty.
 func compile(f *File, p *problems) *Config {
-	c := &Config{
-		Settings:    compileSettings(f, p),
-		Annotations: compileAnnotations(f.Annotations, p),
-		Namespaces:  compileNamespaces("namespaces", f.Namespaces, p),
-	}
+	c := &Config{Settings: compileSettings(f, p), Annotations: f.Annotations}
+	keys := checkAnnotations(f.Annotations, p)
+	c.Namespaces = compileNamespaces("namespaces", f.Namespaces, p)
 	c.WorkloadSelector = compileSelector("workloadSelector", f.WorkloadSelector, p)
 	c.SourceSelector = compileSelector("sourceSelector", f.SourceSelector, p)
 	if f.NamespaceSelector != "" {
@@ -67,7 +65,7 @@ func compile(f *File, p *problems) *Config {
 	c.OrderByResourceVersion = f.OrderByResourceVersion
 	c.Waves, c.MaxInFlight = compileWaves(f.Waves, p)
 	c.Breaker = compileBreaker(f.Breaker, p)
-	c.OptIns, c.SourceLists, c.Excludes, c.IgnoreAnnotations = compileOptIns(f, c.sourceKinds, p)
+	c.OptIns, c.SourceLists, c.Excludes, c.IgnoreAnnotations = compileOptIns(f, c.sourceKinds, keys, p)
 	c.OptInAll = f.OptInAll
 	c.Sinks = compileNotifications(f.Notifications, p)
 	c.Windows = compileWindows(f.RestartWindows, p)
@@ -80,21 +78,18 @@ func compile(f *File, p *problems) *Config {
 
 // compileOptIns checks the opt-in, source-list, exclude and ignore annotations.
 // Their keys must differ from each other and from the annotations of
-// annotations.*: a key with two meanings would opt workloads in or out by
+// annotations.* (seen maps those to their paths: checkAnnotations), which it
+// adds them to: a key with two meanings would opt workloads in or out by
 // accident. That also keeps them apart from annotations.restartTimestamp,
 // the one annotation restarts write into pod templates, so a restart never
 // changes what a workload opts into.
-func compileOptIns(f *File, known []string, p *problems) ([]OptIn, []SourceList, []Exclude, []string) {
+func compileOptIns(f *File, known []string, seen map[string]string, p *problems) ([]OptIn, []SourceList, []Exclude, []string) {
 	checkKnown := func(path, kind string) {
 		if kind == "" {
 			p.add(path, errRequired)
 		} else {
 			checkKnownKind(p, path, kind, known)
 		}
-	}
-	seen := map[string]string{}
-	for _, k := range annotationKeys(f.Annotations) {
-		seen[k.value] = k.path
 	}
 	checkKey := func(path, key string) {
 		checkName(p, path, key, content.IsQualifiedName)
@@ -352,7 +347,9 @@ func checkName(p *problems, path, value string, valid func(string) []string) {
 	}
 }
 
-func compileAnnotations(a FileAnnotations, p *problems) Annotations {
+// checkAnnotations checks the keys of annotations.* and returns where each
+// is in the file.
+func checkAnnotations(a FileAnnotations, p *problems) map[string]string {
 	// Each key has one meaning: the checksums annotation equal to the opt-in
 	// key, say, would opt every workload out with its first write.
 	seen := map[string]string{}
@@ -363,7 +360,7 @@ func compileAnnotations(a FileAnnotations, p *problems) Annotations {
 		}
 		seen[k.value] = k.path
 	}
-	return a
+	return seen
 }
 
 type annotationKey struct{ path, value string }
@@ -471,11 +468,7 @@ func compileWorkloads(kinds []FileWorkloadKind, p *problems) []WorkloadKind {
 		path := fmt.Sprintf("workloads[%d]", i)
 		gvr := checkGVR(p, "workloads", i, gvrs, k.Group, k.Version, k.Resource)
 		out[i] = WorkloadKind{GVR: gvr, Rollout: compileRollout(path+".rollout", gvr, k.Rollout, p)}
-		if k.PodTemplatePath == "" {
-			p.add(path+".podTemplatePath", errRequired)
-			continue
-		}
-		tp, ok := onePath(p, path+".podTemplatePath", k.PodTemplatePath, "a workload has one pod template")
+		tp, ok := requiredPath(p, path+".podTemplatePath", k.PodTemplatePath, "a workload has one pod template")
 		if !ok {
 			continue
 		}
@@ -493,13 +486,13 @@ func compileConditions(path string, conds []FileCondition, p *problems) []Condit
 	var out []Condition
 	for j, c := range conds {
 		at := fmt.Sprintf("%s[%d]", path, j)
-		cp, ok := conditionPath(at+".path", c.Path, p)
+		cp, ok := requiredPath(p, at+".path", c.Path, conditionWhy)
 		switch {
 		case c.NoElement.set() && c.Equals.Set:
 			p.addf(at, "has both equals and noElement; give one")
 			continue
 		case c.NoElement.set():
-			ep, eok := conditionPath(at+".noElement.path", c.NoElement.Path, p)
+			ep, eok := requiredPath(p, at+".noElement.path", c.NoElement.Path, conditionWhy)
 			if !c.NoElement.Equals.Set {
 				p.add(at+".noElement.equals", errRequired)
 				eok = false
@@ -516,13 +509,19 @@ func compileConditions(path string, conds []FileCondition, p *problems) []Condit
 	return out
 }
 
-// conditionPath parses the path of a condition: it reads one value.
-func conditionPath(at, value string, p *problems) (refs.Path, bool) {
+// Why paths have no [*] (onePath): a condition's, a restart strategy's.
+const (
+	conditionWhy = "a condition reads one value"
+	fieldWhy     = "it names one field"
+)
+
+// requiredPath is onePath for a path that must be given.
+func requiredPath(p *problems, at, value, why string) (refs.Path, bool) {
 	if value == "" {
 		p.add(at, errRequired)
 		return refs.Path{}, false
 	}
-	return onePath(p, at, value, "a condition reads one value")
+	return onePath(p, at, value, why)
 }
 
 // onePath parses a path that reaches one value; why says why, to a path

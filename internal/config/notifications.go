@@ -26,7 +26,7 @@ type FileSink struct {
 	// credentials.
 	URLSecret FileSecretKey `json:"urlSecret"`
 	// Send lists the notifications sent: restart, hold, rolloutFailed,
-	// rolloutRecovered; empty means all of them.
+	// rolloutRecovered; empty means all of them (compiled, it is never empty).
 	Send []string `json:"send"`
 	// RatePerSecond and Burst limit the requests sent to the sink; 0 means
 	// 1 per second and a burst of 5.
@@ -58,18 +58,9 @@ func NotificationKinds() []string {
 // SinkTypes lists the payload formats of sinks.
 func SinkTypes() []string { return []string{"slack", "teams", "googleChat", "webhook"} }
 
-// Sink is a validated notification sink.
-type Sink struct {
-	Name string
-	Type string
-	// URLSecret and URLKey locate the URL in the controller's namespace.
-	URLSecret, URLKey string
-	// Send holds the notifications it is sent.
-	Send          []string
-	RatePerSecond float64
-	Burst         int
-	QueueSize     int
-}
+// Sink is a notification sink: the file's, checked, with its defaults
+// filled in (compileNotifications).
+type Sink = FileSink
 
 // Wants reports whether the sink is sent notifications of this kind.
 func (s Sink) Wants(kind string) bool { return slices.Contains(s.Send, kind) }
@@ -86,10 +77,8 @@ const (
 // compileNotifications checks the sinks and fills in their defaults.
 func compileNotifications(f FileNotifications, p *problems) []Sink {
 	var out []Sink
-	for i, fs := range f.Sinks {
+	for i, s := range f.Sinks {
 		path := fmt.Sprintf("notifications.sinks[%d]", i)
-		s := Sink{Name: fs.Name, Type: fs.Type, URLSecret: fs.URLSecret.Name, URLKey: fs.URLSecret.Key,
-			RatePerSecond: fs.RatePerSecond, Burst: fs.Burst, QueueSize: fs.QueueSize, Send: fs.Send}
 		if s.Name == "" {
 			p.add(path+".name", errRequired)
 		}
@@ -99,15 +88,16 @@ func compileNotifications(f FileNotifications, p *problems) []Sink {
 			}
 		}
 		checkOneOf(p, path+".type", s.Type, SinkTypes())
-		checkSecretKey(p, path+".urlSecret", fs.URLSecret)
-		if len(s.Send) == 0 {
-			s.Send = NotificationKinds()
-		}
-		for j, kind := range fs.Send {
+		checkName(p, path+".urlSecret.name", s.URLSecret.Name, validation.IsDNS1123Subdomain)
+		checkName(p, path+".urlSecret.key", s.URLSecret.Key, validation.IsConfigMapKey)
+		for j, kind := range s.Send {
 			at := fmt.Sprintf("%s.send[%d]", path, j)
-			if checkOneOf(p, at, kind, NotificationKinds()) && slices.Contains(fs.Send[:j], kind) {
+			if checkOneOf(p, at, kind, NotificationKinds()) && slices.Contains(s.Send[:j], kind) {
 				p.addf(at, "duplicate %q", kind)
 			}
+		}
+		if len(s.Send) == 0 {
+			s.Send = NotificationKinds()
 		}
 		if s.RatePerSecond == 0 {
 			s.RatePerSecond = defaultSinkRate
@@ -125,9 +115,4 @@ func compileNotifications(f FileNotifications, p *problems) []Sink {
 		out = append(out, s)
 	}
 	return out
-}
-
-func checkSecretKey(p *problems, path string, k FileSecretKey) {
-	checkName(p, path+".name", k.Name, validation.IsDNS1123Subdomain)
-	checkName(p, path+".key", k.Key, validation.IsConfigMapKey)
 }

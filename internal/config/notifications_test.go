@@ -50,8 +50,8 @@ notifications:
 		t.Fatal(err)
 	}
 	want := []Sink{
-		{Name: "chat", Type: "slack", URLSecret: "notify", URLKey: "slack", Send: []string{"hold"}, RatePerSecond: 1, Burst: 5, QueueSize: 100},
-		{Name: "audit", Type: "webhook", URLSecret: "notify", URLKey: "audit", Send: NotificationKinds(), RatePerSecond: 0.5, Burst: 2, QueueSize: 10},
+		{Name: "chat", Type: "slack", URLSecret: FileSecretKey{Name: "notify", Key: "slack"}, Send: []string{"hold"}, RatePerSecond: 1, Burst: 5, QueueSize: 100},
+		{Name: "audit", Type: "webhook", URLSecret: FileSecretKey{Name: "notify", Key: "audit"}, Send: NotificationKinds(), RatePerSecond: 0.5, Burst: 2, QueueSize: 10},
 	}
 	if !reflect.DeepEqual(c.Sinks, want) {
 		t.Errorf("sinks:\n%+v\nwant\n%+v", c.Sinks, want)

@@ -232,11 +232,7 @@ func compileStrategy(path string, f FileRestart, podTemplate refs.Path, p *probl
 	only("clearTemplateLabels", len(f.ClearTemplateLabels) > 0, Recreate)
 	switch s.Name {
 	case TimestampAt:
-		if f.Field == "" {
-			p.add(path+".field", errRequired)
-		} else {
-			s.Field = strategyPath(path+".field", f.Field, p)
-		}
+		s.Field, _ = requiredPath(p, path+".field", f.Field, fieldWhy)
 		if f.DoneField != "" {
 			s.DoneField = strategyPath(path+".doneField", f.DoneField, p)
 		}
@@ -277,7 +273,7 @@ func compileJobTemplate(path, value string, podTemplate refs.Path, p *problems) 
 // strategyPath parses a path that reaches one field: the empty Path when
 // it does not (a problem says why).
 func strategyPath(path, value string, p *problems) refs.Path {
-	rp, _ := onePath(p, path, value, "it names one field")
+	rp, _ := onePath(p, path, value, fieldWhy)
 	return rp
 }
 

@@ -129,7 +129,7 @@ type Settings struct {
 }
 
 // Annotations are the annotation keys the controller reads and writes:
-// the file's, checked (compileAnnotations).
+// the file's, checked (checkAnnotations).
 type Annotations = FileAnnotations
 
 // SourceKind is a watched source resource, e.g. ConfigMaps.

@@ -43,7 +43,6 @@ const NoWindow = "none"
 // Window is a compiled restart window.
 type Window struct {
 	Name     string
-	Spec     string
 	Duration time.Duration
 	Location *time.Location
 	// Namespaces select the namespaces whose workloads it is the window of
@@ -91,7 +90,7 @@ func compileWindows(f []FileRestartWindow, p *problems) []Window {
 	names := map[string]bool{}
 	for i, fw := range f {
 		path := fmt.Sprintf("restartWindows[%d]", i)
-		w := Window{Name: fw.Name, Spec: fw.Schedule, Duration: time.Duration(fw.Duration), Location: time.UTC}
+		w := Window{Name: fw.Name, Duration: time.Duration(fw.Duration), Location: time.UTC}
 		switch dup := names[fw.Name]; {
 		case fw.Name == "":
 			p.add(path+".name", errRequired)

@@ -121,11 +121,6 @@ func (m *mapping) annotations(a Annotations) {
 			}
 		}
 	}
-	if ann, ok := m.tree["annotations"].(map[string]any); ok {
-		if to, ok := rename[fmt.Sprint(ann["ignore"])]; ok {
-			ann["ignore"] = to
-		}
-	}
 }
 
 // scope maps which namespaces and objects are watched. Reloader applies
@@ -239,21 +234,13 @@ func (m *mapping) current(key string) []any {
 	return list
 }
 
-// workloads returns the tree's workload kinds, set in the tree so that
-// changing them changes the file.
-func (m *mapping) workloads() []any {
-	list := m.current("workloads")
-	m.tree["workloads"] = list
-	return list
-}
-
 // deploymentConfigs adds OpenShift's DeploymentConfigs as examples/config.yaml
 // shows them. Reloader's releases that restarted them found OpenShift by
 // themselves; v1.4.21's chart still grants them (reloader.isOpenshift) and
 // its end-to-end suites still expect them restarted, but its code restarting
 // them was removed: migrate keeps what the installation asked for.
 func (m *mapping) deploymentConfigs() {
-	m.tree["workloads"] = append(m.workloads(), map[string]any{
+	m.appendEntry("workloads", map[string]any{
 		"group": "apps.openshift.io", "version": "v1", "resource": "deploymentconfigs", "podTemplatePath": "spec.template",
 		"rollout": map[string]any{"status": "deploymentconfig"},
 		"notRolledWhen": []any{
@@ -277,7 +264,10 @@ func (m *mapping) deploymentConfigs() {
 func (m *mapping) reloadStrategy(s string) {
 	switch s {
 	case "env-vars":
-		for _, e := range entries(m.workloads()) {
+		// Set in the tree, so that changing its kinds changes the file.
+		workloads := m.current("workloads")
+		m.tree["workloads"] = workloads
+		for _, e := range entries(workloads) {
 			restart, _ := e["restart"].(map[string]any)
 			if restart == nil {
 				restart = map[string]any{}
@@ -309,8 +299,8 @@ func (m *mapping) reloadStrategy(s string) {
 // references and the annotations of that kind alone.
 func (m *mapping) dropSource(name string) {
 	keep := func(e map[string]any) bool { return fmt.Sprint(e["source"]) != name }
-	m.tree["sources"] = filter(entries(m.defaults["sources"]), func(e map[string]any) bool { return fmt.Sprint(e["name"]) != name })
-	m.tree["references"] = filter(entries(m.defaults["references"]), keep)
+	m.tree["sources"] = filter(entries(m.current("sources")), func(e map[string]any) bool { return fmt.Sprint(e["name"]) != name })
+	m.tree["references"] = filter(entries(m.current("references")), keep)
 	for _, list := range []string{"sourceListAnnotations", "excludeAnnotations"} {
 		m.tree[list] = filter(entries(m.tree[list]), keep)
 	}
@@ -318,14 +308,13 @@ func (m *mapping) dropSource(name string) {
 		s, _ := e["sources"].([]any)
 		return len(s) != 1 || fmt.Sprint(s[0]) != name
 	})
-	m.defaults["sources"], m.defaults["references"] = m.tree["sources"], m.tree["references"]
 }
 
 // recreateJobs adds Jobs with the recreate strategy: Reloader deletes and
 // re-creates a Job whose sources change, unless told to ignore Jobs. Here
 // that is never a default, so the migrated file says it explicitly.
 func (m *mapping) recreateJobs() {
-	m.tree["workloads"] = append(m.current("workloads"), map[string]any{
+	m.appendEntry("workloads", map[string]any{
 		"group": "batch", "version": "v1", "resource": "jobs", "podTemplatePath": "spec.template",
 		"rollout": map[string]any{"status": "job"},
 		"restart": map[string]any{"strategy": "recreate", "clearFields": []any{"spec.selector"},

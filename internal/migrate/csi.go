@@ -15,14 +15,14 @@ func (m *mapping) csi(o Options) {
 	if !o.EnableCSIIntegration {
 		return
 	}
-	m.tree["sources"] = append(m.current("sources"), map[string]any{
+	m.appendEntry("sources", map[string]any{
 		"name": csiSource, "group": "secrets-store.csi.x-k8s.io", "version": "v1", "resource": "secretproviderclasspodstatuses",
 		"lifecycle": "updatesOnly", "nameFrom": "status.secretProviderClassName",
 		"items": map[string]any{"path": "status.objects[*]", "key": "id", "value": "version"},
 		// Reloader's env-vars name: STAKATER_<NAME>_SECRETPROVIDERCLASS.
 		"envVarKind": "SECRETPROVIDERCLASS",
 	})
-	m.tree["references"] = append(m.current("references"), map[string]any{
+	m.appendEntry("references", map[string]any{
 		"source": csiSource, "from": []any{"volumes[*].csi"}, "name": "volumeAttributes.secretProviderClass",
 	})
 	// Reloader has no flags renaming these.
@@ -36,7 +36,7 @@ func (m *mapping) csi(o Options) {
 		"its CRD is watched once it is installed (Reloader skips CSI when the CRD is missing at its start)")
 }
 
-func (m *mapping) appendEntry(list string, e map[string]any) {
-	existing, _ := m.tree[list].([]any)
-	m.tree[list] = append(existing, e)
+// appendEntry appends an entry to the tree's list at key (current).
+func (m *mapping) appendEntry(key string, e map[string]any) {
+	m.tree[key] = append(m.current(key), e)
 }

@@ -148,10 +148,14 @@ func (v Values) list(path string) []string {
 	return out
 }
 
-// chartFlags are the reloader.* values the chart renders into a flag of
-// the same meaning, by that flag's name.
-func chartFlags() []struct{ value, flag string } {
-	return []struct{ value, flag string }{
+// FromHelmValues reads the values of Reloader's Helm chart (v1.4.21) as
+// its templates render them into Reloader's flags and environment;
+// releaseNamespace is where the release is installed.
+func FromHelmValues(v Values, releaseNamespace string) (Options, error) {
+	var args []string
+	// The reloader.* values the chart renders into a flag of the same
+	// meaning, by that flag's name.
+	for _, f := range []struct{ value, flag string }{
 		{"reloader.logFormat", "log-format"},
 		{"reloader.logLevel", "log-level"},
 		{"reloader.resourceLabelSelector", "resource-label-selector"},
@@ -164,15 +168,7 @@ func chartFlags() []struct{ value, flag string } {
 		{"reloader.custom_annotations.match", "search-match-annotation"},
 		{"reloader.custom_annotations.ignore", "ignore-annotation"},
 		{"reloader.webhookUrl", "webhook-url"},
-	}
-}
-
-// FromHelmValues reads the values of Reloader's Helm chart (v1.4.21) as
-// its templates render them into Reloader's flags and environment;
-// releaseNamespace is where the release is installed.
-func FromHelmValues(v Values, releaseNamespace string) (Options, error) {
-	var args []string
-	for _, f := range chartFlags() {
+	} {
 		if s := v.str(f.value); s != "" {
 			args = append(args, "--"+f.flag+"="+s)
 		}

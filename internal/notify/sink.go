@@ -211,12 +211,12 @@ func (s *sink) currentURL(ctx context.Context) (string, error) {
 		return "", errors.New("the sink's URL could not be read; read again soon")
 	}
 	s.readAt = time.Now()
-	raw, err := s.opts.ReadURL(ctx, s.cfg.URLSecret, s.cfg.URLKey)
+	raw, err := s.opts.ReadURL(ctx, s.cfg.URLSecret.Name, s.cfg.URLSecret.Key)
 	if err == nil {
 		err = checkURL(raw)
 	}
 	if err != nil {
-		err = fmt.Errorf("reading the URL from key %s of Secret %s: %w", s.cfg.URLKey, s.cfg.URLSecret, err)
+		err = fmt.Errorf("reading the URL from key %s of Secret %s: %w", s.cfg.URLSecret.Key, s.cfg.URLSecret.Name, err)
 		if s.url != "" {
 			s.log.Warn("cannot read the sink's URL again; using the one read before", "error", err)
 			return s.url, nil

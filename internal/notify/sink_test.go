@@ -165,7 +165,7 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 }
 
 func webhookSink(name string, tune func(*config.Sink)) config.Sink {
-	s := config.Sink{Name: name, Type: "webhook", URLSecret: "notify", URLKey: name, Send: config.NotificationKinds(),
+	s := config.Sink{Name: name, Type: "webhook", URLSecret: config.FileSecretKey{Name: "notify", Key: name}, Send: config.NotificationKinds(),
 		RatePerSecond: 100, Burst: 100, QueueSize: 10}
 	if tune != nil {
 		tune(&s)
