@@ -24,10 +24,6 @@ import (
 )
 
 const (
-	exitOK      = 0
-	exitFailed  = 1
-	exitInvalid = 2
-
 	defaultServiceAccount = "restart-controller/restart-controller"
 	// requestTimeout bounds each request unless --request-timeout is given,
 	// so that an unreachable address does not hang a CI job.
@@ -87,23 +83,23 @@ func Main(ctx context.Context, args []string, env explain.Env) int {
 	cfg, err := cli.Load(fs, args, env.LookupEnv)
 	switch {
 	case errors.Is(err, pflag.ErrHelp):
-		return exitOK
+		return explain.ExitOK
 	case errors.Is(err, cli.ErrVersion):
 		fmt.Fprintln(env.Stdout, "restart-controller", env.Version)
-		return exitOK
+		return explain.ExitOK
 	case err != nil:
 		// Word for word what the controller prints.
 		fmt.Fprintf(env.Stderr, "restart-controller: invalid configuration:\n%v\n", err)
-		return exitInvalid
+		return explain.ExitInvalid
 	}
 	if err := explain.CheckFormat(*output); err != nil {
 		fmt.Fprintf(env.Stderr, "%s check: %v\n", env.Name, err)
-		return exitInvalid
+		return explain.ExitInvalid
 	}
 	saNamespace, saName, ok := strings.Cut(*subject, "/")
 	if !ok || saNamespace == "" || saName == "" || strings.Contains(saName, "/") {
 		fmt.Fprintf(env.Stderr, "%s check: --as-service-account wants NAMESPACE/NAME, got %q\n", env.Name, *subject)
-		return exitInvalid
+		return explain.ExitInvalid
 	}
 
 	report := &Report{Config: cfg.Settings.ConfigFile, Watches: Describe(cfg), Results: []Result{}}
@@ -119,15 +115,15 @@ func Main(ctx context.Context, args []string, env explain.Env) int {
 
 	if err := writeReport(env.Stdout, report, *output); err != nil {
 		fmt.Fprintf(env.Stderr, "%s check: %v\n", env.Name, err)
-		return exitFailed
+		return explain.ExitFailed
 	}
 	if report.Note != "" && *output != "" {
 		fmt.Fprintf(env.Stderr, "note: cluster %s\n", report.Note)
 	}
 	if report.Failed() {
-		return exitFailed
+		return explain.ExitFailed
 	}
-	return exitOK
+	return explain.ExitOK
 }
 
 // checkCluster runs the cluster checks, or leaves a note when no cluster is

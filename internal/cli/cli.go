@@ -23,8 +23,6 @@ import (
 // ErrVersion is returned by Load when --version was given.
 var ErrVersion = errors.New("version requested")
 
-const defaultConfigFile = "/etc/restart-controller/config.yaml"
-
 // kind says how an environment variable or flag string becomes a config value.
 type kind int
 
@@ -80,7 +78,7 @@ func settings() []setting {
 			usage: "name of the leader election lease"},
 		{flag: "leader-election-identity", env: "POD_NAME",
 			usage: "this replica's leader election identity (default: the host name)"},
-		{flag: "config", env: "RESTART_CONTROLLER_CONFIG",
+		{flag: "config", env: config.PathEnv,
 			usage: "config file"},
 		{flag: "kubeconfig", env: "KUBECONFIG",
 			usage: "kubeconfig file; empty means in-cluster"},
@@ -114,7 +112,7 @@ func Flags(fs *pflag.FlagSet) {
 		def := ""
 		switch {
 		case s.flag == "config":
-			def = defaultConfigFile
+			def = config.DefaultPath
 		case s.key != "":
 			def = flagString(defaults.Get(s.key))
 		}
@@ -172,7 +170,7 @@ func Load(fs *pflag.FlagSet, args []string, lookupEnv func(string) (string, bool
 		return f.Value.String()
 	}
 
-	path := flagOrEnv("config", "RESTART_CONTROLLER_CONFIG")
+	path := flagOrEnv("config", config.PathEnv)
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading config file: %w", err)

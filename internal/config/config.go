@@ -19,6 +19,13 @@ import (
 	yamlv3 "go.yaml.in/yaml/v3"
 )
 
+// Where the controller and its subcommands find the config file: the path
+// --config gives, else the one PathEnv names, else DefaultPath.
+const (
+	DefaultPath = "/etc/restart-controller/config.yaml"
+	PathEnv     = "RESTART_CONTROLLER_CONFIG"
+)
+
 // defaultsYAML is a string, not []byte, so that nothing can change it.
 //
 //go:embed defaults.yaml

@@ -16,6 +16,7 @@ import (
 
 	"github.com/restart-controller/restart-controller/internal/checksum"
 	"github.com/restart-controller/restart-controller/internal/checksumkey"
+	"github.com/restart-controller/restart-controller/internal/config"
 )
 
 // Exit statuses of the subcommands, the controller's: 2 is a usage or
@@ -74,7 +75,7 @@ func Main(ctx context.Context, args []string, env Env) int {
 	kube := genericclioptions.NewConfigFlags(true)
 	kube.AddFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(env.Stderr, explainUsage, env.Name, DefaultConfigFile)
+		fmt.Fprintf(env.Stderr, explainUsage, env.Name, config.DefaultPath)
 		fs.PrintDefaults()
 	}
 	fail := func(code int, format string, a ...interface{}) int {
@@ -101,7 +102,7 @@ func Main(ctx context.Context, args []string, env Env) int {
 		return ExitInvalid
 	}
 	if cfg.File == "" {
-		fmt.Fprintf(env.Stderr, "note: no config file at %s; using the built-in defaults (pass --config)\n", DefaultConfigFile)
+		fmt.Fprintf(env.Stderr, "note: no config file at %s; using the built-in defaults (pass --config)\n", config.DefaultPath)
 	}
 	cl, namespace, err := Connect(ctx, kube, cfg, env, "explain")
 	if err != nil {

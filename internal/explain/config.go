@@ -22,9 +22,6 @@ import (
 	"github.com/restart-controller/restart-controller/internal/config"
 )
 
-// DefaultConfigFile is where the controller reads its config file by default.
-const DefaultConfigFile = "/etc/restart-controller/config.yaml"
-
 // Config is the controller's configuration as explain needs it: the compiled
 // Config the controller runs with, whose extractors (references[i] in the
 // file's order) also name the form and place that matched.
@@ -45,16 +42,16 @@ type Config struct {
 }
 
 // LoadConfig reads the config file like the controller does: path if given,
-// else $RESTART_CONTROLLER_CONFIG, else DefaultConfigFile. Only when no path
+// else $RESTART_CONTROLLER_CONFIG, else config.DefaultPath. Only when no path
 // was given and the default file does not exist are the built-in defaults
 // used (File stays empty), so that explain also works from a laptop.
 func LoadConfig(path string, lookupEnv func(string) (string, bool)) (*Config, error) {
 	explicit := path != ""
 	if !explicit {
-		if v, ok := lookupEnv("RESTART_CONTROLLER_CONFIG"); ok && v != "" {
+		if v, ok := lookupEnv(config.PathEnv); ok && v != "" {
 			path, explicit = v, true
 		} else {
-			path = DefaultConfigFile
+			path = config.DefaultPath
 		}
 	}
 	data, err := os.ReadFile(path)

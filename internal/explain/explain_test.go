@@ -417,8 +417,8 @@ func TestLoadConfig(t *testing.T) {
 	if err != nil || c.File != "../../examples/config.yaml" || len(c.Extractors) != 7 {
 		t.Fatalf("examples/config.yaml: %v", err)
 	}
-	if _, err := os.Stat(DefaultConfigFile); err == nil {
-		t.Skip(DefaultConfigFile + " exists here")
+	if _, err := os.Stat(config.DefaultPath); err == nil {
+		t.Skip(config.DefaultPath + " exists here")
 	}
 	if c, err := LoadConfig("", noEnv); err != nil || c.File != "" {
 		t.Errorf("without a file the built-in defaults are used: %v", err)

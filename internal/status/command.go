@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 
+	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/explain"
 )
 
@@ -52,7 +53,7 @@ func Main(ctx context.Context, args []string, env explain.Env) int {
 	kube := genericclioptions.NewConfigFlags(true)
 	kube.AddFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(env.Stderr, statusUsage, env.Name, explain.DefaultConfigFile)
+		fmt.Fprintf(env.Stderr, statusUsage, env.Name, config.DefaultPath)
 		fs.PrintDefaults()
 	}
 	fail := func(code int, format string, a ...interface{}) int {
@@ -77,7 +78,7 @@ func Main(ctx context.Context, args []string, env explain.Env) int {
 		return explain.ExitInvalid
 	}
 	if cfg.File == "" {
-		fmt.Fprintf(env.Stderr, "note: no config file at %s; using the built-in defaults (pass --config)\n", explain.DefaultConfigFile)
+		fmt.Fprintf(env.Stderr, "note: no config file at %s; using the built-in defaults (pass --config)\n", config.DefaultPath)
 	}
 	cl, namespace, err := explain.Connect(ctx, kube, cfg, env, "status")
 	if err != nil {
