@@ -63,7 +63,7 @@ func compile(f *File, p *problems) *Config {
 	c.Workloads = compileWorkloads(f.Workloads, p)
 	c.Extractors = compileReferences(f.References, c.sourceKinds, p)
 	c.OrderByResourceVersion = f.OrderByResourceVersion
-	c.Waves, c.MaxInFlight = compileWaves(f.Waves, p)
+	c.Waves = compileWaves(f.Waves, p)
 	c.Breaker = compileBreaker(f.Breaker, p)
 	c.OptIns, c.SourceLists, c.Excludes, c.IgnoreAnnotations = compileOptIns(f, c.sourceKinds, keys, p)
 	c.OptInAll = f.OptInAll
@@ -180,14 +180,14 @@ const (
 	maxQuietPeriod = 24 * time.Hour
 )
 
-func compileWaves(f FileWaves, p *problems) (Waves, int) {
+func compileWaves(f FileWaves, p *problems) Waves {
 	checkRange(p, "waves.unpacedUpTo", f.UnpacedUpTo, 0, maxFleetCount)
 	checkRange(p, "waves.firstWave", f.FirstWave, 1, maxFleetCount)
 	if !(f.Growth >= 1 && f.Growth <= maxGrowth) { // also false for NaN
 		p.addf("waves.growth", "must be between 1 and %d, got %v", maxGrowth, f.Growth)
 	}
 	checkRange(p, "waves.maxInFlight", f.MaxInFlight, 1, maxFleetCount)
-	return Waves{UnpacedUpTo: f.UnpacedUpTo, First: f.FirstWave, Growth: f.Growth}, f.MaxInFlight
+	return f
 }
 
 func compileBreaker(f FileBreaker, p *problems) Breaker {

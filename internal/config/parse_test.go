@@ -135,8 +135,8 @@ func TestExampleIsTheDefault(t *testing.T) {
 	if !defaults.OrderByResourceVersion {
 		t.Error("orderByResourceVersion is off by default")
 	}
-	if want := (Waves{UnpacedUpTo: 3, First: 1, Growth: 2}); defaults.Waves != want || defaults.MaxInFlight != 50 {
-		t.Errorf("waves %+v, maxInFlight %d", defaults.Waves, defaults.MaxInFlight)
+	if want := (Waves{UnpacedUpTo: 3, FirstWave: 1, Growth: 2, MaxInFlight: 50}); defaults.Waves != want {
+		t.Errorf("waves %+v", defaults.Waves)
 	}
 	if want := (Breaker{Budget: 5, Window: 30 * time.Minute, Quiet: 2 * time.Minute}); defaults.Breaker != want {
 		t.Errorf("breaker %+v", defaults.Breaker)

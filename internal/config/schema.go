@@ -223,7 +223,7 @@ type FileWaves struct {
 	// them at once.
 	UnpacedUpTo int `json:"unpacedUpTo"`
 	// FirstWave is the size of the first wave; each next one is Growth times
-	// the previous.
+	// the previous (rounded up).
 	FirstWave int     `json:"firstWave"`
 	Growth    float64 `json:"growth"`
 	// MaxInFlight caps the paced rollouts under way across the controller.

@@ -39,10 +39,9 @@ type Config struct {
 	// OrderByResourceVersion compares resourceVersions across sources and
 	// workloads to tell which write came first (docs/design.md).
 	OrderByResourceVersion bool
-	// Waves pace the restarts of one change of one source; MaxInFlight caps
-	// the paced rollouts under way across the controller.
-	Waves       Waves
-	MaxInFlight int
+	// Waves pace the restarts of one change of one source; their
+	// MaxInFlight caps the paced rollouts under way across the controller.
+	Waves Waves
 	// Breaker holds a workload restarted too often.
 	Breaker Breaker
 	// OptIns are the opt-in annotations beside Annotations.OptIn, and
@@ -235,15 +234,7 @@ func (c *Config) NamespaceIgnored(namespace string) bool {
 }
 
 // Waves are the settings of health-gated waves.
-type Waves struct {
-	// UnpacedUpTo: a change that reaches at most this many workloads restarts
-	// them all at once.
-	UnpacedUpTo int
-	// First is the size of the first wave; each next wave is Growth times
-	// the previous one (rounded up).
-	First  int
-	Growth float64
-}
+type Waves = FileWaves
 
 // Breaker holds a workload restarted more than Budget times within Window
 // until its sources stay still for Quiet; the changes merged meanwhile then

@@ -59,11 +59,10 @@ import (
 type Rules struct {
 	Annotations config.Annotations
 	// Ordered: resourceVersions order source writes and template changes.
-	Ordered     bool
-	Breaker     config.Breaker
-	Waves       config.Waves
-	MaxInFlight int
-	Sums        checksum.Hasher
+	Ordered bool
+	Breaker config.Breaker
+	Waves   config.Waves
+	Sums    checksum.Hasher
 	// Lifecycle: whether creations and deletions of optional sources restart.
 	Lifecycle config.SourceLifecycle
 	// IgnoreAnnotations are source ignore annotations beside
@@ -83,7 +82,7 @@ func NewRules(cfg *config.Config, sums checksum.Hasher) Rules {
 		kinds[w.GVR] = w
 	}
 	return Rules{Annotations: cfg.Annotations, Ordered: cfg.OrderByResourceVersion, Breaker: cfg.Breaker,
-		Waves: cfg.Waves, MaxInFlight: cfg.MaxInFlight, Sums: sums, Lifecycle: cfg.SourceLifecycle,
+		Waves: cfg.Waves, Sums: sums, Lifecycle: cfg.SourceLifecycle,
 		IgnoreAnnotations: cfg.IgnoreAnnotations, Kinds: kinds, Windows: cfg.Windows}
 }
 

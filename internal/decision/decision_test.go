@@ -15,8 +15,7 @@ import (
 var testRules = Rules{
 	Annotations: config.Annotations{Rollout: "rollout", Hold: "hold", Release: "release", Ignore: "ignore", IgnoreSources: "ignore-sources"},
 	Breaker:     config.Breaker{Budget: 3, Window: time.Hour, Quiet: 2 * time.Minute},
-	Waves:       config.Waves{UnpacedUpTo: 3, First: 1, Growth: 2},
-	MaxInFlight: 5,
+	Waves:       config.Waves{UnpacedUpTo: 3, FirstWave: 1, Growth: 2, MaxInFlight: 5},
 	Sums:        testSums,
 }
 

@@ -214,13 +214,13 @@ func waveGate(r Rules, d *due, v Verdict) *Verdict {
 // capGate: a paced restart waits while the paced rollouts in flight reach
 // the cap (an unpaced one is not capped).
 func capGate(r Rules, d *due, v Verdict) *Verdict {
-	if !d.paced || r.MaxInFlight <= 0 {
+	if !d.paced || r.Waves.MaxInFlight <= 0 {
 		return nil
 	}
-	if inFlight := d.s.Pacing.InFlight; inFlight+d.rank >= r.MaxInFlight {
+	if inFlight := d.s.Pacing.InFlight; inFlight+d.rank >= r.Waves.MaxInFlight {
 		v.Action, v.Until = Queue, d.s.Now.Add(queueRecheck)
 		v.Unhold = r.holdsNothing(d.s)
-		v.Reasons = append(v.Reasons, fmt.Sprintf("waits for the cap on rollouts in flight (%d in flight, at most %d)", inFlight, r.MaxInFlight))
+		v.Reasons = append(v.Reasons, fmt.Sprintf("waits for the cap on rollouts in flight (%d in flight, at most %d)", inFlight, r.Waves.MaxInFlight))
 		return &v
 	}
 	return nil

@@ -71,7 +71,7 @@ func TestGatesInOrder(t *testing.T) {
 		}
 		p := Pacing{Now: now, LastChange: now.Add(-30 * time.Second), Waves: map[catalog.SourceID]WaveState{cmApp: wave}}
 		if st.capped {
-			p.InFlight = rules.MaxInFlight
+			p.InFlight = rules.Waves.MaxInFlight
 		}
 		return s, p
 	}

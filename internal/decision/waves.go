@@ -166,7 +166,7 @@ func WaveCount(w config.Waves, reach int) int {
 // (the first wave whose end lies beyond them) and the end of that wave,
 // counted in readers from the first.
 func waveAt(w config.Waves, settled int) (number, end int) {
-	size := float64(max(w.First, 1))
+	size := float64(max(w.FirstWave, 1))
 	growth := math.Max(w.Growth, 1)
 	end = int(size)
 	number = 1

@@ -11,7 +11,7 @@ import (
 	"github.com/restart-controller/restart-controller/internal/rollout"
 )
 
-var waves = config.Waves{UnpacedUpTo: 3, First: 1, Growth: 2}
+var waves = config.Waves{UnpacedUpTo: 3, FirstWave: 1, Growth: 2}
 
 // fleet returns n members named w00..., all pending for the change.
 func readers(n int) []Reader {
@@ -40,7 +40,7 @@ func restart(ms []Reader, k int, result rollout.Result) {
 
 // A change's wave count is the wave of its last reader.
 func TestWaveCount(t *testing.T) {
-	w := config.Waves{First: 1, Growth: 2}
+	w := config.Waves{FirstWave: 1, Growth: 2}
 	for reach, want := range map[int]int{0: 0, 1: 1, 2: 2, 3: 2, 4: 3, 7: 3, 8: 4, 60: 6} {
 		if got := WaveCount(w, reach); got != want {
 			t.Errorf("%d readers: %d waves, want %d", reach, got, want)
@@ -55,15 +55,15 @@ func TestWaveBoundaries(t *testing.T) {
 		number  int
 		end     int
 	}{
-		{config.Waves{First: 1, Growth: 2}, 0, 1, 1},
-		{config.Waves{First: 1, Growth: 2}, 1, 2, 3},
-		{config.Waves{First: 1, Growth: 2}, 2, 2, 3},
-		{config.Waves{First: 1, Growth: 2}, 3, 3, 7},
-		{config.Waves{First: 1, Growth: 2}, 31, 6, 63},
-		{config.Waves{First: 2, Growth: 1.5}, 2, 2, 5},   // 2, 3, 5, 8
-		{config.Waves{First: 2, Growth: 1.5}, 10, 4, 18}, // 2+3+5+8
-		{config.Waves{First: 5, Growth: 1}, 12, 3, 15},
-		{config.Waves{First: 0, Growth: 0}, 0, 1, 1}, // out-of-bounds settings cannot loop forever
+		{config.Waves{FirstWave: 1, Growth: 2}, 0, 1, 1},
+		{config.Waves{FirstWave: 1, Growth: 2}, 1, 2, 3},
+		{config.Waves{FirstWave: 1, Growth: 2}, 2, 2, 3},
+		{config.Waves{FirstWave: 1, Growth: 2}, 3, 3, 7},
+		{config.Waves{FirstWave: 1, Growth: 2}, 31, 6, 63},
+		{config.Waves{FirstWave: 2, Growth: 1.5}, 2, 2, 5},   // 2, 3, 5, 8
+		{config.Waves{FirstWave: 2, Growth: 1.5}, 10, 4, 18}, // 2+3+5+8
+		{config.Waves{FirstWave: 5, Growth: 1}, 12, 3, 15},
+		{config.Waves{FirstWave: 0, Growth: 0}, 0, 1, 1}, // out-of-bounds settings cannot loop forever
 	} {
 		n, end := waveAt(tc.w, tc.settled)
 		if n != tc.number || end != tc.end {

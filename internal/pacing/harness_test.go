@@ -84,7 +84,7 @@ type harness struct {
 
 func rules() decision.Rules {
 	return decision.Rules{Annotations: config.Annotations{Release: releaseKey, Ignore: ignoreKey},
-		Waves: config.Waves{UnpacedUpTo: 3, First: 1, Growth: 2}, MaxInFlight: 100, Sums: decisiontest.Sums}
+		Waves: config.Waves{UnpacedUpTo: 3, FirstWave: 1, Growth: 2, MaxInFlight: 100}, Sums: decisiontest.Sums}
 }
 
 func newHarness(t testing.TB, n int) *harness {

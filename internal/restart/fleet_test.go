@@ -445,7 +445,7 @@ func TestRideAlongWaitsForItsWave(t *testing.T) {
 func TestCapOnRolloutsInFlight(t *testing.T) {
 	f := newFleetHarness(t, 10)
 	cfg := *f.c.Config
-	cfg.MaxInFlight = 1
+	cfg.Waves.MaxInFlight = 1
 	f.c.Config, f.c.Rules = &cfg, decision.NewRules(&cfg, testSums)
 	f.reconcileAll()
 	f.rollOut("w00")

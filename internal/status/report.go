@@ -243,7 +243,7 @@ func restartOf(l *Listing, name string, wr *explain.WorkloadReport) (Restart, bo
 	case decision.GateWave:
 		rs.Reason, rs.Ends = ReasonWave, "its place in the wave comes: the rollouts of the waves before it complete"
 	case decision.GateCap:
-		rs.Reason, rs.Ends = ReasonCap, fmt.Sprintf("fewer paced rollouts than the cap (%d) are in flight", l.cfg.MaxInFlight)
+		rs.Reason, rs.Ends = ReasonCap, fmt.Sprintf("fewer paced rollouts than the cap (%d) are in flight", l.cfg.Waves.MaxInFlight)
 	default:
 		switch d.Action {
 		case explain.ActionRestart:
@@ -338,9 +338,9 @@ func notes(l *Listing, rep *Report) []string {
 			out = append(out, why+": the controller does not act on its workloads")
 		}
 	}
-	if l.cfg.MaxInFlight > 0 && !l.coversWatched() && rep.Workloads.OptedIn > 0 {
+	if l.cfg.Waves.MaxInFlight > 0 && !l.coversWatched() && rep.Workloads.OptedIn > 0 {
 		out = append(out, fmt.Sprintf("the cap on paced rollouts in flight (%d) counts those of every namespace; "+
-			"only those of %s were read", l.cfg.MaxInFlight, rep.Scope))
+			"only those of %s were read", l.cfg.Waves.MaxInFlight, rep.Scope))
 	}
 	return out
 }
