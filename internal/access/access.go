@@ -8,7 +8,6 @@ package access
 import (
 	"slices"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/restart-controller/restart-controller/internal/config"
@@ -69,12 +68,8 @@ type Need struct {
 // key Secret in its own namespace, reads the Secrets holding notification
 // sinks' URLs there, and holds a Lease when leader election is on.
 func Needs(c *config.Config) []Need {
-	scopes := c.Namespaces
-	if len(scopes) == 0 {
-		scopes = []string{metav1.NamespaceAll}
-	}
 	var out []Need
-	for _, ns := range scopes {
+	for _, ns := range c.WatchedNamespaces() {
 		for _, s := range c.Sources {
 			out = append(out, Need{Resource: s.GVR.GroupResource(), Verbs: SourceVerbs(), Namespace: ns, Why: "source kind " + s.Name})
 		}

@@ -114,15 +114,11 @@ func PeerAnnotations(cfg *config.Config, kinds []config.WorkloadKind, workloads 
 // namespaces (all when none is configured), with the config's selector, for
 // PeerAnnotations; a kind that cannot be listed is a warning.
 func listWorkloads(ctx context.Context, client dynamic.Interface, cfg *config.Config) ([]config.WorkloadKind, []*unstructured.Unstructured, []Result) {
-	namespaces := cfg.Namespaces
-	if len(namespaces) == 0 {
-		namespaces = []string{metav1.NamespaceAll}
-	}
 	var kinds []config.WorkloadKind
 	var objs []*unstructured.Unstructured
 	var problems []Result
 	for _, kind := range cfg.Workloads {
-		for _, ns := range namespaces {
+		for _, ns := range cfg.WatchedNamespaces() {
 			list, err := client.Resource(kind.GVR).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: cfg.WorkloadSelector.String()})
 			if apierrors.IsNotFound(err) {
 				break // not served: Served says so

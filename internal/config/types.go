@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -226,6 +227,15 @@ func (c *Config) IgnoredNamespacesField() string {
 		sel[i] = fields.OneTermNotEqualSelector("metadata.namespace", ns)
 	}
 	return fields.AndSelectors(sel...).String()
+}
+
+// WatchedNamespaces are the namespaces listed and watched, one list and
+// watch each: those configured, else all (metav1.NamespaceAll).
+func (c *Config) WatchedNamespaces() []string {
+	if len(c.Namespaces) == 0 {
+		return []string{metav1.NamespaceAll}
+	}
+	return c.Namespaces
 }
 
 // NamespaceIgnored reports whether the namespace is one of IgnoredNamespaces.

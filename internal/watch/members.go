@@ -30,7 +30,7 @@ type membersHandler interface {
 func (w *Watcher) startMemberInformers(ctx context.Context, kind config.SourceKind) error {
 	stores := &members.Stores{}
 	w.Catalog.AddSourceGroups(kind.Name, stores)
-	for _, ns := range w.namespaces() {
+	for _, ns := range w.Config.WatchedNamespaces() {
 		sel := selectors{label: w.Config.SourceSelector.String(), field: w.Config.IgnoredNamespacesField()}
 		informer := dynamicInformer(w.Dynamic, kind.GVR, ns, sel, nil, members.Indexers())
 		handler := memberHandler{kind: kind.Name, handler: w.Handler, metrics: w.Metrics}

@@ -203,7 +203,7 @@ func (w *Watcher) Start(ctx context.Context, kinds *Kinds) error {
 // targets are the informers of a kind: one per watched namespace.
 func (w *Watcher) targets(role string, gvr schema.GroupVersionResource) []Target {
 	var out []Target
-	for _, ns := range w.namespaces() {
+	for _, ns := range w.Config.WatchedNamespaces() {
 		out = append(out, Target{Role: role, Resource: gvr, Namespace: ns})
 	}
 	return out
@@ -325,13 +325,6 @@ func (w *Watcher) workloadKind(kind config.WorkloadKind) lateKind {
 	}}
 }
 
-func (w *Watcher) namespaces() []string {
-	if len(w.Config.Namespaces) == 0 {
-		return []string{metav1.NamespaceAll}
-	}
-	return w.Config.Namespaces
-}
-
 // sourceReducer is how the catalog reduces sources with these data fields,
 // keeping the source annotations decisions read (ignore, release, and
 // those opt-ins require).
@@ -342,7 +335,7 @@ func (w *Watcher) sourceReducer(dataFields []string) catalog.SourceReducer {
 }
 
 func (w *Watcher) startSourceInformers(ctx context.Context, kind config.SourceKind, objectKind string) error {
-	for _, ns := range w.namespaces() {
+	for _, ns := range w.Config.WatchedNamespaces() {
 		sel := selectors{label: w.Config.SourceSelector.String(), field: w.Config.IgnoredNamespacesField()}
 		informer, err := sourceInformer(w.Rest, w.Dynamic, kind.GVR, objectKind, ns, sel, w.sourceReducer(kind.DataFields))
 		if err != nil {
@@ -360,7 +353,7 @@ func (w *Watcher) startSourceInformers(ctx context.Context, kind config.SourceKi
 }
 
 func (w *Watcher) startWorkloadInformers(ctx context.Context, kind config.WorkloadKind, objectKind string) error {
-	for _, ns := range w.namespaces() {
+	for _, ns := range w.Config.WatchedNamespaces() {
 		var tracker *templaterv.Tracker
 		transform := catalog.ReduceWorkload(kind, w.Config)
 		if w.Config.OrderByResourceVersion {
