@@ -13,6 +13,7 @@ import (
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
 	"github.com/restart-controller/restart-controller/internal/members"
+	"github.com/restart-controller/restart-controller/internal/record"
 )
 
 // ErrNoMembers is the fetch error of a source of lifecycle updatesOnly
@@ -77,9 +78,9 @@ func membersStatus(ws WorkloadSource, state *catalog.SourceState, fetchErr error
 		return StatusNoMembers, fetchErr.Error() + ": unknown, never absent; nothing restarts for it and what was recorded is kept", true
 	case state == nil || !state.Baseline || ws.same:
 		return "", "", false
-	case ws.Applied == nil || *ws.Applied == appliedAbsent:
+	case ws.Applied == nil || *ws.Applied == record.Absent:
 		return StatusBaseline, "none of its members was updated since created: recorded as the first sight, no restart", true
-	case *ws.Applied == appliedPending:
+	case *ws.Applied == record.Pending:
 		return "", "", false
 	default:
 		return StatusBaseline, "none of its members was updated since created: their creation restarts nothing, and the applied checksum is kept until a member's update", true

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/restart-controller/restart-controller/internal/record"
 )
 
 // Output formats.
@@ -126,7 +128,7 @@ func appliedText(applied *string) string {
 	switch {
 	case applied == nil:
 		return "(not recorded)"
-	case *applied == appliedAbsent:
+	case *applied == record.Absent:
 		return "(absent)"
 	}
 	return *applied

@@ -44,12 +44,6 @@ const (
 	ActionUnknown = "unknown" // a source could not be read
 )
 
-// The applied checksum values with a meaning of their own (restart/decide.go).
-const (
-	appliedAbsent  = ""
-	appliedPending = "pending"
-)
-
 // SourceFetcher returns the reduced state of a source, or nil and no error
 // when it does not exist.
 type SourceFetcher func(kind config.SourceKind, namespace, name string) (*catalog.SourceState, error)
@@ -256,7 +250,7 @@ func (c *Config) readSources(r *WorkloadReport, usesOf map[catalog.SourceID][]Us
 			ws.Applied = &old
 		} else if ref.Matched && decision.PatternRecorded(w, applied, ref.ID) {
 			// Matched by an entry recorded with the checksums: absent then.
-			absent := appliedAbsent
+			absent := record.Absent
 			ws.Applied = &absent
 		}
 		// Extractors only name configured source kinds.
@@ -488,7 +482,7 @@ func sourceStatus(s WorkloadSource, fetchErr error, life config.SourceLifecycle)
 		return StatusUnreadable, "could not be read: " + fetchErr.Error()
 	case !s.Exists && s.Applied == nil:
 		return StatusAbsent, "does not exist; no applied checksum is recorded for it"
-	case !s.Exists && *s.Applied == appliedAbsent:
+	case !s.Exists && *s.Applied == record.Absent:
 		return StatusAbsent, "does not exist, and did not when its pods started"
 	case !s.Exists && !s.Optional:
 		return StatusDeleted, "deleted since its pods started, which need it: nothing restarts (new pods could not start), and the applied checksum is kept so that a re-creation with other data restarts"
@@ -502,13 +496,13 @@ func sourceStatus(s WorkloadSource, fetchErr error, life config.SourceLifecycle)
 		return StatusUpToDate, "the data its pods read is what they started with"
 	case s.incomparable:
 		return StatusUnknown, "its checksum is keyed with the controller's checksum key, which could not be read with your credentials"
-	case *s.Applied == appliedPending:
+	case *s.Applied == record.Pending:
 		return StatusPending, "recorded \"pending\": its data was updated just before the pods started, so a restart is due"
-	case *s.Applied == appliedAbsent && s.Optional && life.RestartOnCreate:
+	case *s.Applied == record.Absent && s.Optional && life.RestartOnCreate:
 		return StatusAppeared, "created since its pods started without it (optional): a restart is due"
-	case *s.Applied == appliedAbsent && s.Optional:
+	case *s.Applied == record.Absent && s.Optional:
 		return StatusAppeared, "created since its pods started without it (optional): recorded without a restart (sourceLifecycle.restartOnCreate is off)"
-	case *s.Applied == appliedAbsent:
+	case *s.Applied == record.Absent:
 		return StatusAppeared, "created since; its pods could not start without it, so they start with it: recorded without a restart"
 	default:
 		return StatusChanged, "the data its pods read changed since they started"
