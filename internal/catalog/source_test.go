@@ -346,8 +346,8 @@ func TestChecksumVersions(t *testing.T) {
 		{"", 0}, {"pending", 0}, {"3B73330B386DAB84", 0}, {"3b73330b386dab8", 0}, {"v2:3b73330b386dab8", 0},
 		{"v1:3b73330b386dab84", 0}, {"v02:3b73330b386dab84", 0}, {"v2:3b73330b386dab84 ", 0}, {"vx:3b73330b386dab84", 0},
 	} {
-		if got := checksum.RecordedVersion(tc.recorded); got != tc.version {
-			t.Errorf("RecordedVersion(%q) = %d, want %d", tc.recorded, got, tc.version)
+		if got, _, _ := checksum.Parse(tc.recorded); got != tc.version {
+			t.Errorf("Parse(%q) gives version %d, want %d", tc.recorded, got, tc.version)
 		}
 		if tc.version != 1 && s.Matches(testSums, tc.recorded, nil) {
 			t.Errorf("%q matches", tc.recorded)

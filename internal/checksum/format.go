@@ -80,16 +80,10 @@ func DataDigest(d Data) Digest {
 	return out
 }
 
-// RecordedVersion returns the format version of a recorded checksum, or 0
-// when it is not a checksum this build knows (absent, pending, "v2:", a
-// later release's, or anything else): such a value never matches data.
-func RecordedVersion(recorded string) int {
-	v, _, _ := Parse(recorded)
-	return v
-}
-
 // Parse splits a recorded checksum into its version (1 or 3), key ID
-// (version 3) and sum; version 0 when it is not a checksum this build knows.
+// (version 3) and sum; version 0 when it is not a checksum this build knows
+// (absent, pending, "v2:", a later release's, or anything else): such a
+// value never matches data.
 func Parse(recorded string) (version int, keyID, sum string) {
 	if isHex16(recorded) {
 		return 1, "", recorded

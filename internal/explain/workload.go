@@ -469,7 +469,7 @@ func (c *Config) compare(state *catalog.SourceState, applied *string, keys []str
 	if applied == nil {
 		return false, false
 	}
-	if checksum.RecordedVersion(*applied) == checksum.Version && c.Sums.KeyID() == "" {
+	if version, _, _ := checksum.Parse(*applied); version == checksum.Version && c.Sums.KeyID() == "" {
 		return false, true
 	}
 	return state.Matches(c.Sums, *applied, keys), false

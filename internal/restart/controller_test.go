@@ -788,7 +788,7 @@ func TestReconcileUpgradeFromVersion1Checksums(t *testing.T) {
 	u := fromYAML(t, webDeployment)
 	w := newHarness(t, nil, nil, nil).reduce(u)
 	old := v1(sourceState(t, cmApp, dataV1), nil)
-	if checksum.RecordedVersion(old) != 1 || strings.HasPrefix(old, "v") {
+	if version, _, _ := checksum.Parse(old); version != 1 || strings.HasPrefix(old, "v") {
 		t.Fatalf("fixture %q is not a version-1 checksum", old)
 	}
 	recorded := withAnnotations(u, map[string]string{
