@@ -11,8 +11,8 @@ func TestBuiltinGroup(t *testing.T) {
 		"apiextensions.k8s.io": true, "apiregistration.k8s.io": true,
 		"argoproj.io": false, "secrets-store.csi.x-k8s.io": false, "example.com": false,
 	} {
-		if got := builtinGroup(group); got != want {
-			t.Errorf("builtinGroup(%q) = %v, want %v", group, got, want)
+		if got := BuiltinGroup(group); got != want {
+			t.Errorf("BuiltinGroup(%q) = %v, want %v", group, got, want)
 		}
 	}
 }

@@ -112,8 +112,8 @@ func New(d Deps) *Watcher {
 
 // Kinds are the configured kinds as discovery served them at start.
 type Kinds struct {
-	sources   []lookup
-	workloads []lookup
+	sources   []Lookup
+	workloads []Lookup
 	// workloadErrs are the errors of looking workload kinds up: such a kind
 	// is looked for again, as one not served yet.
 	workloadErrs []error
@@ -125,26 +125,26 @@ type Kinds struct {
 // before anything is watched or written.
 func Resolve(cfg *config.Config, disc Discovery) (*Kinds, error) {
 	var problems []string
-	k := &Kinds{sources: make([]lookup, len(cfg.Sources)), workloads: make([]lookup, len(cfg.Workloads)),
+	k := &Kinds{sources: make([]Lookup, len(cfg.Sources)), workloads: make([]Lookup, len(cfg.Workloads)),
 		workloadErrs: make([]error, len(cfg.Workloads))}
 	for i, kind := range cfg.Sources {
-		found, err := lookUp(disc, kind.GVR)
+		found, err := LookUp(disc, kind.GVR)
 		if err != nil {
 			return nil, fmt.Errorf("sources[%d]: looking up %s: %w", i, kind.GVR, err)
 		}
-		if problem := found.misspelled(kind.GVR); problem != "" {
+		if problem := found.Misspelled(kind.GVR); problem != "" {
 			problems = append(problems, fmt.Sprintf("sources[%d]: %s", i, problem))
 			continue
 		}
-		if found.resource == nil && kind.Members == nil {
+		if found.Resource == nil && NeededAtStart(kind) {
 			return nil, fmt.Errorf("sources[%d]: %s is not served by the API server", i, kind.GVR)
 		}
 		k.sources[i] = found
 	}
 	for i, kind := range cfg.Workloads {
-		k.workloads[i], k.workloadErrs[i] = lookUp(disc, kind.GVR)
+		k.workloads[i], k.workloadErrs[i] = LookUp(disc, kind.GVR)
 		if k.workloadErrs[i] == nil {
-			if problem := k.workloads[i].misspelled(kind.GVR); problem != "" {
+			if problem := k.workloads[i].Misspelled(kind.GVR); problem != "" {
 				problems = append(problems, fmt.Sprintf("workloads[%d]: %s", i, problem))
 			}
 		}
@@ -163,12 +163,12 @@ func Resolve(cfg *config.Config, disc Discovery) (*Kinds, error) {
 func (w *Watcher) Start(ctx context.Context, kinds *Kinds) error {
 	var targets []Target
 	for i, kind := range w.Config.Sources {
-		if kinds.sources[i].resource != nil {
+		if kinds.sources[i].Resource != nil {
 			targets = append(targets, w.targets(RoleSource, kind.GVR)...)
 		}
 	}
 	for i, kind := range w.Config.Workloads {
-		if kinds.workloadErrs[i] == nil && kinds.workloads[i].resource != nil {
+		if kinds.workloadErrs[i] == nil && kinds.workloads[i].Resource != nil {
 			targets = append(targets, w.targets(RoleWorkload, kind.GVR)...)
 		}
 	}
@@ -186,7 +186,7 @@ func (w *Watcher) Start(ctx context.Context, kinds *Kinds) error {
 		if kind.Members != nil {
 			err = w.startKind(ctx, w.memberKind(kind), true, kinds.sources[i], nil)
 		} else {
-			err = w.startSourceInformers(ctx, kind, kinds.sources[i].resource.Kind)
+			err = w.startSourceInformers(ctx, kind, kinds.sources[i].Resource.Kind)
 		}
 		if err != nil {
 			return fmt.Errorf("sources[%d]: %w", i, err)
@@ -254,7 +254,7 @@ func (w *Watcher) startMissing(ctx context.Context) {
 	w.missing = nil
 	w.mu.Unlock()
 	for _, kind := range missing {
-		found, err := lookUp(w.Discovery, kind.gvr)
+		found, err := LookUp(w.Discovery, kind.gvr)
 		if err = w.startKind(ctx, kind, false, found, err); err != nil {
 			w.Log.Error("looking up "+kind.role+" kind", "resource", kind.gvr.String(), "error", err)
 			w.mu.Lock()
@@ -278,12 +278,12 @@ type lateKind struct {
 // startKind starts watching a kind that discovery served when looked up
 // (found, or err), and otherwise puts it on the list Run looks for; only
 // the first miss warns.
-func (w *Watcher) startKind(ctx context.Context, kind lateKind, first bool, found lookup, err error) error {
+func (w *Watcher) startKind(ctx context.Context, kind lateKind, first bool, found Lookup, err error) error {
 	label := kind.gvr.String()
 	if err != nil && !first {
 		return fmt.Errorf("looking up %s kind %s: %w", kind.role, kind.gvr, err)
 	}
-	if err != nil || found.resource == nil {
+	if err != nil || found.Resource == nil {
 		if err != nil {
 			// One kind that cannot be looked up now (discovery briefly down, a
 			// group's RBAC not granted yet) must not keep every other kind from
@@ -306,7 +306,7 @@ func (w *Watcher) startKind(ctx context.Context, kind lateKind, first bool, foun
 		// reviewed as it appears.
 		w.reviewAccess(ctx, w.targets(kind.role, kind.gvr))
 	}
-	return kind.start(ctx, found.resource.Kind)
+	return kind.start(ctx, found.Resource.Kind)
 }
 
 // workloadKind is a workload kind as startKind starts it.
