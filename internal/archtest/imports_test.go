@@ -79,7 +79,7 @@ func importRules() []rule {
 			tests: []string{"internal/testfixture"}},
 		{pkg: "internal/status", may: []string{"internal/explain", "internal/decision", "internal/catalog", "internal/members", "internal/config", "internal/record"},
 			tests: []string{"internal/checksum", "internal/explain/explaintest", "internal/rollout"}},
-		{pkg: "internal/check", may: []string{"internal/access", "internal/cli", "internal/config", "internal/explain", "internal/explain/explaintest"},
+		{pkg: "internal/check", may: []string{"internal/access", "internal/cli", "internal/config", "internal/explain", "internal/explain/explaintest", "internal/watch"},
 			tests: []string{"internal/testfixture"}},
 		{pkg: "internal/migrate", may: []string{"internal/config", "examples"}, tests: []string{"internal/testfixture"}},
 		// Binaries, tools and whole-system tests put the rooms together.

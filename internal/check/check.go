@@ -12,19 +12,17 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/kubernetes/scheme"
 	authorizationclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
 
 	"github.com/restart-controller/restart-controller/internal/access"
 	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/watch"
 )
 
 // Result levels.
@@ -113,33 +111,49 @@ func Describe(cfg *config.Config) Watches {
 	return w
 }
 
-// Served checks with discovery that every configured kind is served. A
-// source kind must be: the controller does not start without it, except
-// one of lifecycle updatesOnly, which is watched once its CRD appears, as
-// a workload kind of another group is. A missing
-// workload kind of a built-in group (apps, batch, ..., or a group no CRD may
-// use) is an error, a typo; one of another group is a warning: its CRD may be installed later,
-// and the controller watches it once it appears.
+// Served checks with discovery that every configured kind is served, and
+// judges one that is not as the controller does at start, with its rule
+// (watch.LookUp, Lookup.Misspelled, watch.NeededAtStart): an error exactly
+// where the controller would not start, a warning where it starts and
+// watches the kind once it is served. It does not start with a resource
+// that a served built-in group-version does not serve (a typo), nor without
+// a source kind, except one of lifecycle updatesOnly. A discovery error is
+// an error too: the kind could not be checked.
 func Served(disc discovery.DiscoveryInterface, cfg *config.Config) []Result {
 	var out []Result
 	check := func(gvr schema.GroupVersionResource, required bool) {
 		name := fmt.Sprintf("%s (%s) served", gvr.GroupResource(), gvr.Version)
-		found, hint, err := served(disc, gvr)
+		found, err := watch.LookUp(disc, gvr)
+		var hint string
+		if err == nil && found.Resource == nil {
+			hint, err = servedHint(disc, gvr, found)
+		}
+		problem := found.Misspelled(gvr)
 		switch {
 		case err != nil:
 			out = append(out, Result{LevelError, name, "discovery failed: " + err.Error()})
-		case found:
+		case found.Resource != nil:
 			out = append(out, Result{LevelOK, name, "yes"})
+		case problem != "":
+			out = append(out, Result{LevelError, name, "the controller does not start (a configuration error): " + problem})
 		case required:
 			out = append(out, Result{LevelError, name, "not served, and the controller cannot start without its source kinds; " + hint})
-		case builtIn(gvr.Group):
-			out = append(out, Result{LevelError, name, "not served, and no CRD can add it to this group: a typo? " + hint})
+		case watch.BuiltinGroup(gvr.Group):
+			// The controller starts and waits for it; only a newer
+			// kube-apiserver, or one serving more versions, can end the wait.
+			out = append(out, Result{LevelWarning, name, "not served; kube-apiserver serves this group itself, no CRD can add it, " +
+				"and the controller waits until it serves this version (a newer Kubernetes, --runtime-config): a typo? " + hint})
+		case !strings.Contains(gvr.Group, "."):
+			// No CRD may name a group without a dot, and kube-apiserver
+			// serves none of that name: only an aggregated API could.
+			out = append(out, Result{LevelWarning, name, "not served; no CRD can serve a group without a dot, " +
+				"and the controller waits until an aggregated API serves it: a typo? " + hint})
 		default:
 			out = append(out, Result{LevelWarning, name, "not served (CRD not installed?); the controller watches it once it appears; " + hint})
 		}
 	}
 	for _, s := range cfg.Sources {
-		check(s.GVR, s.Members == nil)
+		check(s.GVR, watch.NeededAtStart(s))
 	}
 	for _, w := range cfg.Workloads {
 		check(w.GVR, false)
@@ -147,37 +161,19 @@ func Served(disc discovery.DiscoveryInterface, cfg *config.Config) []Result {
 	return out
 }
 
-// builtIn reports whether only Kubernetes itself serves a group: one that
-// client-go knows (apps, batch, ...), or one without a dot, which no CRD may
-// use. A group of CRDs may be installed later.
-func builtIn(group string) bool {
-	return scheme.Scheme.IsGroupRegistered(group) || !strings.Contains(group, ".")
-}
-
-// served looks the resource up; when it is not served, hint says what is.
-func served(disc discovery.DiscoveryInterface, gvr schema.GroupVersionResource) (found bool, hint string, err error) {
-	gv := gvr.GroupVersion().String()
-	list, err := disc.ServerResourcesForGroupVersion(gv)
-	switch {
-	case apierrors.IsNotFound(err):
-	case err != nil:
-		return false, "", err
-	default:
-		var names []string
-		for _, r := range list.APIResources {
-			if r.Name == gvr.Resource {
-				return true, "", nil
-			}
-			if !strings.Contains(r.Name, "/") {
-				names = append(names, r.Name)
-			}
-		}
-		sort.Strings(names)
-		return false, fmt.Sprintf("%s serves: %s", gv, strings.Join(names, ", ")), nil
+// servedHint says what is served instead of a resource that is not: the
+// resources of its group-version, or else the versions of its group.
+func servedHint(disc discovery.DiscoveryInterface, gvr schema.GroupVersionResource, found watch.Lookup) (string, error) {
+	if found.GroupVersionServed {
+		return fmt.Sprintf("%s serves: %s", gvr.GroupVersion(), strings.Join(found.Served, ", ")), nil
 	}
 	groups, err := disc.ServerGroups()
 	if err != nil {
-		return false, "", err
+		return "", fmt.Errorf("listing the served groups: %w", err)
+	}
+	group := gvr.Group
+	if group == "" {
+		group = "core"
 	}
 	for _, g := range groups.Groups {
 		if g.Name == gvr.Group {
@@ -185,17 +181,10 @@ func served(disc discovery.DiscoveryInterface, gvr schema.GroupVersionResource) 
 			for _, v := range g.Versions {
 				versions = append(versions, v.Version)
 			}
-			return false, fmt.Sprintf("group %q is served in version(s) %s", groupName(gvr.Group), strings.Join(versions, ", ")), nil
+			return fmt.Sprintf("group %q is served in version(s) %s", group, strings.Join(versions, ", ")), nil
 		}
 	}
-	return false, fmt.Sprintf("no group %q is served", groupName(gvr.Group)), nil
-}
-
-func groupName(g string) string {
-	if g == "" {
-		return "core"
-	}
-	return g
+	return fmt.Sprintf("no group %q is served", group), nil
 }
 
 // ServiceAccountUser returns the user name and groups the API server gives
