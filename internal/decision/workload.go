@@ -52,10 +52,11 @@ func ReadWorkload(w *catalog.WorkloadState) Workload {
 	return out
 }
 
-// NamedSources are the sources its last restart and its hold name: the
-// gates read their state too (the rollout's waves, a hold's end), whether
-// or not the workload still reads them.
-func (w Workload) NamedSources() []catalog.SourceID {
+// AddNamedSources adds to sources, as lookup finds them, those its last
+// restart and its hold name that sources lacks: the gates read their state
+// too (the rollout's waves, a hold's end), whether or not the workload
+// still reads them. lookup is false for a source it does not find.
+func (w Workload) AddNamedSources(sources Sources, lookup func(catalog.SourceID) (*catalog.SourceState, bool)) {
 	var named []string
 	if w.LastRestart != nil {
 		named = slices.Collect(maps.Keys(w.LastRestart.Sources))
@@ -63,13 +64,14 @@ func (w Workload) NamedSources() []catalog.SourceID {
 	if w.Hold != nil && w.Hold.Source != "" {
 		named = append(named, w.Hold.Source)
 	}
-	var ids []catalog.SourceID
 	for _, sid := range named {
-		if id, ok := catalog.ParseSourceID(sid); ok {
-			ids = append(ids, id)
+		id, ok := catalog.ParseSourceID(sid)
+		if _, read := sources[id]; ok && !read {
+			if state, found := lookup(id); found {
+				sources[id] = state
+			}
 		}
 	}
-	return ids
 }
 
 // RolloutStatus is the workload's rollout status as its last restart's

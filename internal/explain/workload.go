@@ -301,16 +301,14 @@ func (c *Config) snapshot(kind config.WorkloadKind, w *catalog.WorkloadState, lo
 	key := catalog.WorkloadKey{Resource: kind.GVR, Namespace: w.Namespace, Name: w.Name}
 	wl := decision.ReadWorkload(w)
 	sources := maps.Clone(lookup)
-	for _, id := range wl.NamedSources() {
-		if _, read := sources[id]; read {
-			continue
+	wl.AddNamedSources(sources, func(id catalog.SourceID) (*catalog.SourceState, bool) {
+		sk, ok := c.sourceKind(id.Kind)
+		if !ok {
+			return nil, false
 		}
-		if sk, ok := c.sourceKind(id.Kind); ok {
-			if state, err := fetch(sk, id.Namespace, id.Name); err == nil && state != nil {
-				sources[id] = state
-			}
-		}
-	}
+		state, err := fetch(sk, id.Namespace, id.Name)
+		return state, err == nil && state != nil
+	})
 	return decision.Snapshot{Key: key, Now: now, Workload: wl, Sources: sources, Namespace: c.namespaceLabels(w.Namespace), Pace: true}
 }
 
