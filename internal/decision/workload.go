@@ -23,9 +23,10 @@ type Workload struct {
 	// Template is the template record the checksums were taken against.
 	Template record.Template
 	// LastRestart is the record of its last restart, Hold its hold; nil
-	// when absent or unreadable (Warnings say which).
+	// when absent or unreadable (Warnings say which, HoldErr why a hold is).
 	LastRestart *record.LastRestart
 	Hold        *record.Hold
+	HoldErr     error
 	// Warnings name the records that cannot be read and what becomes of
 	// them.
 	Warnings []string
@@ -46,8 +47,8 @@ func ReadWorkload(w *catalog.WorkloadState) Workload {
 	if out.LastRestart, err = record.ParseLastRestart(w.LastRestart); err != nil {
 		out.Warnings = append(out.Warnings, "unreadable rollout record, replaced by the next restart: "+err.Error())
 	}
-	if out.Hold, err = record.ParseHold(w.Hold); err != nil {
-		out.Warnings = append(out.Warnings, "unreadable hold annotation, removed: "+err.Error())
+	if out.Hold, out.HoldErr = record.ParseHold(w.Hold); out.HoldErr != nil {
+		out.Warnings = append(out.Warnings, "unreadable hold annotation, removed: "+out.HoldErr.Error())
 	}
 	return out
 }
