@@ -633,3 +633,20 @@ func TestExplainUnreadableRecords(t *testing.T) {
 		t.Errorf("hold: %+v", h)
 	}
 }
+
+// A reader whose applied checksums cannot be read shows none for the
+// source, as one that has none recorded.
+func TestExplainSourceGarbledReader(t *testing.T) {
+	f := loadFixture(t, defaultConfig(t, ""))
+	r := f.explainSource(t, "configmap/env-all", "")
+	applied := map[string]*string{}
+	for _, rd := range r.Readers {
+		applied[rd.Workload] = rd.Applied
+	}
+	if a, ok := applied["deployment.apps/garbled"]; !ok || a != nil {
+		t.Errorf("garbled reader: applied %v (listed %t), want none", a, ok)
+	}
+	if a := applied["deployment.apps/web"]; a == nil || *a == "" {
+		t.Errorf("web reader: applied %v, want its checksum", a)
+	}
+}
