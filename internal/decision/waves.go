@@ -50,8 +50,11 @@ type WaveState struct {
 	Paced bool
 	// Settled counts readers whose rollout completed (or whose controller
 	// does not roll them); InFlight those still rolling out; Failed those
-	// that failed.
-	Settled, InFlight, Failed int
+	// that failed; Restarted all of them, whatever their rollout's outcome.
+	Settled, InFlight, Failed, Restarted int
+	// Released: a release was given for this change, and its failures
+	// count as settled too (Settled includes Failed).
+	Released bool
 	// Halted: a rollout of this change failed (or a reader carries a hold
 	// for it) and no release was given; Cause names the first failure.
 	Halted bool
@@ -80,7 +83,7 @@ type WaveState struct {
 func EvaluateWaves(w config.Waves, readers []Reader, released bool) WaveState {
 	readers = append([]Reader(nil), readers...)
 	sort.Slice(readers, func(i, j int) bool { return readers[i].Key < readers[j].Key })
-	var s WaveState
+	s := WaveState{Released: released}
 	var candidates []string
 	var failure, holdCause string
 	// A hold names the workload whose rollout failed (its Cause starts with
@@ -109,6 +112,7 @@ func EvaluateWaves(w config.Waves, readers []Reader, released bool) WaveState {
 			}
 		case m.Restarted:
 			s.Reach++
+			s.Restarted++
 			switch m.Result {
 			case rollout.ResultPending:
 				s.InFlight++

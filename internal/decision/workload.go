@@ -23,9 +23,10 @@ type Workload struct {
 	// Template is the template record the checksums were taken against.
 	Template record.Template
 	// LastRestart is the record of its last restart, Hold its hold; nil
-	// when absent or unreadable (Warnings say which).
+	// when absent or unreadable (Warnings say which, HoldErr why a hold is).
 	LastRestart *record.LastRestart
 	Hold        *record.Hold
+	HoldErr     error
 	// Warnings name the records that cannot be read and what becomes of
 	// them.
 	Warnings []string
@@ -46,16 +47,17 @@ func ReadWorkload(w *catalog.WorkloadState) Workload {
 	if out.LastRestart, err = record.ParseLastRestart(w.LastRestart); err != nil {
 		out.Warnings = append(out.Warnings, "unreadable rollout record, replaced by the next restart: "+err.Error())
 	}
-	if out.Hold, err = record.ParseHold(w.Hold); err != nil {
-		out.Warnings = append(out.Warnings, "unreadable hold annotation, removed: "+err.Error())
+	if out.Hold, out.HoldErr = record.ParseHold(w.Hold); out.HoldErr != nil {
+		out.Warnings = append(out.Warnings, "unreadable hold annotation, removed: "+out.HoldErr.Error())
 	}
 	return out
 }
 
-// NamedSources are the sources its last restart and its hold name: the
-// gates read their state too (the rollout's waves, a hold's end), whether
-// or not the workload still reads them.
-func (w Workload) NamedSources() []catalog.SourceID {
+// AddNamedSources adds to sources, as lookup finds them, those its last
+// restart and its hold name that sources lacks: the gates read their state
+// too (the rollout's waves, a hold's end), whether or not the workload
+// still reads them. lookup is false for a source it does not find.
+func (w Workload) AddNamedSources(sources Sources, lookup func(catalog.SourceID) (*catalog.SourceState, bool)) {
 	var named []string
 	if w.LastRestart != nil {
 		named = slices.Collect(maps.Keys(w.LastRestart.Sources))
@@ -63,13 +65,14 @@ func (w Workload) NamedSources() []catalog.SourceID {
 	if w.Hold != nil && w.Hold.Source != "" {
 		named = append(named, w.Hold.Source)
 	}
-	var ids []catalog.SourceID
 	for _, sid := range named {
-		if id, ok := catalog.ParseSourceID(sid); ok {
-			ids = append(ids, id)
+		id, ok := catalog.ParseSourceID(sid)
+		if _, read := sources[id]; ok && !read {
+			if state, found := lookup(id); found {
+				sources[id] = state
+			}
 		}
 	}
-	return ids
 }
 
 // RolloutStatus is the workload's rollout status as its last restart's

@@ -616,3 +616,37 @@ func TestExplainSelectors(t *testing.T) {
 		t.Errorf("ignored namespace: %q", why)
 	}
 }
+
+// An unreadable hold is reported with why it cannot be read (the
+// controller removes it); an unreadable rollout record is not reported.
+func TestExplainUnreadableRecords(t *testing.T) {
+	f := loadFixture(t, defaultConfig(t, ""))
+	r := f.explainAnnotated(t, "worker", map[string]string{f.cfg.Annotations.Hold: `{"kind":"nap"}`, f.cfg.Annotations.Rollout: `{"result":"complete"}`})
+	if h := r.Hold; h == nil || h.Error != `hold annotation has an unknown kind "nap"` || h.EndsWhen != "the controller removes an unreadable hold at its next decision" {
+		t.Errorf("hold: %+v", h)
+	}
+	if r.Rollout != nil {
+		t.Errorf("rollout: %+v", r.Rollout)
+	}
+	r = f.explainAnnotated(t, "worker", map[string]string{f.cfg.Annotations.Hold: `{`})
+	if h := r.Hold; h == nil || !strings.HasPrefix(h.Error, "hold annotation is not a hold: ") {
+		t.Errorf("hold: %+v", h)
+	}
+}
+
+// A reader whose applied checksums cannot be read shows none for the
+// source, as one that has none recorded.
+func TestExplainSourceGarbledReader(t *testing.T) {
+	f := loadFixture(t, defaultConfig(t, ""))
+	r := f.explainSource(t, "configmap/env-all", "")
+	applied := map[string]*string{}
+	for _, rd := range r.Readers {
+		applied[rd.Workload] = rd.Applied
+	}
+	if a, ok := applied["deployment.apps/garbled"]; !ok || a != nil {
+		t.Errorf("garbled reader: applied %v (listed %t), want none", a, ok)
+	}
+	if a := applied["deployment.apps/web"]; a == nil || *a == "" {
+		t.Errorf("web reader: applied %v, want its checksum", a)
+	}
+}

@@ -57,15 +57,16 @@ func (r *RolloutReport) Open() bool {
 	return r != nil && (r.Result == "rolling out" || r.Result == string(rollout.ResultFailed))
 }
 
-// holdReport reads the workload's hold annotation. sources are the sources
-// it reads as fetched (nil when absent); a wave hold's source is among them.
-func (c *Config) holdReport(w *catalog.WorkloadState, sources decision.Sources) *HoldReport {
-	if w.Hold == "" {
-		return nil
+// holdReport reports the workload's hold as decision.ReadWorkload read it.
+// sources are the sources it reads as fetched (nil when absent); a wave
+// hold's source is among them.
+func (c *Config) holdReport(w decision.Workload, sources decision.Sources) *HoldReport {
+	if w.HoldErr != nil {
+		return &HoldReport{Error: w.HoldErr.Error(), EndsWhen: "the controller removes an unreadable hold at its next decision"}
 	}
-	h, err := record.ParseHold(w.Hold)
-	if err != nil {
-		return &HoldReport{Error: err.Error(), EndsWhen: "the controller removes an unreadable hold at its next decision"}
+	h := w.Hold
+	if h == nil {
+		return nil
 	}
 	r := &HoldReport{Kind: string(h.Kind), Since: h.Since, Cause: h.Cause, Source: h.Source, Change: h.Change, InForce: true}
 	switch h.Kind {
@@ -86,17 +87,18 @@ func (c *Config) holdReport(w *catalog.WorkloadState, sources decision.Sources) 
 	return r
 }
 
-// rolloutReport reads the workload's rollout record; deadline is its
+// rolloutReport reports the workload's rollout record, as
+// decision.ReadWorkload read it (none when unreadable); deadline is its
 // kind's (rollout.Rule.DeadlineOrDefault).
-func (c *Config) rolloutReport(w *catalog.WorkloadState, deadline time.Duration) *RolloutReport {
-	rec, err := record.ParseLastRestart(w.LastRestart)
-	if err != nil || rec == nil {
+func (c *Config) rolloutReport(w decision.Workload, deadline time.Duration) *RolloutReport {
+	rec := w.LastRestart
+	if rec == nil {
 		return nil
 	}
 	r := &RolloutReport{At: rec.At, Result: string(rec.Result), Reason: rec.Reason, Job: rec.Job, Sources: slices.Sorted(maps.Keys(rec.Sources))}
-	switch outcome := rec.Outcome(decision.RolloutStatus(w).Phase); {
+	switch outcome := rec.Outcome(decision.RolloutStatus(w.State).Phase); {
 	case outcome != rec.Result: // an unpaced restart's end is not written
-		r.Result, r.Reason, r.Note = string(outcome), w.Rollout.Reason, "ended, as the workload's status shows (an unpaced restart's end is not written)"
+		r.Result, r.Reason, r.Note = string(outcome), w.State.Rollout.Reason, "ended, as the workload's status shows (an unpaced restart's end is not written)"
 	case rec.Result == rollout.ResultPending:
 		r.Result = "rolling out"
 		ends := rec.At.Add(deadline).UTC()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
+	"github.com/restart-controller/restart-controller/internal/decision"
 	"github.com/restart-controller/restart-controller/internal/record"
 	"github.com/restart-controller/restart-controller/internal/rollout"
 )
@@ -32,7 +33,7 @@ func TestRolloutReportOfUnwrittenEnd(t *testing.T) {
 			rec := tc.record
 			rec.At = at
 			w := &catalog.WorkloadState{LastRestart: record.Encode(&rec), Rollout: rollout.Status{Phase: tc.phase}}
-			r := c.rolloutReport(w, rollout.DefaultDeadline)
+			r := c.rolloutReport(decision.ReadWorkload(w), rollout.DefaultDeadline)
 			if r == nil || r.Result != tc.result || !strings.Contains(r.Note, tc.note) {
 				t.Fatalf("report %+v, want result %q and a note with %q", r, tc.result, tc.note)
 			}

@@ -1,7 +1,6 @@
 package explain
 
 import (
-	"encoding/json"
 	"slices"
 	"sort"
 
@@ -9,6 +8,7 @@ import (
 
 	"github.com/restart-controller/restart-controller/internal/catalog"
 	"github.com/restart-controller/restart-controller/internal/config"
+	"github.com/restart-controller/restart-controller/internal/decision"
 )
 
 // SourceReport explains one source: who reads it, and what a change of each
@@ -109,11 +109,10 @@ func (c *Config) ExplainSource(kind config.SourceKind, namespace, name string, s
 			Workload: kubectlName(w), Keys: ref.Keys, AllKeys: ref.Keys == nil, Optional: ref.Optional,
 			Uses: c.usesByID(wl.Kind, wl.Object, w)[id],
 		}
-		applied := map[string]string{}
-		if w.HasApplied && json.Unmarshal([]byte(w.Applied), &applied) == nil {
-			if old, known := applied[id.String()]; known {
-				rd.Applied = &old
-			}
+		// Applied is nil when none is recorded or it cannot be read: then
+		// no applied checksum is shown.
+		if old, known := decision.ReadWorkload(w).Applied[id.String()]; known {
+			rd.Applied = &old
 		}
 		ws := WorkloadSource{Applied: rd.Applied, Optional: ref.Optional, Exists: state != nil}
 		if state != nil {

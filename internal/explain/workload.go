@@ -1,7 +1,6 @@
 package explain
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -156,7 +155,7 @@ func (c *Config) explain(kind config.WorkloadKind, w *catalog.WorkloadState, obj
 	// Regex source lists are matched against the sources that exist now, as
 	// the controller matches them against its cache (Catalog.Workload).
 	w, unlisted := c.withMatches(w)
-	recordedHash := record.ParseTemplate(w.AppliedTemplateHash).Hash
+	wl := decision.ReadWorkload(w)
 	r := &WorkloadReport{
 		Workload:         kubectlName(w),
 		Namespace:        w.Namespace,
@@ -165,7 +164,7 @@ func (c *Config) explain(kind config.WorkloadKind, w *catalog.WorkloadState, obj
 		Problem:          w.Problem,
 		ListProblems:     w.ListProblems,
 		Recorded:         w.HasApplied,
-		TemplateRecorded: w.HasApplied && recordedHash != "" && recordedHash == w.TemplateHash,
+		TemplateRecorded: w.HasApplied && wl.Template.Hash != "" && wl.Template.Hash == w.TemplateHash,
 		Sources:          []WorkloadSource{},
 	}
 	var usesOf map[catalog.SourceID][]Use
@@ -177,16 +176,14 @@ func (c *Config) explain(kind config.WorkloadKind, w *catalog.WorkloadState, obj
 	}
 	r.Watched = r.NotWatched == ""
 
-	applied, appliedErr := map[string]string{}, error(nil)
-	if w.HasApplied {
-		if appliedErr = json.Unmarshal([]byte(w.Applied), &applied); appliedErr != nil {
-			applied = map[string]string{}
-			r.RecordError = appliedErr.Error()
-		}
+	if wl.AppliedErr != nil {
+		// The JSON decoder's error, which record.ParseApplied wraps with
+		// the annotation's name: the report names the annotation itself.
+		r.RecordError = errors.Unwrap(wl.AppliedErr).Error()
 	}
-	lookup, unreadable := c.readSources(r, usesOf, w, applied, fetch, !r.TemplateRecorded || appliedErr != nil)
-	r.Hold = c.holdReport(w, lookup)
-	r.Rollout = c.rolloutReport(w, kind.Rollout.DeadlineOrDefault())
+	lookup, unreadable := c.readSources(r, usesOf, w, wl.Applied, fetch, !r.TemplateRecorded || wl.AppliedErr != nil)
+	r.Hold = c.holdReport(wl, lookup)
+	r.Rollout = c.rolloutReport(wl, kind.Rollout.DeadlineOrDefault())
 	switch {
 	case !w.OptedIn:
 		r.Decision = Decision{Action: ActionNothing, Reasons: []string{c.notOptedIn(obj)}}
@@ -199,7 +196,7 @@ func (c *Config) explain(kind config.WorkloadKind, w *catalog.WorkloadState, obj
 	case unreadable:
 		r.Decision = Decision{Action: ActionUnknown, Reasons: []string{"a source it reads could not be read with your credentials; see the sources"}}
 	default:
-		r.Decision = c.decision(c.snapshot(kind, w, lookup, fetch, now), r, pace)
+		r.Decision = c.decision(c.snapshot(kind, wl, lookup, fetch, now), r, pace)
 	}
 	if h := r.Hold; h != nil && h.InForce && (r.Decision.Action == ActionRestart || r.Decision.Action == ActionRecord) {
 		// The decision lets it go (an unpaced change is never held, a
@@ -297,21 +294,18 @@ func (c *Config) readSources(r *WorkloadReport, usesOf map[catalog.SourceID][]Us
 // snapshot is what the decision reads, as explain sees it: the sources
 // read (and those its last restart and hold name), no grace period known,
 // its rollout as its status shows it.
-func (c *Config) snapshot(kind config.WorkloadKind, w *catalog.WorkloadState, lookup decision.Sources, fetch SourceFetcher, now time.Time) decision.Snapshot {
-	key := catalog.WorkloadKey{Resource: kind.GVR, Namespace: w.Namespace, Name: w.Name}
-	wl := decision.ReadWorkload(w)
+func (c *Config) snapshot(kind config.WorkloadKind, wl decision.Workload, lookup decision.Sources, fetch SourceFetcher, now time.Time) decision.Snapshot {
+	key := catalog.WorkloadKey{Resource: kind.GVR, Namespace: wl.State.Namespace, Name: wl.State.Name}
 	sources := maps.Clone(lookup)
-	for _, id := range wl.NamedSources() {
-		if _, read := sources[id]; read {
-			continue
+	wl.AddNamedSources(sources, func(id catalog.SourceID) (*catalog.SourceState, bool) {
+		sk, ok := c.sourceKind(id.Kind)
+		if !ok {
+			return nil, false
 		}
-		if sk, ok := c.sourceKind(id.Kind); ok {
-			if state, err := fetch(sk, id.Namespace, id.Name); err == nil && state != nil {
-				sources[id] = state
-			}
-		}
-	}
-	return decision.Snapshot{Key: key, Now: now, Workload: wl, Sources: sources, Namespace: c.namespaceLabels(w.Namespace), Pace: true}
+		state, err := fetch(sk, id.Namespace, id.Name)
+		return state, err == nil && state != nil
+	})
+	return decision.Snapshot{Key: key, Now: now, Workload: wl, Sources: sources, Namespace: c.namespaceLabels(wl.State.Namespace), Pace: true}
 }
 
 // decision runs the controller's decision (package decision) on the

@@ -82,13 +82,7 @@ func (c *Controller) sourcesOf(ctx context.Context, w decision.Workload) (decisi
 		}
 		sources[ref.ID] = state
 	}
-	for _, id := range w.NamedSources() {
-		if _, read := sources[id]; !read {
-			if state, ok := c.Catalog.Source(id); ok {
-				sources[id] = state
-			}
-		}
-	}
+	w.AddNamedSources(sources, c.Catalog.Source)
 	return sources, nil
 }
 

@@ -284,17 +284,11 @@ func changeOf(l *Listing, pacer *explain.Pacer, id catalog.SourceID, restarts []
 	c := l.cfg
 	change := src.Change(c.Sums)
 	ws := pacer.Waves(id, src, now)
-	released := src.Annotations[c.Annotations.Release] == change
 	if ws.Reach == ws.Settled && !ws.Halted {
 		return Change{}, false
 	}
-	ch := Change{Source: id.String(), Change: change, Paced: ws.Paced, Reach: ws.Reach, InFlight: ws.InFlight, Failed: ws.Failed,
-		Elsewhere: len(ws.Elsewhere), Halted: ws.Halted, Cause: ws.Cause, Held: len(ws.Held), Released: released}
-	// Released, the failures count as settled (decision.EvaluateWaves).
-	ch.Restarted = ws.Settled + ws.InFlight
-	if !released {
-		ch.Restarted += ws.Failed
-	}
+	ch := Change{Source: id.String(), Change: change, Paced: ws.Paced, Reach: ws.Reach, Restarted: ws.Restarted, InFlight: ws.InFlight,
+		Failed: ws.Failed, Elsewhere: len(ws.Elsewhere), Halted: ws.Halted, Cause: ws.Cause, Held: len(ws.Held), Released: ws.Released}
 	if ws.Paced {
 		ch.Waves = decision.WaveCount(c.Waves, ws.Reach)
 		ch.Wave = ws.Wave
