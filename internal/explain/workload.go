@@ -179,7 +179,10 @@ func (c *Config) explain(kind config.WorkloadKind, w *catalog.WorkloadState, obj
 	if wl.AppliedErr != nil {
 		// The JSON decoder's error, which record.ParseApplied wraps with
 		// the annotation's name: the report names the annotation itself.
-		r.RecordError = errors.Unwrap(wl.AppliedErr).Error()
+		r.RecordError = wl.AppliedErr.Error()
+		if cause := errors.Unwrap(wl.AppliedErr); cause != nil {
+			r.RecordError = cause.Error()
+		}
 	}
 	lookup, unreadable := c.readSources(r, usesOf, w, wl.Applied, fetch, !r.TemplateRecorded || wl.AppliedErr != nil)
 	r.Hold = c.holdReport(wl, lookup)
